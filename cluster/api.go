@@ -1,0 +1,278 @@
+package cluster
+
+// The broker-facing API of a Node. Methods taking a context talk to Raft
+// and may block for a few Raft round trips (longer while no leader is
+// elected); call them off any actor goroutine. Methods named Local read
+// this node's replica without a round trip and may lag the leader.
+//
+// Owner information comes from two places. A node in a partition's replica
+// set hosts its coordination shard and reports that shard's state. Other
+// nodes report the owner hint the owner copied into the catalog. Either may
+// lag a change of owner; a redirect is a hint and the owner checks its own
+// coordination state before serving.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// CatalogView is a copy of the catalog with owners merged in.
+type CatalogView struct {
+	Revision    uint64      `json:"revision"`
+	Initialized bool        `json:"initialized"`
+	Nodes       []NodeInfo  `json:"nodes"`
+	Settings    Settings    `json:"settings"`
+	Queues      []QueueInfo `json:"queues"`
+}
+
+// OwnerInfo locates the owner of a queue partition, for redirects.
+type OwnerInfo struct {
+	Queue         string `json:"queue"`
+	Partition     int    `json:"partition"`
+	ShardID       uint64 `json:"shard_id"`
+	NodeID        string `json:"node_id"`
+	ClientAddress string `json:"client_address"`
+	PeerAddress   string `json:"peer_address"`
+	Epoch         uint64 `json:"epoch"`
+	// IsSelf is true when this node is the owner.
+	IsSelf bool `json:"is_self"`
+	// FromCoordination is true when the answer comes from this node's own
+	// replica of the coordination shard rather than the catalog hint.
+	FromCoordination bool `json:"from_coordination"`
+}
+
+// Declare declares a queue through the catalog. A new queue gets its
+// placement and coordination shards; an existing one is returned unchanged
+// if the declaration agrees with it (ErrModeConflict or
+// ErrDeclarationConflict otherwise). Warnings (deprecated policy names) are
+// also logged. The owner is elected after the declaration commits: use
+// WaitOwner to wait for it. Blocks on Raft: never call from an actor's
+// Receive.
+func (n *Node) Declare(ctx context.Context, decl QueueDecl) (QueueInfo, []string, error) {
+	if err := n.ensureInitialized(ctx); err != nil {
+		return QueueInfo{}, nil, err
+	}
+	result, err := n.proposeCatalog(ctx, catalogCommand{Kind: commandDeclare, Declare: &decl})
+	if err != nil {
+		return QueueInfo{}, nil, err
+	}
+	for _, warning := range result.Warnings {
+		n.logger.Warn("queue declare", "queue", decl.Name, "warning", warning)
+	}
+	if result.Queue == nil {
+		panic("cluster: a successful declare returned no queue")
+	}
+	return n.withOwners(*result.Queue), result.Warnings, nil
+}
+
+// DeleteQueue removes a queue from the catalog; its replicas stop their
+// coordination shards. ErrQueueNotFound if there is no such queue.
+func (n *Node) DeleteQueue(ctx context.Context, name string) error {
+	_, err := n.proposeCatalog(ctx, catalogCommand{Kind: commandDelete, Name: name})
+	return err
+}
+
+// SetSetting changes a runtime setting (Setting* keys) cluster-wide.
+func (n *Node) SetSetting(ctx context.Context, key, value string) error {
+	if err := n.ensureInitialized(ctx); err != nil {
+		return err
+	}
+	_, err := n.proposeCatalog(ctx, catalogCommand{Kind: commandSetSetting, Key: key, Value: value})
+	return err
+}
+
+// Catalog is a linearizable read of the whole catalog.
+func (n *Node) Catalog(ctx context.Context) (CatalogView, error) {
+	value, err := n.read(ctx, CatalogShardID, catalogQuery{})
+	if err != nil {
+		return CatalogView{}, err
+	}
+	return n.viewOf(value.(*CatalogState)), nil
+}
+
+// LocalCatalog reads this node's replica of the catalog.
+func (n *Node) LocalCatalog() (CatalogView, error) {
+	state, err := n.localCatalogState()
+	if err != nil {
+		return CatalogView{}, err
+	}
+	return n.viewOf(state), nil
+}
+
+// Queues is a linearizable list of every queue, sorted by name.
+func (n *Node) Queues(ctx context.Context) ([]QueueInfo, error) {
+	view, err := n.Catalog(ctx)
+	return view.Queues, err
+}
+
+// Lookup is a linearizable read of one queue; ErrQueueNotFound if absent.
+func (n *Node) Lookup(ctx context.Context, name string) (QueueInfo, error) {
+	value, err := n.read(ctx, CatalogShardID, catalogQuery{Name: name})
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	return n.queueOrNotFound(name, value.(*QueueInfo))
+}
+
+// LookupLocal reads one queue from this node's replica of the catalog.
+func (n *Node) LookupLocal(name string) (QueueInfo, error) {
+	value, err := n.staleRead(CatalogShardID, catalogQuery{Name: name})
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	return n.queueOrNotFound(name, value.(*QueueInfo))
+}
+
+func (n *Node) queueOrNotFound(name string, queue *QueueInfo) (QueueInfo, error) {
+	if queue == nil {
+		return QueueInfo{}, fmt.Errorf("%w: %q", ErrQueueNotFound, name)
+	}
+	return n.withOwners(*queue), nil
+}
+
+// Owner locates the owner of a queue partition from local state (no Raft
+// round trip), for redirects. ErrOwnerUnknown until one is recorded.
+func (n *Node) Owner(name string, partition int) (OwnerInfo, error) {
+	queue, err := n.LookupLocal(name)
+	if err != nil {
+		return OwnerInfo{}, err
+	}
+	if partition < 0 || partition >= len(queue.Partitions) {
+		return OwnerInfo{}, fmt.Errorf("%w: queue %q has %d partitions, asked for %d", ErrPartitionNotFound, name, len(queue.Partitions), partition)
+	}
+	info := queue.Partitions[partition]
+	if info.Owner == "" {
+		return OwnerInfo{}, fmt.Errorf("%w: queue %q partition %d", ErrOwnerUnknown, name, partition)
+	}
+	owner, found := n.nodesByID[info.Owner]
+	if !found {
+		return OwnerInfo{}, fmt.Errorf("%w: owner %q of queue %q is not in the config", ErrUnknownNode, info.Owner, name)
+	}
+	_, hosted := n.view.Load().shards[info.ShardID]
+	return OwnerInfo{
+		Queue: name, Partition: partition, ShardID: info.ShardID, NodeID: owner.ID,
+		ClientAddress: owner.ClientAddress, PeerAddress: owner.PeerAddress, Epoch: info.Epoch,
+		IsSelf: owner.ID == n.self.ID, FromCoordination: hosted,
+	}, nil
+}
+
+// WaitOwner waits until Owner knows the owner of the partition or ctx ends.
+func (n *Node) WaitOwner(ctx context.Context, name string, partition int) (OwnerInfo, error) {
+	watch := n.Watch()
+	defer watch.Close()
+	for {
+		owner, err := n.Owner(name, partition)
+		if err == nil {
+			return owner, nil
+		}
+		select {
+		case <-ctx.Done():
+			return OwnerInfo{}, fmt.Errorf("%w (waiting: %w)", err, ctx.Err())
+		case _, open := <-watch.C:
+			if !open {
+				return OwnerInfo{}, ErrClosed
+			}
+		case <-time.After(n.electionTimeout):
+			// Recheck now and then: a queue declared elsewhere reaches this
+			// node's replica without a signal if it was applied before the
+			// watch started.
+		}
+	}
+}
+
+// WaitReady waits until the catalog has a leader, answers a linearizable
+// read and has been initialised.
+func (n *Node) WaitReady(ctx context.Context) error {
+	if err := n.ensureInitialized(ctx); err != nil {
+		return err
+	}
+	_, err := n.Catalog(ctx)
+	return err
+}
+
+// ensureInitialized proposes the init command (nodes and settings from this
+// node's config) unless the local catalog already holds it. The command
+// applies once cluster-wide, so proposing it again is harmless.
+func (n *Node) ensureInitialized(ctx context.Context) error {
+	if n.view.Load().initialized {
+		return nil
+	}
+	if state, err := n.localCatalogState(); err == nil && state.Initialized {
+		return nil
+	}
+	_, err := n.proposeCatalog(ctx, n.initCommand())
+	return err
+}
+
+func (n *Node) initCommand() catalogCommand {
+	init := &initCommand{Settings: Settings{
+		DefaultReplicas:          n.config.Cluster.DefaultReplicas,
+		DefaultPolicy:            n.config.Cluster.DefaultPolicy,
+		BackgroundSyncIntervalMs: time.Duration(*n.config.Cluster.BackgroundSyncInterval).Milliseconds(),
+	}}
+	for _, peer := range n.config.Nodes {
+		init.Nodes = append(init.Nodes, NodeInfo{
+			ID: peer.ID, ClientAddress: peer.ClientAddress, PeerAddress: peer.PeerAddress,
+			RaftAddress: peer.RaftAddress, HTTPAddress: peer.HTTPAddress, ReplicaID: peer.ReplicaID(),
+		})
+	}
+	return catalogCommand{Kind: commandInit, Init: init}
+}
+
+// proposeCatalog proposes a catalog command and decodes its result; a
+// refused command comes back as its package error.
+func (n *Node) proposeCatalog(ctx context.Context, command catalogCommand) (catalogResult, error) {
+	data, err := msgpack.Marshal(&command)
+	if err != nil {
+		panic(fmt.Sprintf("cluster: catalog command does not encode: %v", err))
+	}
+	raw, err := n.propose(ctx, CatalogShardID, data)
+	if err != nil {
+		return catalogResult{}, err
+	}
+	var result catalogResult
+	if err := msgpack.Unmarshal(raw.Data, &result); err != nil {
+		panic(fmt.Sprintf("cluster: catalog result does not decode: %v", err))
+	}
+	return result, result.err()
+}
+
+func (n *Node) localCatalogState() (*CatalogState, error) {
+	value, err := n.staleRead(CatalogShardID, catalogQuery{})
+	if err != nil {
+		return nil, err
+	}
+	return value.(*CatalogState), nil
+}
+
+func (n *Node) viewOf(state *CatalogState) CatalogView {
+	view := CatalogView{
+		Revision: state.Revision, Initialized: state.Initialized,
+		Nodes: state.Nodes, Settings: state.Settings, Queues: make([]QueueInfo, 0, len(state.Queues)),
+	}
+	for _, queue := range state.Queues {
+		view.Queues = append(view.Queues, n.withOwners(*queue))
+	}
+	slices.SortFunc(view.Queues, func(a, b QueueInfo) int { return strings.Compare(a.Name, b.Name) })
+	return view
+}
+
+// withOwners replaces each partition's owner hint with this node's
+// coordination state where it hosts the partition and that state is newer.
+func (n *Node) withOwners(queue QueueInfo) QueueInfo {
+	shards := n.view.Load().shards
+	queue.Partitions = slices.Clone(queue.Partitions)
+	for index, partition := range queue.Partitions {
+		hosted, found := shards[partition.ShardID]
+		if found && hosted.State.Epoch >= partition.Epoch {
+			queue.Partitions[index].Owner = hosted.State.Owner
+			queue.Partitions[index].Epoch = hosted.State.Epoch
+		}
+	}
+	return queue
+}

@@ -1,0 +1,464 @@
+package cluster
+
+// The catalog is the cluster-wide record of queue declarations, the node
+// list and the runtime settings. It is replicated by the catalog Raft shard
+// on every node; this file is its pure core: the state, the commands and the
+// deterministic Apply that the state machine (catalog_sm.go) runs on every
+// replica. Everything here is encoded with msgpack.
+//
+// Rules applied here:
+//   - A declaration is fixed at first declare. A re-declare that names a
+//     different mode is refused (ErrModeConflict); one that names a
+//     different policy, replica count, partition count or options is refused
+//     (ErrDeclarationConflict); fields left out keep the current value.
+//   - Placement and coordination shard ids are chosen inside Apply, so every
+//     replica of the catalog agrees on them.
+//   - The revision counts state changes; a command that changes nothing
+//     (an identical re-declare, a stale owner hint) leaves it alone.
+//
+// Invariant: every partition's ShardID is >= FirstCoordinationShardID and
+// < NextShardID, and no two partitions share one.
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+)
+
+const (
+	// CatalogShardID is the Raft shard of the catalog, on every node.
+	CatalogShardID uint64 = 1
+	// FirstCoordinationShardID is the first shard id handed to a queue
+	// partition's coordination shard. Ids are never reused.
+	FirstCoordinationShardID uint64 = 1000
+	// MaxPartitions bounds the partitions of one queue.
+	MaxPartitions = 64
+	// MaxQueueNameBytes bounds queue names.
+	MaxQueueNameBytes = 200
+	// ServingOwnerOnly is QueueInfo.Serving until replication lands: the
+	// owner alone holds and serves the queue's data.
+	ServingOwnerOnly = "owner_only"
+)
+
+// QueueDecl is a declare request. Zero fields mean "not named": on a new
+// queue they take the defaults, on an existing queue they keep its value.
+type QueueDecl struct {
+	Name       string            `msgpack:"name" json:"name"`
+	Mode       Mode              `msgpack:"mode" json:"mode,omitempty"`
+	Policy     string            `msgpack:"policy" json:"policy,omitempty"`
+	Replicas   int               `msgpack:"replicas" json:"replicas,omitempty"`
+	Partitions int               `msgpack:"partitions" json:"partitions,omitempty"`
+	Options    map[string]string `msgpack:"options" json:"options,omitempty"`
+}
+
+// QueueInfo is a queue as the catalog records it.
+type QueueInfo struct {
+	Name string `msgpack:"name" json:"name"`
+	Mode Mode   `msgpack:"mode" json:"mode"`
+	// Policy is the canonical policy ("majority_durable", "replica_durable:2").
+	Policy string `msgpack:"policy" json:"policy"`
+	// WriteCopies is the policy's write threshold W, owner included.
+	WriteCopies int               `msgpack:"write_copies" json:"write_copies"`
+	Replicas    int               `msgpack:"replicas" json:"replicas"`
+	Options     map[string]string `msgpack:"options" json:"options,omitempty"`
+	// Revision is the catalog revision at which the queue was declared.
+	Revision   uint64          `msgpack:"revision" json:"revision"`
+	Partitions []PartitionInfo `msgpack:"partitions" json:"partitions"`
+	// Serving says who serves the data; ServingOwnerOnly for now.
+	Serving string `msgpack:"serving" json:"serving"`
+}
+
+// PartitionInfo is one partition of a queue.
+type PartitionInfo struct {
+	Index int `msgpack:"index" json:"index"`
+	// ShardID is the partition's coordination shard.
+	ShardID uint64 `msgpack:"shard_id" json:"shard_id"`
+	// Replicas is the replica set, preferred owner first.
+	Replicas []string `msgpack:"replicas" json:"replicas"`
+	// Owner and Epoch are the owner as last recorded. In the catalog they are
+	// a hint copied from the coordination shard; a node that replicates the
+	// partition reports its own coordination state instead.
+	Owner string `msgpack:"owner" json:"owner"`
+	Epoch uint64 `msgpack:"epoch" json:"epoch"`
+}
+
+// NodeInfo is a node as the catalog records it.
+type NodeInfo struct {
+	ID            string `msgpack:"id" json:"id"`
+	ClientAddress string `msgpack:"client_address" json:"client_address"`
+	PeerAddress   string `msgpack:"peer_address" json:"peer_address"`
+	RaftAddress   string `msgpack:"raft_address" json:"raft_address"`
+	HTTPAddress   string `msgpack:"http_address" json:"http_address"`
+	ReplicaID     uint64 `msgpack:"replica_id" json:"replica_id"`
+}
+
+// Settings are the runtime settings held by the catalog, first copied from
+// the config of the node that initialised it and changed with SetSetting.
+type Settings struct {
+	DefaultReplicas          int    `msgpack:"default_replicas" json:"default_replicas"`
+	DefaultPolicy            string `msgpack:"default_policy" json:"default_policy"`
+	BackgroundSyncIntervalMs int64  `msgpack:"background_sync_interval_ms" json:"background_sync_interval_ms"`
+}
+
+// Setting keys accepted by SetSetting.
+const (
+	SettingDefaultReplicas        = "default_replicas"
+	SettingDefaultPolicy          = "default_policy"
+	SettingBackgroundSyncInterval = "background_sync_interval"
+)
+
+// CatalogState is the whole catalog.
+type CatalogState struct {
+	Revision    uint64                `msgpack:"revision"`
+	Initialized bool                  `msgpack:"initialized"`
+	Nodes       []NodeInfo            `msgpack:"nodes"`
+	Settings    Settings              `msgpack:"settings"`
+	Queues      map[string]*QueueInfo `msgpack:"queues"`
+	NextShardID uint64                `msgpack:"next_shard_id"`
+}
+
+func newCatalogState() *CatalogState {
+	return &CatalogState{Queues: map[string]*QueueInfo{}, NextShardID: FirstCoordinationShardID}
+}
+
+type commandKind uint8
+
+const (
+	commandInit commandKind = iota + 1
+	commandDeclare
+	commandDelete
+	commandSetSetting
+	commandOwnerHint
+)
+
+// catalogCommand is one proposal to the catalog shard.
+type catalogCommand struct {
+	Kind    commandKind  `msgpack:"kind"`
+	Init    *initCommand `msgpack:"init,omitempty"`
+	Declare *QueueDecl   `msgpack:"declare,omitempty"`
+	Name    string       `msgpack:"name,omitempty"`
+	Key     string       `msgpack:"key,omitempty"`
+	Value   string       `msgpack:"value,omitempty"`
+	Hint    *ownerHint   `msgpack:"hint,omitempty"`
+}
+
+// initCommand fills an empty catalog from a node's config. It is proposed
+// by every node at start and applies only once.
+type initCommand struct {
+	Nodes    []NodeInfo `msgpack:"nodes"`
+	Settings Settings   `msgpack:"settings"`
+}
+
+// ownerHint copies a partition's owner from its coordination shard into
+// the catalog, so nodes outside the replica set can redirect clients.
+type ownerHint struct {
+	Queue     string `msgpack:"queue"`
+	Partition int    `msgpack:"partition"`
+	ShardID   uint64 `msgpack:"shard_id"`
+	Owner     string `msgpack:"owner"`
+	Epoch     uint64 `msgpack:"epoch"`
+}
+
+// resultCode is the outcome of a command, carried in sm.Result.Value.
+type resultCode uint64
+
+const (
+	resultOK resultCode = iota
+	resultNotInitialized
+	resultInvalidDeclaration
+	resultInvalidPolicy
+	resultModeConflict
+	resultDeclarationConflict
+	resultQueueNotFound
+	resultInvalidSetting
+)
+
+// catalogResult is what Apply answers; msgpack-encoded in sm.Result.Data.
+type catalogResult struct {
+	Code     resultCode `msgpack:"code"`
+	Detail   string     `msgpack:"detail,omitempty"`
+	Queue    *QueueInfo `msgpack:"queue,omitempty"`
+	Created  bool       `msgpack:"created,omitempty"`
+	Warnings []string   `msgpack:"warnings,omitempty"`
+	Revision uint64     `msgpack:"revision"`
+}
+
+// err turns a result back into a package error, or nil.
+func (r catalogResult) err() error {
+	sentinel := map[resultCode]error{
+		resultNotInitialized:      ErrNotReady,
+		resultInvalidDeclaration:  ErrInvalidDeclaration,
+		resultInvalidPolicy:       ErrInvalidPolicy,
+		resultModeConflict:        ErrModeConflict,
+		resultDeclarationConflict: ErrDeclarationConflict,
+		resultQueueNotFound:       ErrQueueNotFound,
+		resultInvalidSetting:      ErrInvalidSetting,
+	}[r.Code]
+	if r.Code == resultOK {
+		return nil
+	}
+	if sentinel == nil {
+		return fmt.Errorf("cluster: unknown catalog result code %d: %s", r.Code, r.Detail)
+	}
+	return fmt.Errorf("%w: %s", sentinel, r.Detail)
+}
+
+func failure(code resultCode, format string, args ...any) catalogResult {
+	return catalogResult{Code: code, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Apply runs one command. It is deterministic: the same state and command
+// give the same result and state on every replica.
+func (s *CatalogState) Apply(command catalogCommand) catalogResult {
+	var result catalogResult
+	switch command.Kind {
+	case commandInit:
+		result = s.applyInit(command.Init)
+	case commandDeclare:
+		result = s.applyDeclare(command.Declare)
+	case commandDelete:
+		result = s.applyDelete(command.Name)
+	case commandSetSetting:
+		result = s.applySetSetting(command.Key, command.Value)
+	case commandOwnerHint:
+		result = s.applyOwnerHint(command.Hint)
+	default:
+		result = failure(resultInvalidDeclaration, "unknown command kind %d", command.Kind)
+	}
+	result.Revision = s.Revision
+	return result
+}
+
+func (s *CatalogState) applyInit(init *initCommand) catalogResult {
+	if s.Initialized {
+		return catalogResult{}
+	}
+	if init == nil || len(init.Nodes) == 0 {
+		return failure(resultInvalidSetting, "init needs at least one node")
+	}
+	s.Initialized = true
+	s.Nodes = slices.Clone(init.Nodes)
+	s.Settings = init.Settings
+	s.Revision++
+	return catalogResult{}
+}
+
+func (s *CatalogState) applyDeclare(decl *QueueDecl) catalogResult {
+	if !s.Initialized {
+		return failure(resultNotInitialized, "the catalog has not been initialised")
+	}
+	if decl == nil {
+		return failure(resultInvalidDeclaration, "empty declaration")
+	}
+	if err := validateQueueName(decl.Name); err != nil {
+		return failure(resultInvalidDeclaration, "name: %v", err)
+	}
+	if decl.Mode > ModeBuffered {
+		return failure(resultInvalidDeclaration, "mode: unknown mode %d", decl.Mode)
+	}
+	if existing, found := s.Queues[decl.Name]; found {
+		return checkRedeclare(existing, decl)
+	}
+	return s.createQueue(decl)
+}
+
+// checkRedeclare applies the fixed-at-first-declare rule.
+func checkRedeclare(existing *QueueInfo, decl *QueueDecl) catalogResult {
+	if decl.Mode != ModeUnset && decl.Mode != existing.Mode {
+		return failure(resultModeConflict, "queue %q was declared %s; a re-declare named %s (the mode is fixed at first declare)", existing.Name, existing.Mode, decl.Mode)
+	}
+	var warnings []string
+	if decl.Policy != "" {
+		policy, policyWarnings, err := ResolvePolicy(decl.Policy, existing.Replicas)
+		if err != nil {
+			return failure(resultInvalidPolicy, "policy: %v", err)
+		}
+		if policy.String() != existing.Policy {
+			return failure(resultDeclarationConflict, "policy: queue %q has %s; a re-declare named %s", existing.Name, existing.Policy, policy)
+		}
+		warnings = policyWarnings
+	}
+	if decl.Replicas != 0 && decl.Replicas != existing.Replicas {
+		return failure(resultDeclarationConflict, "replicas: queue %q has %d; a re-declare named %d", existing.Name, existing.Replicas, decl.Replicas)
+	}
+	if decl.Partitions != 0 && decl.Partitions != len(existing.Partitions) {
+		return failure(resultDeclarationConflict, "partitions: queue %q has %d; a re-declare named %d", existing.Name, len(existing.Partitions), decl.Partitions)
+	}
+	if decl.Options != nil && !maps.Equal(decl.Options, existing.Options) {
+		return failure(resultDeclarationConflict, "options: queue %q has %v; a re-declare named %v", existing.Name, existing.Options, decl.Options)
+	}
+	return catalogResult{Queue: existing.clone(), Warnings: warnings}
+}
+
+func (s *CatalogState) createQueue(decl *QueueDecl) catalogResult {
+	replicas := decl.Replicas
+	if replicas == 0 {
+		replicas = min(s.Settings.DefaultReplicas, len(s.Nodes))
+	}
+	if replicas < 1 || replicas > len(s.Nodes) {
+		return failure(resultInvalidDeclaration, "replicas: must be between 1 and the number of nodes (%d), got %d", len(s.Nodes), replicas)
+	}
+	partitions := decl.Partitions
+	if partitions == 0 {
+		partitions = 1
+	}
+	if partitions < 1 || partitions > MaxPartitions {
+		return failure(resultInvalidDeclaration, "partitions: must be between 1 and %d, got %d", MaxPartitions, partitions)
+	}
+	policy, warnings, result := s.choosePolicy(decl, replicas)
+	if result.Code != resultOK {
+		return result
+	}
+	nodeIDs := make([]string, 0, len(s.Nodes))
+	for _, node := range s.Nodes {
+		nodeIDs = append(nodeIDs, node.ID)
+	}
+	s.Revision++
+	queue := &QueueInfo{
+		Name: decl.Name, Mode: policy.Mode(), Policy: policy.String(), WriteCopies: policy.Copies,
+		Replicas: replicas, Options: maps.Clone(decl.Options), Revision: s.Revision, Serving: ServingOwnerOnly,
+	}
+	for index, replicaSet := range place(nodeIDs, loadOf(s.Queues), replicas, partitions) {
+		queue.Partitions = append(queue.Partitions, PartitionInfo{Index: index, ShardID: s.NextShardID, Replicas: replicaSet})
+		s.NextShardID++
+	}
+	s.Queues[queue.Name] = queue
+	return catalogResult{Queue: queue.clone(), Created: true, Warnings: warnings}
+}
+
+// choosePolicy picks the policy of a new queue: the named one (which must
+// agree with a named mode), else the mode's default, else the cluster's.
+func (s *CatalogState) choosePolicy(decl *QueueDecl, replicas int) (Policy, []string, catalogResult) {
+	switch {
+	case decl.Policy != "":
+		policy, warnings, err := ResolvePolicy(decl.Policy, replicas)
+		if err != nil {
+			return Policy{}, nil, failure(resultInvalidPolicy, "policy: %v", err)
+		}
+		if decl.Mode != ModeUnset && decl.Mode != policy.Mode() {
+			return Policy{}, nil, failure(resultInvalidDeclaration, "mode: %s contradicts policy %s (mode %s)", decl.Mode, policy, policy.Mode())
+		}
+		return policy, warnings, catalogResult{}
+	case decl.Mode != ModeUnset:
+		return defaultPolicyFor(decl.Mode, replicas), nil, catalogResult{}
+	case s.Settings.DefaultPolicy != "":
+		policy, warnings, err := ResolvePolicy(s.Settings.DefaultPolicy, replicas)
+		if err != nil {
+			return Policy{}, nil, failure(resultInvalidPolicy, "cluster default policy: %v", err)
+		}
+		return policy, warnings, catalogResult{}
+	}
+	return defaultPolicyFor(ModeBuffered, replicas), nil, catalogResult{}
+}
+
+func (s *CatalogState) applyDelete(name string) catalogResult {
+	if _, found := s.Queues[name]; !found {
+		return failure(resultQueueNotFound, "queue %q", name)
+	}
+	delete(s.Queues, name)
+	s.Revision++
+	return catalogResult{}
+}
+
+func (s *CatalogState) applySetSetting(key, value string) catalogResult {
+	settings := s.Settings
+	switch key {
+	case SettingDefaultReplicas:
+		replicas, err := strconv.Atoi(value)
+		if err != nil || replicas < 1 || replicas > len(s.Nodes) {
+			return failure(resultInvalidSetting, "%s: must be between 1 and %d, got %q", key, len(s.Nodes), value)
+		}
+		settings.DefaultReplicas = replicas
+	case SettingDefaultPolicy:
+		if value != "" {
+			if _, _, err := ResolvePolicy(value, settings.DefaultReplicas); err != nil {
+				return failure(resultInvalidSetting, "%s: %v", key, err)
+			}
+		}
+		settings.DefaultPolicy = value
+	case SettingBackgroundSyncInterval:
+		interval, err := time.ParseDuration(value)
+		if err != nil || interval < 0 || interval > time.Minute {
+			return failure(resultInvalidSetting, "%s: want a duration between 0s and 1m, got %q", key, value)
+		}
+		settings.BackgroundSyncIntervalMs = interval.Milliseconds()
+	default:
+		return failure(resultInvalidSetting, "unknown key %q", key)
+	}
+	if settings != s.Settings {
+		s.Settings = settings
+		s.Revision++
+	}
+	return catalogResult{}
+}
+
+func (s *CatalogState) applyOwnerHint(hint *ownerHint) catalogResult {
+	if hint == nil {
+		return failure(resultInvalidDeclaration, "empty owner hint")
+	}
+	queue, found := s.Queues[hint.Queue]
+	if !found || hint.Partition < 0 || hint.Partition >= len(queue.Partitions) {
+		return failure(resultQueueNotFound, "queue %q partition %d", hint.Queue, hint.Partition)
+	}
+	partition := &queue.Partitions[hint.Partition]
+	// A hint for a deleted and re-declared queue names the old shard; an
+	// older epoch is stale. Both are ignored without error.
+	if partition.ShardID != hint.ShardID || hint.Epoch <= partition.Epoch {
+		return catalogResult{}
+	}
+	partition.Owner, partition.Epoch = hint.Owner, hint.Epoch
+	s.Revision++
+	return catalogResult{}
+}
+
+func validateQueueName(name string) error {
+	if name == "" {
+		return fmt.Errorf("required")
+	}
+	if len(name) > MaxQueueNameBytes {
+		return fmt.Errorf("longer than %d bytes", MaxQueueNameBytes)
+	}
+	for _, char := range name {
+		isLetter := (char >= 'a' && char <= 'z') || (char >= 'A' && char <= 'Z')
+		isDigit := char >= '0' && char <= '9'
+		if !isLetter && !isDigit && char != '.' && char != '_' && char != '-' && char != ':' {
+			return fmt.Errorf("%q: only letters, digits, '.', '_', '-' and ':' are allowed", name)
+		}
+	}
+	return nil
+}
+
+// clone is a deep copy, so callers never share slices or maps with the
+// state machine.
+func (q *QueueInfo) clone() *QueueInfo {
+	out := *q
+	out.Options = maps.Clone(q.Options)
+	out.Partitions = make([]PartitionInfo, len(q.Partitions))
+	for index, partition := range q.Partitions {
+		partition.Replicas = slices.Clone(partition.Replicas)
+		out.Partitions[index] = partition
+	}
+	return &out
+}
+
+func (s *CatalogState) clone() *CatalogState {
+	out := *s
+	out.Nodes = slices.Clone(s.Nodes)
+	out.Queues = make(map[string]*QueueInfo, len(s.Queues))
+	for name, queue := range s.Queues {
+		out.Queues[name] = queue.clone()
+	}
+	return &out
+}
+
+// node returns the catalog's record of a node.
+func (s *CatalogState) node(id string) (NodeInfo, bool) {
+	for _, node := range s.Nodes {
+		if node.ID == id {
+			return node, true
+		}
+	}
+	return NodeInfo{}, false
+}

@@ -1,0 +1,369 @@
+package cluster
+
+// Node is the shell around one dragonboat NodeHost. Start creates the
+// NodeHost (Raft logs under <data_dir>/raft), starts the catalog shard with
+// every configured node as an initial member and starts the reconcile loop
+// (reconcile.go), the one goroutine that owns the set of coordination
+// shards this node hosts.
+//
+// Requests to Raft go through retry: dragonboat's transient errors (no
+// leader yet, busy, timeout, shard not started yet) are retried with a
+// short backoff until the caller's context ends; a context without a
+// deadline gets DefaultRequestTimeout. Proposals use dragonboat's no-op
+// session (no exactly-once), which is safe because every catalog and
+// coordination command is idempotent or compare-and-set.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+	"github.com/lni/dragonboat/v4/config"
+	sm "github.com/lni/dragonboat/v4/statemachine"
+)
+
+// DefaultRequestTimeout bounds a Node request whose context has no deadline.
+const DefaultRequestTimeout = 5 * time.Second
+
+// StartOptions are the process-local parts of starting a node.
+type StartOptions struct {
+	// Logger receives the node's own log lines and, at the config's
+	// raft.log_level, dragonboat's. Nil means slog.Default().
+	Logger *slog.Logger
+	// FS replaces the disk for Raft logs (tests pass vfs.NewStrictMem()). Keep
+	// the same FS to restart a node with its state.
+	FS config.IFS
+	// TransportFactory replaces dragonboat's TCP transport (tests pass a
+	// channel transport). Nil means TCP on the node's raft_address.
+	TransportFactory config.TransportFactory
+}
+
+// Node is one running cluster node.
+type Node struct {
+	config    Config
+	self      NodeConfig
+	replicaID uint64
+	nodesByID map[string]NodeConfig
+	byReplica map[uint64]string
+	logger    *slog.Logger
+	nodeHost  *dragonboat.NodeHost
+	events    *eventListener
+
+	rtt             time.Duration
+	electionTimeout time.Duration
+
+	kick      chan struct{} // capacity 1: "something changed, reconcile"
+	stop      chan struct{} // closed by Close
+	loopDone  chan struct{} // closed when the reconcile loop returns
+	closeOnce sync.Once
+
+	view atomic.Pointer[localView] // published by the reconcile loop
+
+	// leaderChanges holds, per shard, a channel closed at the next leader
+	// change, so requests waiting on a lost leader retry at once. Written by
+	// dragonboat's event goroutine and by requests, so it has its own lock.
+	leaderMu      sync.Mutex
+	leaderChanges map[uint64]chan struct{}
+
+	watchMu  sync.Mutex
+	watchers map[*Watch]struct{} // nil after Close; guarded by watchMu
+}
+
+// Start starts node nodeID of cfg. It returns once the NodeHost and the
+// catalog shard are started, without waiting for a leader; WaitReady waits
+// for the catalog.
+func Start(cfg *Config, nodeID string, options StartOptions) (*Node, error) {
+	effective := cfg.WithDefaults()
+	if err := effective.Validate(); err != nil {
+		return nil, err
+	}
+	self, err := effective.Node(nodeID)
+	if err != nil {
+		return nil, err
+	}
+	logger := options.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("node", nodeID)
+	level, _ := parseLogLevel(effective.Cluster.Raft.LogLevel) // checked by Validate
+	installRaftLogging(logger, level)
+	warnAboutSettingsFiles(logger)
+
+	node := newNode(effective, self, logger)
+	nodeHost, err := dragonboat.NewNodeHost(node.nodeHostConfig(options))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: start node %s: %w", nodeID, err)
+	}
+	node.nodeHost = nodeHost
+	if err := nodeHost.StartReplica(node.catalogMembers(), false, newCatalogMachine(node.kickReconcile), node.raftConfig(CatalogShardID)); err != nil {
+		nodeHost.Close()
+		return nil, fmt.Errorf("cluster: start catalog shard on %s: %w", nodeID, err)
+	}
+	go node.runReconcile()
+	return node, nil
+}
+
+func newNode(effective Config, self NodeConfig, logger *slog.Logger) *Node {
+	raft := effective.Cluster.Raft
+	node := &Node{
+		config:          effective,
+		self:            self,
+		replicaID:       self.ReplicaID(),
+		nodesByID:       map[string]NodeConfig{},
+		byReplica:       map[uint64]string{},
+		logger:          logger,
+		rtt:             time.Duration(raft.RTT),
+		electionTimeout: time.Duration(raft.RTT) * time.Duration(raft.ElectionRTT),
+		kick:            make(chan struct{}, 1),
+		stop:            make(chan struct{}),
+		loopDone:        make(chan struct{}),
+		watchers:        map[*Watch]struct{}{},
+		leaderChanges:   map[uint64]chan struct{}{},
+	}
+	for _, peer := range effective.Nodes {
+		node.nodesByID[peer.ID] = peer
+		node.byReplica[peer.ReplicaID()] = peer.ID
+	}
+	node.events = newEventListener(node.kickReconcile, node.noteLeaderChange, time.Now)
+	node.view.Store(&localView{})
+	return node
+}
+
+func (n *Node) nodeHostConfig(options StartOptions) config.NodeHostConfig {
+	raftDir := filepath.Join(n.self.DataDir, "raft")
+	if options.FS == nil {
+		if absolute, err := filepath.Abs(raftDir); err == nil {
+			raftDir = absolute
+		}
+	}
+	return config.NodeHostConfig{
+		NodeHostDir:         raftDir,
+		RTTMillisecond:      uint64(n.rtt / time.Millisecond),
+		RaftAddress:         n.self.RaftAddress,
+		DeploymentID:        n.config.Cluster.DeploymentID,
+		RaftEventListener:   n.events,
+		SystemEventListener: n.events,
+		Expert: config.ExpertConfig{
+			LogDB:            config.GetTinyMemLogDBConfig(),
+			FS:               options.FS,
+			TransportFactory: options.TransportFactory,
+		},
+	}
+}
+
+// raftConfig is the replica config of this node in shard shardID.
+func (n *Node) raftConfig(shardID uint64) config.Config {
+	raft := n.config.Cluster.Raft
+	return config.Config{
+		ShardID:            shardID,
+		ReplicaID:          n.replicaID,
+		ElectionRTT:        raft.ElectionRTT,
+		HeartbeatRTT:       raft.HeartbeatRTT,
+		CheckQuorum:        true,
+		PreVote:            true,
+		SnapshotEntries:    raft.SnapshotEntries,
+		CompactionOverhead: raft.CompactionOverhead,
+		Quiesce:            raft.Quiesce,
+	}
+}
+
+func (n *Node) catalogMembers() map[uint64]string {
+	members := map[uint64]string{}
+	for _, peer := range n.config.Nodes {
+		members[peer.ReplicaID()] = peer.RaftAddress
+	}
+	return members
+}
+
+// members maps the replica set of a partition to Raft addresses.
+func (n *Node) members(replicas []string) map[uint64]string {
+	members := map[uint64]string{}
+	for _, id := range replicas {
+		if peer, found := n.nodesByID[id]; found {
+			members[peer.ReplicaID()] = peer.RaftAddress
+		}
+	}
+	return members
+}
+
+// kickReconcile asks the reconcile loop for a pass. It never blocks: a kick
+// already pending covers this one.
+func (n *Node) kickReconcile() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// ID is this node's id.
+func (n *Node) ID() string { return n.self.ID }
+
+// Config is the effective config (defaults filled in) the node runs with.
+func (n *Node) Config() Config { return n.config }
+
+// Close stops the reconcile loop, closes the NodeHost (stopping every
+// shard) and closes every Watch. Stop proposing before calling it.
+func (n *Node) Close() {
+	n.closeOnce.Do(func() {
+		close(n.stop)
+		<-n.loopDone
+		n.nodeHost.Close()
+		n.closeWatchers()
+	})
+}
+
+func (n *Node) closed() bool {
+	select {
+	case <-n.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// nextLeaderChange returns a channel closed at the next leader change of
+// shardID.
+func (n *Node) nextLeaderChange(shardID uint64) <-chan struct{} {
+	n.leaderMu.Lock()
+	defer n.leaderMu.Unlock()
+	changed, found := n.leaderChanges[shardID]
+	if !found {
+		changed = make(chan struct{})
+		n.leaderChanges[shardID] = changed
+	}
+	return changed
+}
+
+// noteLeaderChange wakes requests waiting on shardID's old leader. It runs
+// on dragonboat's event goroutine and never blocks.
+func (n *Node) noteLeaderChange(shardID uint64) {
+	n.leaderMu.Lock()
+	defer n.leaderMu.Unlock()
+	if changed, found := n.leaderChanges[shardID]; found {
+		close(changed)
+		delete(n.leaderChanges, shardID)
+	}
+}
+
+// retryable reports whether an attempt's error is transient. A context
+// error here is the attempt's own (leader change or attempt timeout); the
+// caller's context is checked separately.
+func retryable(err error) bool {
+	for _, transient := range []error{
+		context.Canceled, context.DeadlineExceeded,
+		dragonboat.ErrShardNotReady, dragonboat.ErrSystemBusy, dragonboat.ErrTimeout,
+		dragonboat.ErrShardNotFound, dragonboat.ErrShardNotInitialized, dragonboat.ErrAborted,
+		dragonboat.ErrCanceled, dragonboat.ErrRejected, dragonboat.ErrTimeoutTooSmall,
+	} {
+		if errors.Is(err, transient) {
+			return true
+		}
+	}
+	return false
+}
+
+// retry runs attempt against shardID until it succeeds, fails for good or
+// ctx ends. An attempt ends early when the shard's leader changes (a
+// request forwarded to a lost leader would otherwise wait out its timeout)
+// and otherwise after two election timeouts.
+func (n *Node) retry(ctx context.Context, shardID uint64, attempt func(context.Context) error) error {
+	if _, hasDeadline := ctx.Deadline(); !hasDeadline {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultRequestTimeout)
+		defer cancel()
+	}
+	attemptTimeout := max(2*n.electionTimeout, 20*n.rtt)
+	backoff := max(n.rtt/2, time.Millisecond)
+	for {
+		if n.closed() {
+			return ErrClosed
+		}
+		err := n.runAttempt(ctx, shardID, attemptTimeout, attempt)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, dragonboat.ErrClosed) || errors.Is(err, dragonboat.ErrShardClosed):
+			return fmt.Errorf("%w: %w", ErrClosed, err)
+		case !retryable(err) && ctx.Err() == nil:
+			return err
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("%w: %w (last: %w)", ErrNotReady, ctx.Err(), err)
+		case <-n.stop:
+			timer.Stop()
+			return ErrClosed
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, max(2*n.rtt, time.Millisecond))
+	}
+}
+
+func (n *Node) runAttempt(ctx context.Context, shardID uint64, timeout time.Duration, attempt func(context.Context) error) error {
+	leaderChanged := n.nextLeaderChange(shardID)
+	attemptContext, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-leaderChanged:
+			cancel()
+		case <-attemptContext.Done():
+		}
+	}()
+	return attempt(attemptContext)
+}
+
+// propose proposes command to shardID and returns the applied result.
+func (n *Node) propose(ctx context.Context, shardID uint64, command []byte) (sm.Result, error) {
+	var result sm.Result
+	err := n.retry(ctx, shardID, func(attemptContext context.Context) error {
+		var err error
+		result, err = n.nodeHost.SyncPropose(attemptContext, n.nodeHost.GetNoOPSession(shardID), command)
+		return err
+	})
+	return result, err
+}
+
+// read runs a linearizable read (ReadIndex) against shardID.
+func (n *Node) read(ctx context.Context, shardID uint64, query any) (any, error) {
+	var value any
+	err := n.retry(ctx, shardID, func(attemptContext context.Context) error {
+		var err error
+		value, err = n.nodeHost.SyncRead(attemptContext, shardID, query)
+		return err
+	})
+	return value, err
+}
+
+// staleRead reads this node's replica of shardID without a Raft round trip.
+func (n *Node) staleRead(shardID uint64, query any) (any, error) {
+	if n.closed() {
+		return nil, ErrClosed
+	}
+	value, err := n.nodeHost.StaleRead(shardID, query)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
+	}
+	return value, nil
+}
+
+// warnAboutSettingsFiles logs a warning for dragonboat settings files in
+// the working directory: dragonboat applies them silently to every NodeHost
+// of the process, and a bad value panics inside StartReplica.
+func warnAboutSettingsFiles(logger *slog.Logger) {
+	for _, name := range []string{"dragonboat-soft-settings.json", "dragonboat-hard-settings.json"} {
+		if _, err := os.Stat(name); err == nil {
+			logger.Warn("raft settings file in the working directory overrides built-in Raft settings", "file", name)
+		}
+	}
+}

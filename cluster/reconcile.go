@@ -1,0 +1,296 @@
+package cluster
+
+// The reconcile loop is the one goroutine of a Node that owns the set of
+// coordination shards the node hosts. It wakes on a kick (the catalog or a
+// coordination shard applied a change, a leader changed) or on a tick, and
+// makes the node match the catalog:
+//
+//  1. propose the catalog's init command if the catalog is empty;
+//  2. start the coordination shard of every partition whose replica set
+//     names this node, and stop (then remove) those no longer in it;
+//  3. for every hosted, ownerless partition, claim the first epoch if this
+//     node should (shouldClaim in coord.go);
+//  4. when this node owns a partition and the catalog's owner hint is older
+//     than the coordination epoch, copy the owner into the catalog;
+//  5. publish the local view (hosted shards and their states) and signal
+//     watchers when it or the catalog revision changed.
+//
+// Proposals (init, claims, hints, data removal) never run on the loop
+// itself: each runs on its own goroutine, at most maxInFlight at once and
+// at most one per shard, and reports back on a channel sized to hold every
+// in-flight report, so a report never blocks.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+const maxInFlight = 64
+
+// localView is what the loop publishes for readers on other goroutines.
+// It is immutable once published.
+type localView struct {
+	revision    uint64
+	initialized bool
+	shards      map[uint64]hostedView
+}
+
+// hostedView is a hosted coordination shard as last read.
+type hostedView struct {
+	Queue     string
+	Partition int
+	Replicas  []string
+	State     CoordState
+}
+
+// hostedShard is the loop's own record of a coordination shard it started.
+type hostedShard struct {
+	view           hostedView
+	ownerlessSince time.Time
+}
+
+type operationKind uint8
+
+const (
+	operationInit operationKind = iota + 1
+	operationClaim
+	operationHint
+	operationRemove
+)
+
+type operationKey struct {
+	kind    operationKind
+	shardID uint64
+}
+
+type operationReport struct {
+	key operationKey
+	err error
+}
+
+// reconciler is the state owned by the loop goroutine.
+type reconciler struct {
+	node     *Node
+	hosted   map[uint64]*hostedShard
+	removing map[uint64]bool // stopped shards whose data is still to remove
+	inFlight map[operationKey]bool
+	reports  chan operationReport
+	workers  sync.WaitGroup
+	ctx      context.Context // cancelled when the loop returns
+	last     *localView
+	// nodeListChecked is set once the catalog's node list was compared
+	// with this node's config (a difference is logged once).
+	nodeListChecked bool
+}
+
+func (n *Node) runReconcile() {
+	defer close(n.loopDone)
+	ctx, cancel := context.WithCancel(context.Background())
+	loop := &reconciler{
+		node: n, hosted: map[uint64]*hostedShard{}, removing: map[uint64]bool{},
+		inFlight: map[operationKey]bool{}, reports: make(chan operationReport, maxInFlight),
+		ctx: ctx, last: &localView{},
+	}
+	defer loop.workers.Wait()
+	defer cancel()
+	tick := time.NewTicker(max(n.electionTimeout/2, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case report := <-loop.reports:
+			loop.finish(report)
+		case <-n.kick:
+		case <-tick.C:
+		}
+		loop.pass(time.Now())
+	}
+}
+
+func (r *reconciler) finish(report operationReport) {
+	delete(r.inFlight, report.key)
+	if report.key.kind == operationRemove && report.err == nil {
+		delete(r.removing, report.key.shardID)
+	}
+	if report.err != nil && !errors.Is(report.err, context.Canceled) {
+		r.node.logger.Debug("cluster operation failed; will retry", "kind", report.key.kind, "shard", report.key.shardID, "error", report.err)
+	}
+}
+
+// launch runs operation on its own goroutine unless one of the same key is
+// in flight or the in-flight limit is reached.
+func (r *reconciler) launch(key operationKey, operation func(context.Context) error) {
+	if r.inFlight[key] || len(r.inFlight) >= maxInFlight {
+		return
+	}
+	r.inFlight[key] = true
+	r.workers.Add(1)
+	go func() {
+		defer r.workers.Done()
+		ctx, cancel := context.WithTimeout(r.ctx, max(4*r.node.electionTimeout, time.Second))
+		defer cancel()
+		r.reports <- operationReport{key: key, err: operation(ctx)}
+	}()
+}
+
+func (r *reconciler) pass(now time.Time) {
+	n := r.node
+	state, err := n.localCatalogState()
+	if err != nil {
+		return // the catalog replica is not ready yet; the next tick retries
+	}
+	if !state.Initialized {
+		r.launch(operationKey{kind: operationInit}, func(ctx context.Context) error {
+			_, err := n.proposeCatalog(ctx, n.initCommand())
+			return err
+		})
+	}
+	r.maybeCheckNodeList(state)
+	r.startAndStopShards(state)
+	for shardID, shard := range r.hosted {
+		r.readShard(shardID, shard)
+		r.maybeClaim(shardID, shard, now)
+		r.maybeHint(shardID, shard, state)
+	}
+	r.publish(state)
+}
+
+// maybeCheckNodeList logs once when the catalog's node list differs from
+// this node's config: the catalog keeps the list it was initialised with
+// (there is no membership change yet), so the config is the one to fix.
+func (r *reconciler) maybeCheckNodeList(state *CatalogState) {
+	if r.nodeListChecked || !state.Initialized {
+		return
+	}
+	r.nodeListChecked = true
+	configured := r.node.initCommand().Init.Nodes
+	if !slices.Equal(configured, state.Nodes) {
+		r.node.logger.Error("the config's node list differs from the catalog's; the catalog's is in force",
+			"config_nodes", configured, "catalog_nodes", state.Nodes)
+	}
+}
+
+// startAndStopShards makes the hosted set match the catalog's replica sets.
+func (r *reconciler) startAndStopShards(state *CatalogState) {
+	n := r.node
+	desired := map[uint64]hostedView{}
+	for _, queue := range state.Queues {
+		for _, partition := range queue.Partitions {
+			for _, replica := range partition.Replicas {
+				if replica == n.self.ID {
+					desired[partition.ShardID] = hostedView{Queue: queue.Name, Partition: partition.Index, Replicas: partition.Replicas}
+				}
+			}
+		}
+	}
+	for shardID, view := range desired {
+		if _, hosted := r.hosted[shardID]; hosted {
+			continue
+		}
+		err := n.nodeHost.StartReplica(n.members(view.Replicas), false, newCoordMachine(n.kickReconcile), n.raftConfig(shardID))
+		if err != nil && !errors.Is(err, dragonboat.ErrShardAlreadyExist) {
+			n.logger.Warn("start coordination shard failed; will retry", "queue", view.Queue, "partition", view.Partition, "shard", shardID, "error", err)
+			continue
+		}
+		r.hosted[shardID] = &hostedShard{view: view}
+	}
+	for shardID, shard := range r.hosted {
+		if _, wanted := desired[shardID]; wanted {
+			continue
+		}
+		if err := n.nodeHost.StopShard(shardID); err != nil && !errors.Is(err, dragonboat.ErrShardNotFound) {
+			n.logger.Warn("stop coordination shard failed; will retry", "queue", shard.view.Queue, "shard", shardID, "error", err)
+			continue
+		}
+		delete(r.hosted, shardID)
+		r.removing[shardID] = true
+	}
+	for shardID := range r.removing {
+		r.launch(operationKey{kind: operationRemove, shardID: shardID}, func(ctx context.Context) error {
+			return n.nodeHost.SyncRemoveData(ctx, shardID, n.replicaID)
+		})
+	}
+}
+
+func (r *reconciler) readShard(shardID uint64, shard *hostedShard) {
+	value, err := r.node.staleRead(shardID, coordQuery{})
+	if err != nil {
+		return // not ready yet
+	}
+	shard.view.State = value.(CoordState)
+}
+
+func (r *reconciler) maybeClaim(shardID uint64, shard *hostedShard, now time.Time) {
+	n := r.node
+	if shard.view.State.Epoch != 0 {
+		shard.ownerlessSince = time.Time{}
+		return
+	}
+	if shard.ownerlessSince.IsZero() {
+		shard.ownerlessSince = now
+	}
+	leaderID, _, valid, err := n.nodeHost.GetLeaderID(shardID)
+	selfLeads := err == nil && valid && leaderID == n.replicaID
+	preferred := shard.view.Replicas[0]
+	grace := 3 * n.electionTimeout
+	if !shouldClaim(shard.view.State, n.self.ID, preferred, selfLeads, now.Sub(shard.ownerlessSince), grace) {
+		return
+	}
+	claim := becomeOwnerCommand{Owner: n.self.ID, ExpectEpoch: 0, FirstOffset: 0}
+	r.launch(operationKey{kind: operationClaim, shardID: shardID}, func(ctx context.Context) error {
+		data, err := msgpack.Marshal(&claim)
+		if err != nil {
+			panic(fmt.Sprintf("cluster: claim does not encode: %v", err))
+		}
+		_, err = n.propose(ctx, shardID, data) // a refused claim means another won: fine
+		return err
+	})
+}
+
+// maybeHint copies this node's ownership into the catalog when the
+// catalog's hint is older.
+func (r *reconciler) maybeHint(shardID uint64, shard *hostedShard, state *CatalogState) {
+	n := r.node
+	coord := shard.view.State
+	if coord.Owner != n.self.ID {
+		return
+	}
+	queue, found := state.Queues[shard.view.Queue]
+	if !found || shard.view.Partition >= len(queue.Partitions) {
+		return
+	}
+	if queue.Partitions[shard.view.Partition].Epoch >= coord.Epoch {
+		return
+	}
+	hint := &ownerHint{Queue: shard.view.Queue, Partition: shard.view.Partition, ShardID: shardID, Owner: coord.Owner, Epoch: coord.Epoch}
+	r.launch(operationKey{kind: operationHint, shardID: shardID}, func(ctx context.Context) error {
+		_, err := n.proposeCatalog(ctx, catalogCommand{Kind: commandOwnerHint, Hint: hint})
+		return err
+	})
+}
+
+// publish stores the new local view and signals watchers if it changed.
+func (r *reconciler) publish(state *CatalogState) {
+	view := &localView{revision: state.Revision, initialized: state.Initialized, shards: map[uint64]hostedView{}}
+	for shardID, shard := range r.hosted {
+		view.shards[shardID] = shard.view
+	}
+	r.node.view.Store(view)
+	changed := view.revision != r.last.revision || view.initialized != r.last.initialized ||
+		!maps.EqualFunc(view.shards, r.last.shards, func(a, b hostedView) bool {
+			return a.State.Epoch == b.State.Epoch && a.State.Owner == b.State.Owner
+		})
+	r.last = view
+	if changed {
+		r.node.notifyWatchers()
+	}
+}
