@@ -27,3 +27,35 @@ test: vet
 
 clean:
 	rm -rf $(BIN)
+
+CLUSTER_CONFIG ?= testdata/cluster/three-nodes.json
+CLUSTER_NODES := node1 node2 node3
+
+# Starts the three nodes of the example cluster config in the background.
+# Logs: cluster-data/<node>.log; PIDs: cluster-data/<node>.pid.
+cluster: build
+	@mkdir -p cluster-data
+	@for node in $(CLUSTER_NODES); do \
+		pidfile=cluster-data/$$node.pid; \
+		if [ -f $$pidfile ] && kill -0 $$(cat $$pidfile) 2>/dev/null; then \
+			echo "$$node already running (pid $$(cat $$pidfile))"; continue; \
+		fi; \
+		nohup $(BIN)/fibril serve --config $(CLUSTER_CONFIG) --node $$node \
+			>cluster-data/$$node.log 2>&1 </dev/null & \
+		echo $$! >$$pidfile; \
+		echo "started $$node (pid $$(cat $$pidfile), log cluster-data/$$node.log)"; \
+	done
+
+# Stops the nodes started by `make cluster`, by their recorded PIDs.
+cluster-stop:
+	@for node in $(CLUSTER_NODES); do \
+		pidfile=cluster-data/$$node.pid; \
+		[ -f $$pidfile ] || continue; \
+		pid=$$(cat $$pidfile); \
+		if kill $$pid 2>/dev/null; then \
+			for i in $$(seq 50); do kill -0 $$pid 2>/dev/null || break; sleep 0.1; done; \
+			if kill -0 $$pid 2>/dev/null; then echo "$$node (pid $$pid) still running after 5 s; sending KILL"; kill -9 $$pid; fi; \
+			echo "stopped $$node (pid $$pid)"; \
+		fi; \
+		rm -f $$pidfile; \
+	done
