@@ -25,6 +25,15 @@ vet:
 test: vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
+# Short fuzzing of every decoder (FUZZTIME per target). Seed corpora live in
+# each package's testdata/fuzz and run as plain tests in make test.
+FUZZTIME ?= 10s
+fuzz:
+	@for target in $$($(GO) test ./wire -list '^Fuzz' | grep '^Fuzz'); do \
+		echo "== wire $$target"; \
+		$(GO) test ./wire -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
+
 clean:
 	rm -rf $(BIN)
 

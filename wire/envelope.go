@@ -1,0 +1,233 @@
+// Envelope format. These layouts are part of the wire format: changing one
+// breaks every client, so a new layout is always a new tag.
+//
+//	offset 0  tag          4 bytes, ASCII; the last byte is the layout version digit
+//	offset 4  body length  u32 big-endian: the number of body bytes that follow
+//	offset 8  body         body-length bytes, laid out as the tag says
+//
+// A reader checks the body length against its own limit before it reads or
+// allocates the body. Every tag this package knows is listed in kinds below,
+// with the side that sends it.
+package wire
+
+import "encoding/binary"
+
+// HeaderBytes is the size of the envelope that precedes every body.
+const HeaderBytes = 8
+
+// DefaultMaxBodyBytes is the body size limit a peer enforces unless it is
+// configured otherwise (16 MiB). The limit counts body bytes only, not the
+// 8-byte envelope.
+const DefaultMaxBodyBytes = 16 << 20
+
+// ProtocolVersion is the protocol version this package speaks; hello
+// negotiates it.
+const ProtocolVersion uint16 = 1
+
+// Tag names a frame layout: four ASCII bytes read as one big-endian u32,
+// whose last byte is the layout's version digit ("FQP1", "FQP2").
+type Tag uint32
+
+// Tags of every frame kind. Client frames are sent by clients to a node,
+// server frames by a node to its clients, node frames between nodes.
+const (
+	TagHello           Tag = 'F'<<24 | 'H'<<16 | 'L'<<8 | '1' // FHL1 client
+	TagHelloOK         Tag = 'F'<<24 | 'H'<<16 | 'O'<<8 | '1' // FHO1 server
+	TagDeclare         Tag = 'F'<<24 | 'D'<<16 | 'C'<<8 | '1' // FDC1 client
+	TagDeclareOK       Tag = 'F'<<24 | 'D'<<16 | 'K'<<8 | '1' // FDK1 server
+	TagDeclareOKMode   Tag = 'F'<<24 | 'D'<<16 | 'K'<<8 | '2' // FDK2 server
+	TagPublish         Tag = 'F'<<24 | 'P'<<16 | 'B'<<8 | '1' // FPB1 client
+	TagConfirm         Tag = 'F'<<24 | 'C'<<16 | 'F'<<8 | '1' // FCF1 server
+	TagNegativeConfirm Tag = 'F'<<24 | 'N'<<16 | 'C'<<8 | '1' // FNC1 server
+	TagSubscribe       Tag = 'F'<<24 | 'S'<<16 | 'B'<<8 | '1' // FSB1 client
+	TagSubscribeOK     Tag = 'F'<<24 | 'S'<<16 | 'K'<<8 | '1' // FSK1 server
+	TagDeliver         Tag = 'F'<<24 | 'D'<<16 | 'L'<<8 | '1' // FDL1 server
+	TagAck             Tag = 'F'<<24 | 'A'<<16 | 'K'<<8 | '1' // FAK1 client
+	TagNack            Tag = 'F'<<24 | 'N'<<16 | 'K'<<8 | '1' // FNK1 client
+	TagRelease         Tag = 'F'<<24 | 'R'<<16 | 'L'<<8 | '1' // FRL1 client
+	TagDiscard         Tag = 'F'<<24 | 'D'<<16 | 'S'<<8 | '1' // FDS1 client
+	TagUnsubscribe     Tag = 'F'<<24 | 'U'<<16 | 'S'<<8 | '1' // FUS1 client
+	TagGetQueueInfo    Tag = 'F'<<24 | 'I'<<16 | 'Q'<<8 | '1' // FIQ1 client
+	TagQueueInfoReply  Tag = 'F'<<24 | 'I'<<16 | 'R'<<8 | '1' // FIR1 server
+	TagListQueues      Tag = 'F'<<24 | 'L'<<16 | 'Q'<<8 | '1' // FLQ1 client
+	TagQueueList       Tag = 'F'<<24 | 'L'<<16 | 'R'<<8 | '1' // FLR1 server
+	TagDeleteQueue     Tag = 'F'<<24 | 'D'<<16 | 'Q'<<8 | '1' // FDQ1 client
+	TagPurgeQueue      Tag = 'F'<<24 | 'P'<<16 | 'G'<<8 | '1' // FPG1 client
+	TagOK              Tag = 'F'<<24 | 'O'<<16 | 'K'<<8 | '1' // FOK1 server
+	TagPing            Tag = 'F'<<24 | 'P'<<16 | 'I'<<8 | '1' // FPI1 either
+	TagPong            Tag = 'F'<<24 | 'P'<<16 | 'O'<<8 | '1' // FPO1 either
+	TagError           Tag = 'F'<<24 | 'E'<<16 | 'R'<<8 | '1' // FER1 either
+	TagRedirect        Tag = 'F'<<24 | 'R'<<16 | 'D'<<8 | '1' // FRD1 server
+	TagPush            Tag = 'F'<<24 | 'Q'<<16 | 'R'<<8 | '1' // FQR1 node (owner to follower)
+	TagProgress        Tag = 'F'<<24 | 'Q'<<16 | 'P'<<8 | '1' // FQP1 node (follower to owner)
+	TagProgressWritten Tag = 'F'<<24 | 'Q'<<16 | 'P'<<8 | '2' // FQP2 node (follower to owner)
+)
+
+// sender says which side of a connection may send a frame kind.
+type sender uint8
+
+const (
+	sentByClient sender = iota + 1
+	sentByServer
+	sentByEither
+	sentByNode
+)
+
+func (s sender) String() string {
+	switch s {
+	case sentByClient:
+		return "client → node"
+	case sentByServer:
+		return "node → client"
+	case sentByEither:
+		return "either side"
+	case sentByNode:
+		return "node → node"
+	}
+	return "?"
+}
+
+// kind describes one frame kind: its tag, its name in docs and errors,
+// who sends it and how to make an empty value of it.
+type kind struct {
+	tag      Tag
+	name     string
+	from     sender
+	newFrame func() Frame
+}
+
+// kinds lists every frame kind, in the order the protocol document uses.
+var kinds = []kind{
+	{TagHello, "hello", sentByClient, func() Frame { return new(Hello) }},
+	{TagHelloOK, "hello-ok", sentByServer, func() Frame { return new(HelloOK) }},
+	{TagDeclare, "declare", sentByClient, func() Frame { return new(Declare) }},
+	{TagDeclareOK, "declare-ok", sentByServer, func() Frame { return new(DeclareOK) }},
+	{TagDeclareOKMode, "declare-ok-mode", sentByServer, func() Frame { return new(DeclareOKMode) }},
+	{TagPublish, "publish", sentByClient, func() Frame { return new(Publish) }},
+	{TagConfirm, "confirm", sentByServer, func() Frame { return new(Confirm) }},
+	{TagNegativeConfirm, "negative-confirm", sentByServer, func() Frame { return new(NegativeConfirm) }},
+	{TagSubscribe, "subscribe", sentByClient, func() Frame { return new(Subscribe) }},
+	{TagSubscribeOK, "subscribe-ok", sentByServer, func() Frame { return new(SubscribeOK) }},
+	{TagDeliver, "deliver", sentByServer, func() Frame { return new(Deliver) }},
+	{TagAck, "ack", sentByClient, func() Frame { return new(Ack) }},
+	{TagNack, "nack", sentByClient, func() Frame { return new(Nack) }},
+	{TagRelease, "release", sentByClient, func() Frame { return new(Release) }},
+	{TagDiscard, "discard", sentByClient, func() Frame { return new(Discard) }},
+	{TagUnsubscribe, "unsubscribe", sentByClient, func() Frame { return new(Unsubscribe) }},
+	{TagGetQueueInfo, "get-queue-info", sentByClient, func() Frame { return new(GetQueueInfo) }},
+	{TagQueueInfoReply, "queue-info", sentByServer, func() Frame { return new(QueueInfoReply) }},
+	{TagListQueues, "list-queues", sentByClient, func() Frame { return new(ListQueues) }},
+	{TagQueueList, "queue-list", sentByServer, func() Frame { return new(QueueList) }},
+	{TagDeleteQueue, "delete-queue", sentByClient, func() Frame { return new(DeleteQueue) }},
+	{TagPurgeQueue, "purge-queue", sentByClient, func() Frame { return new(PurgeQueue) }},
+	{TagOK, "ok", sentByServer, func() Frame { return new(OK) }},
+	{TagPing, "ping", sentByEither, func() Frame { return new(Ping) }},
+	{TagPong, "pong", sentByEither, func() Frame { return new(Pong) }},
+	{TagError, "error", sentByEither, func() Frame { return new(ErrorFrame) }},
+	{TagRedirect, "redirect", sentByServer, func() Frame { return new(Redirect) }},
+	{TagPush, "push", sentByNode, func() Frame { return new(Push) }},
+	{TagProgress, "progress", sentByNode, func() Frame { return new(Progress) }},
+	{TagProgressWritten, "progress-written", sentByNode, func() Frame { return new(ProgressWritten) }},
+}
+
+// kindByTag indexes kinds; it is built once and only read afterwards.
+var kindByTag = func() map[Tag]*kind {
+	index := make(map[Tag]*kind, len(kinds))
+	for i := range kinds {
+		index[kinds[i].tag] = &kinds[i]
+	}
+	return index
+}()
+
+// Tags returns every tag this package knows, in protocol-document order.
+func Tags() []Tag {
+	tags := make([]Tag, len(kinds))
+	for i := range kinds {
+		tags[i] = kinds[i].tag
+	}
+	return tags
+}
+
+// Known reports whether this package has a layout for the tag.
+func (t Tag) Known() bool {
+	_, ok := kindByTag[t]
+	return ok
+}
+
+// Name returns the frame kind's name ("publish"), or "unknown".
+func (t Tag) Name() string {
+	if k, ok := kindByTag[t]; ok {
+		return k.name
+	}
+	if t == TagTraceFile {
+		return "trace-file"
+	}
+	return "unknown"
+}
+
+// Version returns the tag's last byte, the layout version digit ('1', '2').
+func (t Tag) Version() byte { return byte(t) }
+
+// String returns the four tag characters when they are printable ASCII,
+// and the tag in hex (0x00ff1234) otherwise, so a garbage tag never puts
+// control bytes into a log line or an error message.
+func (t Tag) String() string {
+	var chars [4]byte
+	binary.BigEndian.PutUint32(chars[:], uint32(t))
+	for _, c := range chars {
+		if c < 0x21 || c > 0x7e {
+			const hexDigits = "0123456789abcdef"
+			out := []byte("0x00000000")
+			for i, c := range chars {
+				out[2+2*i] = hexDigits[c>>4]
+				out[3+2*i] = hexDigits[c&0x0f]
+			}
+			return string(out)
+		}
+	}
+	return string(chars[:])
+}
+
+// NewFrame returns a new zero frame of the tag's kind, or nil when the tag
+// is unknown.
+func NewFrame(tag Tag) Frame {
+	if k, ok := kindByTag[tag]; ok {
+		return k.newFrame()
+	}
+	return nil
+}
+
+// DecodeFrame decodes a body into a new frame of the tag's kind. It
+// allocates a frame per call; hot paths decode into a reused value of the
+// concrete type instead. An unknown tag yields a *FrameError wrapping
+// ErrUnknownFrame.
+func DecodeFrame(tag Tag, body []byte) (Frame, error) {
+	frame := NewFrame(tag)
+	if frame == nil {
+		return nil, &FrameError{Tag: tag, Err: ErrUnknownFrame}
+	}
+	if err := frame.Decode(body); err != nil {
+		return nil, err
+	}
+	return frame, nil
+}
+
+// Frame is implemented by a pointer to every frame kind.
+//
+// Encode appends the whole frame (envelope and body) to dst and returns the
+// extended slice; it allocates only when dst lacks capacity. It panics when
+// a field cannot be represented (a string over MaxStringBytes, a list over
+// its count width); Append and Writer.WriteFrame turn that into an error.
+//
+// Decode replaces the value with the frame decoded from body (the bytes
+// after the envelope). It never panics; a bad body yields a *FrameError,
+// after which the value's contents are unspecified (Declare documents one
+// exception).
+// []byte fields of the decoded value alias body, string fields are copies.
+// Decoding into a value that was used before reuses its slices, so hot
+// frames decode without allocating once the slices have grown.
+type Frame interface {
+	Tag() Tag
+	Encode(dst []byte) []byte
+	Decode(body []byte) error
+}

@@ -1,0 +1,305 @@
+package wire
+
+// Golden vectors: one or more committed hex files per frame kind in
+// testdata/wire at the repository root. The committed files are the
+// reference; the tests check that each value encodes to its file byte for
+// byte and that the file decodes back to the value.
+//
+// Regenerate (files, fuzz seed corpora and the document's generated
+// blocks) with:  go test ./wire -run Golden -update
+
+import (
+	"bytes"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite golden vectors, fuzz seeds and generated document blocks")
+
+const (
+	goldenDir    = "../testdata/wire"
+	protocolDoc  = "../docs/protocol.md"
+	fuzzSeedsDir = "testdata/fuzz"
+)
+
+type goldenCase struct {
+	file        string // under testdata/wire, without .hex
+	description string
+	frame       Frame
+}
+
+var jsonHeader = []Header{{Key: []byte("content-type"), Value: []byte("application/json")}}
+
+func goldenCases() []goldenCase {
+	return []goldenCase{
+		{"FHL1_hello", "a client that speaks version 1 resumes an earlier session",
+			&Hello{Versions: []uint16{1}, ClientName: "orders-service", AuthToken: []byte("s3cret"),
+				PreviousSession: "5e551on-0001", MaxBodyBytes: 1 << 20}},
+		{"FHO1_hello_ok", "the node restarted since that session: resumed after restart",
+			&HelloOK{Version: 1, NodeID: "node-1", SessionID: "5e551on-0002",
+				Session: SessionResumedAfterRestart, MaxBodyBytes: DefaultMaxBodyBytes, ServerVersion: "fibril 0.1.0"}},
+		{"FDC1_declare", "declare with options and no mode byte",
+			&Declare{RequestID: 1, Queue: "orders", Options: QueueOptions{LeaseTimeoutMs: 30000,
+				MaxDeliveries: 5, DeadLetterQueue: "orders.dead"}}},
+		{"FDC1_declare_mode", "declare naming the buffered mode, no options",
+			&Declare{RequestID: 2, Queue: "metrics", Mode: ModeBuffered}},
+		{"FDK1_declare_ok", "reply to a declare without a mode byte",
+			&DeclareOK{RequestID: 1, Created: true}},
+		{"FDK2_declare_ok_mode", "reply to a declare with a mode byte",
+			&DeclareOKMode{RequestID: 2, Created: true, Mode: ModeBuffered, Policy: "replica_buffered:2",
+				Warnings: []string{"confirmed messages can be lost if every required node loses power at once"}}},
+		{"FPB1_publish", "two messages, the second without id or headers",
+			&Publish{Queue: []byte("orders"), Messages: []PublishMessage{
+				{Seq: 1, MessageID: []byte("m-1"), Headers: jsonHeader, Payload: []byte(`{"id":1}`)},
+				{Seq: 2, Payload: []byte("hi")}}}},
+		{"FCF1_confirm", "1-2 durable, 4 written",
+			&Confirm{Ranges: []ConfirmRange{{First: 1, Last: 2, Boundary: BoundaryDurable},
+				{First: 4, Last: 4, Boundary: BoundaryWritten}}}},
+		{"FNC1_negative_confirm", "sequence 3 refused by a full queue",
+			&NegativeConfirm{Ranges: []RejectRange{{First: 3, Last: 3, Code: CodeLimitReached,
+				Message: "queue orders is full (max_length 1000)"}}}},
+		{"FSB1_subscribe", "prefetch 100",
+			&Subscribe{RequestID: 3, Queue: "orders", Prefetch: 100}},
+		{"FSK1_subscribe_ok", "subscription 1",
+			&SubscribeOK{RequestID: 3, SubscriptionID: 1, Prefetch: 100}},
+		{"FDL1_deliver", "a first delivery and a redelivery with a node-assigned id",
+			&Deliver{SubscriptionID: 1, Deliveries: []Delivery{
+				{DeliveryTag: 1, Incarnation: 7, Offset: 0, Attempt: 1, PublishUnixNanos: 1700000000123456789,
+					MessageID: []byte("m-1"), Headers: jsonHeader, Payload: []byte(`{"id":1}`)},
+				{DeliveryTag: 2, Incarnation: 7, Offset: 1, Attempt: 2, Redelivered: true,
+					PublishUnixNanos: 1700000000223456789, MessageID: []byte("n1-000002"), Payload: []byte("hi")}}}},
+		{"FAK1_ack", "two tags", &Ack{Settle{SubscriptionID: 1, DeliveryTags: []uint64{1, 2}}}},
+		{"FNK1_nack", "requeue after 5 s",
+			&Nack{SubscriptionID: 1, Requeue: true, DelayMs: 5000, DeliveryTags: []uint64{3}}},
+		{"FRL1_release", "two tags", &Release{Settle{SubscriptionID: 1, DeliveryTags: []uint64{4, 5}}}},
+		{"FDS1_discard", "one tag", &Discard{Settle{SubscriptionID: 1, DeliveryTags: []uint64{6}}}},
+		{"FUS1_unsubscribe", "subscription 1", &Unsubscribe{RequestID: 4, SubscriptionID: 1}},
+		{"FIQ1_get_queue_info", "queue orders", &GetQueueInfo{RequestID: 5, Queue: "orders"}},
+		{"FIR1_queue_info", "a durable queue on a single node", &QueueInfoReply{RequestID: 5, Info: QueueInfo{
+			Name: "orders", Mode: ModeDurable, Options: QueueOptions{LeaseTimeoutMs: 30000, MaxDeliveries: 5},
+			Ready: 12, Leased: 3, Delayed: 1, DeadLettered: 0, Consumers: 2,
+			WrittenNext: 1042, DurableNext: 1040, UnsyncedRecords: 2, UnsyncedBytes: 2311,
+			LastSyncUnixMs: 1700000000123, SyncIntervalMs: 100, SyncPending: true}}},
+		{"FLQ1_list_queues", "names starting with ord, 100 at most",
+			&ListQueues{RequestID: 6, Prefix: "ord", Limit: 100}},
+		{"FLR1_queue_list", "one buffered queue on a three-node cluster", &QueueList{RequestID: 6, Queues: []QueueInfo{{
+			Name: "orders.fast", Mode: ModeBuffered, Policy: "replica_buffered:2", Ready: 5,
+			WrittenNext: 90, DurableNext: 88, UnsyncedRecords: 2, UnsyncedBytes: 140, SyncIntervalMs: 100,
+			Owner: "node-1", Epoch: 3, Replicas: []ReplicaInfo{
+				{Node: "node-1", WrittenNext: 90, DurableNext: 88},
+				{Node: "node-2", WrittenNext: 90, DurableNext: 80},
+				{Node: "node-3", WrittenNext: 85, DurableNext: 80}}}}}},
+		{"FDQ1_delete_queue", "queue orders.old", &DeleteQueue{RequestID: 7, Queue: "orders.old"}},
+		{"FPG1_purge_queue", "queue orders", &PurgeQueue{RequestID: 8, Queue: "orders"}},
+		{"FOK1_ok", "purge removed 42 messages", &OK{RequestID: 8, Count: 42}},
+		{"FPI1_ping", "", &Ping{RequestID: 9}},
+		{"FPO1_pong", "", &Pong{RequestID: 9}},
+		{"FER1_error", "a declare naming another mode",
+			&ErrorFrame{RequestID: 2, Code: CodeModeConflict, Message: "queue metrics is buffered; the declare names durable"}},
+		{"FER1_error_unknown_frame", "the answer to an unknown tag, built by UnknownFrameError",
+			UnknownFrameError(Tag('Z'<<24 | 'Z'<<16 | 'Z'<<8 | '9'))},
+		{"FRD1_redirect", "the subscribe's queue is owned by node-2",
+			&Redirect{RequestID: 3, Queue: "orders", NodeID: "node-2", Address: "127.0.0.1:7421"}},
+		{"FQR1_push", "two records from offset 100 (record bytes are opaque here)",
+			&Push{Queue: []byte("orders"), Epoch: 3, StartOffset: 100, RecordCount: 2,
+				Records: []byte("\x00\x01\x02\x03record-100\x00\x01\x02\x03record-101")}},
+		{"FQP1_progress", "durable through offset 101",
+			&Progress{Queue: []byte("orders"), Epoch: 3, DurableNext: 102}},
+		{"FQP2_progress_written", "written through 101, durable through 99",
+			&ProgressWritten{Queue: []byte("orders"), Epoch: 3, DurableNext: 100, WrittenNext: 102}},
+	}
+}
+
+// goldenFileText renders a case as an annotated hex file.
+func goldenFileText(c goldenCase, frame []byte) (string, error) {
+	lines, err := annotateFrame(frame)
+	if err != nil {
+		return "", err
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "# %s %s", c.frame.Tag(), c.frame.Tag().Name())
+	if c.description != "" {
+		fmt.Fprintf(&out, ": %s", c.description)
+	}
+	out.WriteString("\n# Hex bytes, then a comment per field. Layout: docs/protocol.md.\n")
+	out.WriteString("# Reference file; regenerate with: go test ./wire -run Golden -update\n")
+	for _, line := range lines {
+		out.WriteString(strings.TrimRight(line, " ") + "\n")
+	}
+	return out.String(), nil
+}
+
+// parseHexFile reads the bytes of an annotated hex file: everything after
+// a '#' is a comment, whitespace is ignored.
+func parseHexFile(text string) ([]byte, error) {
+	var digits strings.Builder
+	for _, line := range strings.Split(text, "\n") {
+		if cut := strings.IndexByte(line, '#'); cut >= 0 {
+			line = line[:cut]
+		}
+		digits.WriteString(strings.Join(strings.Fields(line), ""))
+	}
+	return hex.DecodeString(digits.String())
+}
+
+func TestGoldenVectors(t *testing.T) {
+	covered := map[Tag]bool{}
+	for _, c := range goldenCases() {
+		t.Run(c.file, func(t *testing.T) {
+			covered[c.frame.Tag()] = true
+			encoded := c.frame.Encode(nil)
+			path := filepath.Join(goldenDir, c.file+".hex")
+			if *update {
+				text, err := goldenFileText(c, encoded)
+				if err != nil {
+					t.Fatalf("annotate: %v", err)
+				}
+				if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			text, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden file (regenerate with -update): %v", err)
+			}
+			want, err := parseHexFile(string(text))
+			if err != nil {
+				t.Fatalf("parse %s: %v", path, err)
+			}
+			if !bytes.Equal(encoded, want) {
+				t.Fatalf("encoding differs from %s\n got %x\nwant %x", path, encoded, want)
+			}
+			decoded, err := DecodeFrame(Tag(beUint(want[:4])), want[HeaderBytes:])
+			if err != nil {
+				t.Fatalf("decode %s: %v", path, err)
+			}
+			if !reflect.DeepEqual(decoded, c.frame) {
+				t.Fatalf("decoded value differs\n got %#v\nwant %#v", decoded, c.frame)
+			}
+		})
+	}
+	for _, tag := range Tags() {
+		if !covered[tag] {
+			t.Errorf("no golden vector for %s %s", tag, tag.Name())
+		}
+	}
+}
+
+// goldenTrace is the trace file example: a fake clock, two connections.
+func goldenTrace() ([]byte, error) {
+	start := time.Unix(1700000000, 0)
+	readings := []time.Duration{0, 1500 * time.Microsecond, 2 * time.Millisecond}
+	clock := func() time.Time {
+		reading := readings[0]
+		if len(readings) > 1 {
+			readings = readings[1:]
+		}
+		return start.Add(reading)
+	}
+	var file bytes.Buffer
+	recorder, err := NewRecorder(&file, RecorderOptions{Label: "node-1 clients", Clock: clock})
+	if err != nil {
+		return nil, err
+	}
+	ping := (&Ping{RequestID: 9}).Encode(nil)
+	pong := (&Pong{RequestID: 9}).Encode(nil)
+	if err := recorder.Record(1, DirectionIn, TagPing, ping[HeaderBytes:]); err != nil {
+		return nil, err
+	}
+	if err := recorder.Record(1, DirectionOut, TagPong, pong[HeaderBytes:]); err != nil {
+		return nil, err
+	}
+	if err := recorder.Close(); err != nil {
+		return nil, err
+	}
+	return file.Bytes(), nil
+}
+
+// traceFileText annotates the example trace file by hand (its layout is
+// small and fixed).
+func traceFileText(raw []byte) string {
+	var out strings.Builder
+	out.WriteString("# Trace file: header, then two records (a ping received and the pong sent on connection 1).\n")
+	out.WriteString("# Format: docs/protocol.md, \"Trace files\". Regenerate with: go test ./wire -run Golden -update\n")
+	line := func(b []byte, comment string) {
+		fmt.Fprintf(&out, "%-40s # %s\n", hex.EncodeToString(b), comment)
+	}
+	line(raw[0:4], `magic "FTF1"`)
+	line(raw[4:8], fmt.Sprintf("header body length %d", beUint(raw[4:8])))
+	line(raw[8:16], fmt.Sprintf("start_unix_nanos: %d", int64(beUint(raw[8:16]))))
+	labelEnd := 18 + int(beUint(raw[16:18]))
+	line(raw[16:labelEnd], fmt.Sprintf("label: string %q", raw[18:labelEnd]))
+	for off := labelEnd; off < len(raw); {
+		line(raw[off:off+8], fmt.Sprintf("elapsed_nanos: %d", beUint(raw[off:off+8])))
+		line(raw[off+8:off+16], fmt.Sprintf("connection: %d", beUint(raw[off+8:off+16])))
+		line(raw[off+16:off+17], fmt.Sprintf("direction: %s", Direction(raw[off+16])))
+		bodyBytes := int(beUint(raw[off+21 : off+25]))
+		line(raw[off+17:off+21], fmt.Sprintf("frame tag %q", raw[off+17:off+21]))
+		line(raw[off+21:off+25], fmt.Sprintf("frame body length %d", bodyBytes))
+		line(raw[off+25:off+25+bodyBytes], "frame body")
+		off += 25 + bodyBytes
+	}
+	return out.String()
+}
+
+func TestGoldenTraceFile(t *testing.T) {
+	raw, err := goldenTrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(goldenDir, "trace_example.hex")
+	if *update {
+		if err := os.WriteFile(path, []byte(traceFileText(raw)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := parseHexFile(string(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(raw, want) {
+		t.Fatalf("recorder output differs from %s\n got %x\nwant %x", path, raw, want)
+	}
+	reader, err := NewTraceReader(bytes.NewReader(want), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := reader.Header(); got.Label != "node-1 clients" || got.StartUnixNanos != 1700000000*1e9 {
+		t.Fatalf("header %+v", got)
+	}
+	wantRecords := []TraceRecord{
+		{Elapsed: 1500 * time.Microsecond, Conn: 1, Direction: DirectionIn, Tag: TagPing},
+		{Elapsed: 2 * time.Millisecond, Conn: 1, Direction: DirectionOut, Tag: TagPong},
+	}
+	for _, wantRecord := range wantRecords {
+		record, err := reader.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame, err := DecodeFrame(record.Tag, record.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		record.Body = nil
+		if !reflect.DeepEqual(record, wantRecord) {
+			t.Fatalf("record %+v, want %+v", record, wantRecord)
+		}
+		if frame.Tag() != wantRecord.Tag {
+			t.Fatalf("frame %v", frame)
+		}
+	}
+	if _, err := reader.Next(); err == nil || err.Error() != "EOF" {
+		t.Fatalf("after the last record: %v, want io.EOF", err)
+	}
+}

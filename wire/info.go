@@ -1,0 +1,283 @@
+// Queue info body: the msgpack map carried by queue-info (FIR1) and, as
+// array entries, by queue-list (FLR1). Keys, in the order a node writes
+// them (readers accept any order and skip keys they do not know):
+//
+//	name               str    always
+//	mode               str    always: "durable" or "buffered"
+//	policy             str    effective replication policy; omitted when empty
+//	options            map    the declared options, set keys only (see QueueOptions)
+//	ready              uint   always
+//	leased             uint   always
+//	delayed            uint   always
+//	dead_lettered      uint   always
+//	consumers          uint   always
+//	written_next       uint   always
+//	durable_next       uint   always
+//	unsynced_records   uint   always
+//	unsynced_bytes     uint   always
+//	last_sync_unix_ms  int    always; 0 when no sync has completed
+//	sync_interval_ms   uint   always; 0 = background sync off
+//	sync_pending       bool   always
+//	last_sync_error    str    omitted when empty
+//	fenced             bool   always
+//	fence_error        str    omitted when empty
+//	owner              str    cluster only; omitted when empty
+//	epoch              uint   cluster only; omitted when zero
+//	replicas           array  cluster only; omitted when empty; maps of
+//	                          node str, written_next uint, durable_next uint
+//
+// Limits a reader enforces: name is present and not empty, at most
+// MaxReplicas replicas per queue and MaxQueueListEntries queues per list.
+package wire
+
+import (
+	"fmt"
+	"math"
+)
+
+// MaxReplicas caps the replicas one queue info lists.
+const MaxReplicas = 64
+
+// QueueInfo describes one queue. Every position and count says which
+// boundary it means; a durable field never carries written progress.
+type QueueInfo struct {
+	Name    string
+	Mode    Mode         // durable or buffered
+	Policy  string       // effective replication policy; empty on a single node
+	Options QueueOptions // the declared options
+
+	Ready        uint64 // messages selectable now
+	Leased       uint64 // delivered, not yet settled
+	Delayed      uint64 // waiting out a nack or redelivery delay
+	DeadLettered uint64 // dead-lettered (moved or dropped) since the queue was declared
+	Consumers    uint32 // live subscriptions
+
+	WrittenNext     uint64 // log offset after the last record handed to the OS (written)
+	DurableNext     uint64 // log offset after the last fsynced record (durable)
+	UnsyncedRecords uint64 // records written but not yet durable
+	UnsyncedBytes   uint64 // bytes written but not yet durable
+	LastSyncUnixMs  int64  // when the last sync completed; 0 when none has
+	SyncIntervalMs  uint32 // background sync target; 0 = off, the OS alone decides
+	SyncPending     bool   // a sync is in flight
+	LastSyncError   string // the last sync failure, if any
+
+	Fenced     bool   // the queue refuses publishes after a storage fault
+	FenceError string // why it is fenced
+
+	// Cluster fields, empty on a single node.
+	Owner    string        // node id of the owner
+	Epoch    uint64        // ownership epoch
+	Replicas []ReplicaInfo // every copy, owner included
+}
+
+// ReplicaInfo is one copy of a queue's log as its owner last heard of it.
+type ReplicaInfo struct {
+	Node        string
+	WrittenNext uint64
+	DurableNext uint64
+}
+
+// String gives a one-line summary, for logs.
+func (q *QueueInfo) String() string {
+	return fmt.Sprintf("%s mode=%s ready=%d leased=%d written_next=%d durable_next=%d",
+		q.Name, q.Mode, q.Ready, q.Leased, q.WrittenNext, q.DurableNext)
+}
+
+func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
+	optional := 0
+	for _, present := range []bool{q.Policy != "", q.LastSyncError != "", q.FenceError != "",
+		q.Owner != "", q.Epoch != 0, len(q.Replicas) != 0} {
+		if present {
+			optional++
+		}
+	}
+	const always = 16
+	dst = appendMsgpackMapHeader(dst, always+optional)
+	dst = appendMsgpackString(appendMsgpackString(dst, "name"), q.Name)
+	dst = appendMsgpackString(appendMsgpackString(dst, "mode"), q.Mode.String())
+	if q.Policy != "" {
+		dst = appendMsgpackString(appendMsgpackString(dst, "policy"), q.Policy)
+	}
+	dst = q.Options.appendMsgpack(appendMsgpackString(dst, "options"))
+	for _, entry := range []struct {
+		key   string
+		value uint64
+	}{{"ready", q.Ready}, {"leased", q.Leased}, {"delayed", q.Delayed},
+		{"dead_lettered", q.DeadLettered}, {"consumers", uint64(q.Consumers)},
+		{"written_next", q.WrittenNext}, {"durable_next", q.DurableNext},
+		{"unsynced_records", q.UnsyncedRecords}, {"unsynced_bytes", q.UnsyncedBytes}} {
+		dst = appendMsgpackUint(appendMsgpackString(dst, entry.key), entry.value)
+	}
+	dst = appendMsgpackInt(appendMsgpackString(dst, "last_sync_unix_ms"), q.LastSyncUnixMs)
+	dst = appendMsgpackUint(appendMsgpackString(dst, "sync_interval_ms"), uint64(q.SyncIntervalMs))
+	dst = appendMsgpackBool(appendMsgpackString(dst, "sync_pending"), q.SyncPending)
+	if q.LastSyncError != "" {
+		dst = appendMsgpackString(appendMsgpackString(dst, "last_sync_error"), q.LastSyncError)
+	}
+	dst = appendMsgpackBool(appendMsgpackString(dst, "fenced"), q.Fenced)
+	if q.FenceError != "" {
+		dst = appendMsgpackString(appendMsgpackString(dst, "fence_error"), q.FenceError)
+	}
+	if q.Owner != "" {
+		dst = appendMsgpackString(appendMsgpackString(dst, "owner"), q.Owner)
+	}
+	if q.Epoch != 0 {
+		dst = appendMsgpackUint(appendMsgpackString(dst, "epoch"), q.Epoch)
+	}
+	if len(q.Replicas) > MaxReplicas {
+		panic(fieldTooLong{field: "replicas", length: len(q.Replicas), limit: MaxReplicas})
+	}
+	if len(q.Replicas) != 0 {
+		dst = appendMsgpackArrayHeader(appendMsgpackString(dst, "replicas"), len(q.Replicas))
+		for _, replica := range q.Replicas {
+			dst = appendMsgpackMapHeader(dst, 3)
+			dst = appendMsgpackString(appendMsgpackString(dst, "node"), replica.Node)
+			dst = appendMsgpackUint(appendMsgpackString(dst, "written_next"), replica.WrittenNext)
+			dst = appendMsgpackUint(appendMsgpackString(dst, "durable_next"), replica.DurableNext)
+		}
+	}
+	return dst
+}
+
+// parseQueueInfo decodes one queue info map that fills all of b.
+func parseQueueInfo(b []byte) (QueueInfo, error) {
+	var info QueueInfo
+	if err := checkMsgpack(b); err != nil {
+		return info, err
+	}
+	reader := msgpackReader{b: b}
+	err := reader.queueInfo(&info)
+	return info, err
+}
+
+// parseQueueList decodes an array of queue info maps into dst's storage.
+func parseQueueList(b []byte, dst []QueueInfo) ([]QueueInfo, error) {
+	if err := checkMsgpack(b); err != nil {
+		return dst[:0], err
+	}
+	reader := msgpackReader{b: b}
+	n, err := reader.arrayLen(MaxQueueListEntries)
+	if err != nil {
+		return dst[:0], err
+	}
+	dst = growSlice(dst, n)
+	for i := range dst {
+		dst[i] = QueueInfo{Replicas: dst[i].Replicas[:0]}
+		if err := reader.queueInfo(&dst[i]); err != nil {
+			return dst[:0], fmt.Errorf("queue %d: %w", i, err)
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return dst, nil
+}
+
+// queueInfo reads one queue info map. A map without a name is refused,
+// which also bounds how many entries a list body can claim.
+func (r *msgpackReader) queueInfo(q *QueueInfo) error {
+	err := r.mapEntries(func(key string) error {
+		var err error
+		switch key {
+		case "name":
+			q.Name, err = r.str()
+		case "mode":
+			err = r.mode(&q.Mode)
+		case "policy":
+			q.Policy, err = r.str()
+		case "options":
+			q.Options, err = r.queueOptions(false)
+		case "ready":
+			q.Ready, err = r.uint(math.MaxUint64)
+		case "leased":
+			q.Leased, err = r.uint(math.MaxUint64)
+		case "delayed":
+			q.Delayed, err = r.uint(math.MaxUint64)
+		case "dead_lettered":
+			q.DeadLettered, err = r.uint(math.MaxUint64)
+		case "consumers":
+			q.Consumers, err = r.uint32()
+		case "written_next":
+			q.WrittenNext, err = r.uint(math.MaxUint64)
+		case "durable_next":
+			q.DurableNext, err = r.uint(math.MaxUint64)
+		case "unsynced_records":
+			q.UnsyncedRecords, err = r.uint(math.MaxUint64)
+		case "unsynced_bytes":
+			q.UnsyncedBytes, err = r.uint(math.MaxUint64)
+		case "last_sync_unix_ms":
+			q.LastSyncUnixMs, err = r.int()
+		case "sync_interval_ms":
+			q.SyncIntervalMs, err = r.uint32()
+		case "sync_pending":
+			q.SyncPending, err = r.boolean()
+		case "last_sync_error":
+			q.LastSyncError, err = r.str()
+		case "fenced":
+			q.Fenced, err = r.boolean()
+		case "fence_error":
+			q.FenceError, err = r.str()
+		case "owner":
+			q.Owner, err = r.str()
+		case "epoch":
+			q.Epoch, err = r.uint(math.MaxUint64)
+		case "replicas":
+			q.Replicas, err = r.replicas(q.Replicas[:0])
+		default:
+			err = r.skip()
+		}
+		return err
+	})
+	if err == nil && q.Name == "" {
+		err = fmt.Errorf("queue info has no name")
+	}
+	return err
+}
+
+func (r *msgpackReader) replicas(dst []ReplicaInfo) ([]ReplicaInfo, error) {
+	n, err := r.arrayLen(MaxReplicas)
+	if err != nil {
+		return dst[:0], err
+	}
+	dst = growSlice(dst, n)
+	for i := range dst {
+		replica := &dst[i]
+		*replica = ReplicaInfo{}
+		err := r.mapEntries(func(key string) error {
+			var err error
+			switch key {
+			case "node":
+				replica.Node, err = r.str()
+			case "written_next":
+				replica.WrittenNext, err = r.uint(math.MaxUint64)
+			case "durable_next":
+				replica.DurableNext, err = r.uint(math.MaxUint64)
+			default:
+				err = r.skip()
+			}
+			return err
+		})
+		if err != nil {
+			return dst[:0], fmt.Errorf("replica %d: %w", i, err)
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return dst, nil
+}
+
+func (r *msgpackReader) uint32() (uint32, error) {
+	value, err := r.uint(math.MaxUint32)
+	return uint32(value), err
+}
+
+func (r *msgpackReader) mode(m *Mode) error {
+	name, err := r.str()
+	if err != nil || name == "" {
+		*m = ModeUnset
+		return err
+	}
+	*m, err = ParseMode(name)
+	return err
+}
