@@ -33,6 +33,10 @@ fuzz:
 		echo "== wire $$target"; \
 		$(GO) test ./wire -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) || exit 1; \
 	done
+	@for target in $$($(GO) test ./storage/log -list '^Fuzz' | grep '^Fuzz'); do \
+		echo "== storage/log $$target"; \
+		$(GO) test ./storage/log -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,431 @@
+package log
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fibrilmq/fibril/storage/vfs"
+)
+
+// Log is one segmented log. All methods are safe for concurrent use.
+type Log struct {
+	dir    string
+	opts   Options
+	fs     vfs.FS
+	clock  func() time.Time
+	logger *slog.Logger
+
+	frontiers frontierState
+	cache     *tailCache
+
+	segmentsMu  sync.RWMutex
+	segments    []*segment // sorted by base; the last is the active one
+	firstOffset atomic.Uint64
+	retentionMu sync.Mutex // serializes TruncateBefore and TruncateAfter
+
+	epochMu sync.Mutex
+	epochs  []EpochStart
+
+	// admission guards closed: appends hold the read side while they
+	// enqueue, Close takes the write side, so no request is enqueued after
+	// the writer stops.
+	admission sync.RWMutex
+	closed    bool
+	isClosed  atomic.Bool
+	latch     atomic.Pointer[latchState]
+
+	// inbox carries appends, ticks and controls to the writer, in order.
+	inbox           chan *appendRequest
+	tickMessage     *appendRequest // the one tick message, sent when none is queued
+	tickPending     atomic.Bool
+	tickTime        atomic.Pointer[time.Time]
+	syncJobs        chan *syncJob
+	syncDone        chan syncOutcome
+	intervalChanged chan struct{}
+	stopTicker      chan struct{}
+	goroutines      sync.WaitGroup
+
+	syncIntervalNanos atomic.Int64
+	syncPending       atomic.Bool
+	incarnation       atomic.Uint64
+	statusMu          sync.Mutex
+	lastSyncTime      time.Time
+	lastError         error
+
+	requestPool sync.Pool
+	scanPool    sync.Pool
+}
+
+// latchState records why a log latched.
+type latchState struct{ err error }
+
+// Open opens (creating when needed) the log in dir and recovers it; see
+// recovery.go for the rules. It returns ErrInteriorCorruption or
+// ErrUnverifiedTail, deleting nothing, when the log cannot be recovered
+// safely.
+func Open(dir string, opts Options) (*Log, error) {
+	opts = opts.withDefaults()
+	dir = filepath.Clean(dir)
+	if err := opts.FS.MkdirAll(dir); err != nil {
+		return nil, fmt.Errorf("log: open %s: %w", dir, err)
+	}
+	l := &Log{dir: dir, opts: opts, fs: opts.FS, clock: opts.Clock, logger: opts.Logger}
+	state, err := l.recover()
+	if err != nil {
+		return nil, fmt.Errorf("log: open %s: %w", dir, err)
+	}
+	l.start(state)
+	return l, nil
+}
+
+// recover runs recovery and leaves the log ready for its goroutines.
+func (l *Log) recover() (*writer, error) {
+	listing, err := listDirectory(l.fs, l.dir)
+	if err != nil {
+		return nil, err
+	}
+	bases := listing.logBases
+	if listing.cutPending {
+		cut, _, err := readCutFile(l.fs, l.dir)
+		if err != nil {
+			return nil, err
+		}
+		if bases, err = cutSegmentFiles(l.fs, l.dir, bases, cut, nil); err != nil {
+			return nil, fmt.Errorf("carrying out the pending cut to %d: %w", cut, err)
+		}
+	}
+	recovered, err := recoverSegments(l.fs, l.dir, bases, l.opts)
+	if err != nil {
+		return nil, err
+	}
+	l.segments = recovered.segments
+	l.firstOffset.Store(recovered.segments[0].base)
+	if err := l.cleanDirectory(listing, recovered.segments); err != nil {
+		closeSegments(recovered.segments)
+		return nil, err
+	}
+	w, err := l.newWriter(recovered)
+	if err != nil {
+		closeSegments(recovered.segments)
+		return nil, err
+	}
+	if err := l.recoverEpochs(w.next); err != nil {
+		w.closeFiles()
+		closeSegments(recovered.segments)
+		return nil, err
+	}
+	w.lastEpoch, w.epochSeen = l.lastEpoch()
+	incarnation, err := bumpIncarnation(l.fs, l.dir, func() int64 { return l.clock().UnixNano() })
+	if err != nil {
+		w.closeFiles()
+		closeSegments(recovered.segments)
+		return nil, err
+	}
+	l.incarnation.Store(incarnation)
+	l.lastSyncTime = l.clock()
+	return w, nil
+}
+
+// cleanDirectory removes what recovery made obsolete: the carried-out cut
+// file, temporary files, and indexes without a log.
+func (l *Log) cleanDirectory(listing directoryListing, segments []*segment) error {
+	live := map[uint64]bool{}
+	for _, seg := range segments {
+		live[seg.base] = true
+	}
+	for base := range listing.indexBases {
+		if !live[base] {
+			l.fs.Remove(filepath.Join(l.dir, segmentName(base, indexSuffix)))
+		}
+	}
+	for _, name := range listing.leftovers {
+		l.fs.Remove(filepath.Join(l.dir, name))
+	}
+	if listing.cutPending {
+		return removeCutFile(l.fs, l.dir)
+	}
+	return l.fs.SyncDir(l.dir)
+}
+
+func closeSegments(segments []*segment) {
+	for _, seg := range segments {
+		seg.closeReader()
+	}
+}
+
+// start publishes the recovered frontiers and starts the goroutines.
+func (l *Log) start(w *writer) {
+	l.frontiers.reset(w.next, 0)
+	l.cache = newTailCache(l.opts.TailCacheBytes, w.next)
+	if l.opts.TailCacheBytes < 0 {
+		l.cache = newTailCache(0, w.next)
+	}
+	w.groupLimit = min(l.opts.MaxGroupBytes, l.cache.groupBytesLimit())
+	l.syncIntervalNanos.Store(int64(l.opts.SyncInterval))
+	l.inbox = make(chan *appendRequest, l.opts.RequestQueueLength)
+	l.tickMessage = &appendRequest{kind: messageTick}
+	l.syncJobs = make(chan *syncJob, 1)
+	l.syncDone = make(chan syncOutcome, 1)
+	l.intervalChanged = make(chan struct{}, 1)
+	l.stopTicker = make(chan struct{})
+	l.requestPool.New = func() any { return &appendRequest{resultCh: make(chan Result, 1)} }
+	l.goroutines.Add(2)
+	go func() { defer l.goroutines.Done(); w.run() }()
+	go func() { defer l.goroutines.Done(); l.runSyncer() }()
+	if !l.opts.ExternalTicks {
+		l.goroutines.Add(1)
+		go func() { defer l.goroutines.Done(); l.runTicker() }()
+	}
+}
+
+// latchError returns the error appends get on a latched log, or nil.
+func (l *Log) latchError() error {
+	if state := l.latch.Load(); state != nil {
+		return state.err
+	}
+	return nil
+}
+
+// setLatch records the first failure; later ones only update LastError.
+func (l *Log) setLatch(cause error) error {
+	err := fmt.Errorf("%w: %w", ErrLatched, cause)
+	if !l.latch.CompareAndSwap(nil, &latchState{err: err}) {
+		err = l.latch.Load().err
+	}
+	l.statusMu.Lock()
+	l.lastError = cause
+	l.statusMu.Unlock()
+	return err
+}
+
+func validateAppend(entries []Entry, level Durability, maxBodyBytes int) error {
+	if level < AfterWrite || level > AfterFsync {
+		return fmt.Errorf("%w: %d", ErrInvalidDurability, level)
+	}
+	if len(entries) > 1<<20 {
+		return fmt.Errorf("%w: %d entries in one append", ErrTooLarge, len(entries))
+	}
+	for i := range entries {
+		if len(entries[i].Body) > maxBodyBytes {
+			return fmt.Errorf("%w: body of %d bytes, limit %d", ErrTooLarge, len(entries[i].Body), maxBodyBytes)
+		}
+	}
+	return nil
+}
+
+func (l *Log) enqueue(request *appendRequest) error {
+	l.admission.RLock()
+	defer l.admission.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if err := l.latchError(); err != nil {
+		return err
+	}
+	l.inbox <- request
+	return nil
+}
+
+// Append appends entries and returns when level is reached for all of
+// them, or with the error that prevented it. Offsets are assigned in call
+// order; [Result.First, Result.Next) are this call's. An empty entries
+// slice assigns nothing and waits until everything staged before it
+// reaches level. When ctx ends first, Append returns ctx.Err() but the
+// append itself goes on. The entries may be reused once Append returns.
+func (l *Log) Append(ctx context.Context, entries []Entry, level Durability) (Result, error) {
+	if err := validateAppend(entries, level, l.opts.MaxRecordBytes); err != nil {
+		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	request := l.requestPool.Get().(*appendRequest)
+	request.entries, request.level, request.done = entries, level, nil
+	if err := l.enqueue(request); err != nil {
+		request.entries = nil
+		l.requestPool.Put(request)
+		return Result{}, err
+	}
+	done := ctx.Done()
+	if done == nil { // a context that never ends: skip the select
+		result := <-request.resultCh
+		l.requestPool.Put(request)
+		return result, result.Err
+	}
+	select {
+	case result := <-request.resultCh:
+		l.requestPool.Put(request)
+		return result, result.Err
+	case <-done:
+		return Result{}, ctx.Err() // the request is abandoned to the collector
+	}
+}
+
+// AppendAsync appends without waiting. done is called exactly once, from a
+// log goroutine, when level is reached or the append failed; it must not
+// block and must not call Append, AppendAsync or Sync on this log. The
+// entries' bodies must stay unchanged until done is called. It returns an
+// error only when the append is refused up front (invalid, latched,
+// closed); otherwise it may wait for room in the bounded request queue,
+// never for I/O.
+func (l *Log) AppendAsync(entries []Entry, level Durability, done func(Result)) error {
+	if done == nil {
+		panic("log: AppendAsync needs a done callback")
+	}
+	if err := validateAppend(entries, level, l.opts.MaxRecordBytes); err != nil {
+		return err
+	}
+	request := l.requestPool.Get().(*appendRequest)
+	request.entries, request.level, request.done = entries, level, done
+	if err := l.enqueue(request); err != nil {
+		request.entries, request.done = nil, nil
+		l.requestPool.Put(request)
+		return err
+	}
+	return nil
+}
+
+// Sync returns once everything written before the call is durable. It goes
+// through the writer's pipeline, so it shares an fdatasync with concurrent
+// AfterFsync appends.
+func (l *Log) Sync(ctx context.Context) error {
+	_, err := l.Append(ctx, nil, AfterFsync)
+	return err
+}
+
+// Frontiers returns the current frontiers.
+func (l *Log) Frontiers() Frontiers { return l.frontiers.snapshot() }
+
+// Watch subscribes to one frontier; see Watch.
+func (l *Log) Watch(kind FrontierKind) *Watch {
+	watch := l.frontiers.watch(kind)
+	if l.isClosed.Load() || l.latchError() != nil {
+		watch.c <- struct{}{}
+	}
+	return watch
+}
+
+// Tick offers the background sync decision a chance to run at now. With
+// Options.ExternalTicks the caller drives it; otherwise an internal ticker
+// does. A tick that finds the writer busy with an earlier one is dropped.
+func (l *Log) Tick(now time.Time) {
+	l.tickTime.Store(&now)
+	if !l.tickPending.CompareAndSwap(false, true) {
+		return // a tick is queued; it will read the newest time
+	}
+	select {
+	case l.inbox <- l.tickMessage:
+	default:
+		l.tickPending.Store(false) // the writer is backed up: skip this tick
+	}
+}
+
+// SetSyncInterval changes the background sync interval on the running log
+// (0 turns it off).
+func (l *Log) SetSyncInterval(interval time.Duration) {
+	l.syncIntervalNanos.Store(int64(max(interval, 0)))
+	select {
+	case l.intervalChanged <- struct{}{}:
+	default:
+	}
+}
+
+func (l *Log) syncInterval() time.Duration { return time.Duration(l.syncIntervalNanos.Load()) }
+
+// FirstOffset is the oldest retained offset (equal to the next offset when
+// the log is empty).
+func (l *Log) FirstOffset() uint64 { return l.firstOffset.Load() }
+
+// Incarnation identifies this opening of the log: it changes, durably, at
+// every Open and every TruncateAfter that removes records. Offsets lost to
+// a power loss or a cut can be reused, so (Incarnation, Offset) is the
+// identity that never names two different records.
+func (l *Log) Incarnation() uint64 { return l.incarnation.Load() }
+
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Status returns the log's health and progress.
+func (l *Log) Status() Status {
+	lagRecords, lagBytes := l.frontiers.lag()
+	l.statusMu.Lock()
+	defer l.statusMu.Unlock()
+	return Status{
+		Frontiers:         l.frontiers.snapshot(),
+		FirstOffset:       l.FirstOffset(),
+		LastSyncTime:      l.lastSyncTime,
+		DurableLagRecords: lagRecords,
+		DurableLagBytes:   lagBytes,
+		SyncPending:       l.syncPending.Load(),
+		LastError:         l.lastError,
+		Latched:           l.latchError() != nil,
+		SyncInterval:      l.syncInterval(),
+		Incarnation:       l.Incarnation(),
+	}
+}
+
+// EpochHistory returns, for each epoch in the log, its first offset, in
+// order. It covers every staged record.
+func (l *Log) EpochHistory() []EpochStart {
+	l.epochMu.Lock()
+	defer l.epochMu.Unlock()
+	return append([]EpochStart(nil), l.epochs...)
+}
+
+// lastEpoch returns the newest epoch in the history, if any.
+func (l *Log) lastEpoch() (uint64, bool) {
+	l.epochMu.Lock()
+	defer l.epochMu.Unlock()
+	if len(l.epochs) == 0 {
+		return 0, false
+	}
+	return l.epochs[len(l.epochs)-1].Epoch, true
+}
+
+// Close stops accepting appends, writes and syncs everything staged, stops
+// the goroutines and closes the files. Appends in flight complete normally.
+func (l *Log) Close() error {
+	l.admission.Lock()
+	if l.closed {
+		l.admission.Unlock()
+		return ErrClosed
+	}
+	l.closed = true
+	l.isClosed.Store(true)
+	l.admission.Unlock()
+	err := l.sendControl(&appendRequest{kind: messageControl, control: controlClose})
+	close(l.stopTicker)
+	close(l.syncJobs)
+	l.goroutines.Wait()
+	l.segmentsMu.Lock()
+	closeSegments(l.segments)
+	l.segmentsMu.Unlock()
+	l.frontiers.wakeAll()
+	return err
+}
+
+// control sends a control request to the writer and waits for its answer.
+func (l *Log) control(kind controlKind, offset uint64) error {
+	l.admission.RLock()
+	if l.closed {
+		l.admission.RUnlock()
+		return ErrClosed
+	}
+	request := &appendRequest{kind: messageControl, control: kind, offset: offset, reply: make(chan error, 1)}
+	l.inbox <- request
+	l.admission.RUnlock()
+	return <-request.reply
+}
+
+// sendControl sends a control request without the admission check (Close
+// holds it already) and waits for the answer.
+func (l *Log) sendControl(request *appendRequest) error {
+	request.reply = make(chan error, 1)
+	l.inbox <- request
+	return <-request.reply
+}

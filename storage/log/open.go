@@ -1,0 +1,356 @@
+package log
+
+// The shell around the recovery rules in recovery.go: it reads the files,
+// asks the pure checks, and only when every check passed mutates anything
+// (truncating a torn tail, rewriting indexes, removing empty segments).
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/fibrilmq/fibril/storage/vfs"
+)
+
+// recoveredSegments is the outcome of recovery: the segments with their
+// indexes and read descriptors, the active one last.
+type recoveredSegments struct {
+	segments []*segment
+	next     uint64
+}
+
+type segmentPlan struct {
+	base     uint64
+	size     int64
+	reader   vfs.File
+	analysis segmentAnalysis
+}
+
+// recoverSegments applies recovery rules 2 to 5 to the segments in bases.
+func recoverSegments(fs vfs.FS, dir string, bases []uint64, opts Options) (recoveredSegments, error) {
+	if len(bases) == 0 {
+		return createFirstSegment(fs, dir, opts.BaseOffset)
+	}
+	plans := make([]segmentPlan, len(bases))
+	tail := -1
+	for i, base := range bases {
+		size, _, err := fs.Stat(filepath.Join(dir, segmentName(base, logSuffix)))
+		if err != nil {
+			return recoveredSegments{}, err
+		}
+		plans[i] = segmentPlan{base: base, size: size}
+		if size > 0 {
+			tail = i
+		}
+	}
+	defer func() {
+		for _, plan := range plans {
+			if plan.reader != nil {
+				plan.reader.Close()
+			}
+		}
+	}()
+	if err := analyzePlans(fs, dir, plans, tail, opts); err != nil {
+		return recoveredSegments{}, err
+	}
+	// Every check passed: from here on, mutations are allowed.
+	keep, err := applyPlans(fs, dir, plans, tail)
+	if err != nil {
+		return recoveredSegments{}, err
+	}
+	return buildSegments(fs, dir, keep)
+}
+
+// analyzePlans reads every segment up to the tail and decides, without
+// changing anything, whether the log can be recovered.
+func analyzePlans(fs vfs.FS, dir string, plans []segmentPlan, tail int, opts Options) error {
+	for i := 0; i <= tail; i++ {
+		plan := &plans[i]
+		if plan.size == 0 {
+			return fmt.Errorf("%w: segment %d is empty but segment %d after it holds records", ErrInteriorCorruption, plan.base, plans[tail].base)
+		}
+		reader, err := fs.Open(filepath.Join(dir, segmentName(plan.base, logSuffix)))
+		if err != nil {
+			return err
+		}
+		plan.reader = reader
+		indexBytes, err := readWholeFile(fs, filepath.Join(dir, segmentName(plan.base, indexSuffix)))
+		if err != nil {
+			return err
+		}
+		if plan.analysis, err = analyzeSegment(fileReader{reader}, plan.base, plan.size, indexBytes, opts.IndexIntervalBytes); err != nil {
+			return err
+		}
+		if i < tail {
+			if err := checkSealed(plans[i], plans[i+1].base); err != nil {
+				return err
+			}
+			continue
+		}
+		if damage := plan.analysis.damage; damage != nil {
+			found, at, err := probeResidue(fileReader{reader}, damage.position, plan.size, plan.analysis.next)
+			if err != nil {
+				return err
+			}
+			if found {
+				return fmt.Errorf("%w: segment %d damaged at byte %d (%v), valid record at byte %d", ErrInteriorCorruption, plan.base, damage.position, damage.reason, at)
+			}
+		}
+	}
+	return nil
+}
+
+// checkSealed requires a sealed segment to end cleanly where the next begins.
+func checkSealed(plan segmentPlan, nextBase uint64) error {
+	if damage := plan.analysis.damage; damage != nil {
+		return fmt.Errorf("%w: sealed segment %d damaged at byte %d (%v) and later segments hold records", ErrInteriorCorruption, plan.base, damage.position, damage.reason)
+	}
+	if plan.analysis.next != nextBase {
+		return fmt.Errorf("%w: segment %d ends at offset %d but the next segment starts at %d", ErrInteriorCorruption, plan.base, plan.analysis.next, nextBase)
+	}
+	return nil
+}
+
+// applyPlans truncates a torn tail, rewrites indexes that need it, removes
+// trailing empty segments that do not continue the log, and syncs the
+// recovered tail. It returns the plans kept.
+func applyPlans(fs vfs.FS, dir string, plans []segmentPlan, tail int) ([]segmentPlan, error) {
+	var keep, extra []segmentPlan
+	if tail < 0 {
+		// Only empty segments: keep the highest, so no offset is reused.
+		keep, extra = plans[len(plans)-1:], plans[:len(plans)-1]
+	} else {
+		keep = append(keep, plans[:tail+1]...)
+		for i := tail + 1; i < len(plans); i++ {
+			if i == tail+1 && plans[i].base == plans[tail].analysis.next {
+				keep = append(keep, plans[i])
+			} else {
+				extra = append(extra, plans[i])
+			}
+		}
+	}
+	for _, plan := range extra {
+		if err := removeSegmentFiles(fs, dir, plan.base); err != nil {
+			return nil, err
+		}
+	}
+	for i := range keep {
+		if err := repairSegment(fs, dir, &keep[i], i == tail); err != nil {
+			return nil, err
+		}
+	}
+	return keep, fs.SyncDir(dir)
+}
+
+// repairSegment makes one kept segment's files match its analysis; the tail
+// is always synced, since a process crash leaves its bytes in the page
+// cache only.
+func repairSegment(fs vfs.FS, dir string, plan *segmentPlan, isTail bool) error {
+	logPath := filepath.Join(dir, segmentName(plan.base, logSuffix))
+	indexPath := filepath.Join(dir, segmentName(plan.base, indexSuffix))
+	truncate := plan.analysis.damage != nil
+	if truncate || isTail {
+		file, err := fs.OpenReadWrite(logPath)
+		if err != nil {
+			return err
+		}
+		if truncate {
+			err = file.Truncate(plan.analysis.validEnd)
+			plan.size = plan.analysis.validEnd
+		}
+		if err == nil {
+			err = file.Sync()
+		}
+		if closeErr := file.Close(); err == nil {
+			err = closeErr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, indexExists, err := fs.Stat(indexPath)
+	if err != nil {
+		return err
+	}
+	if plan.analysis.indexRewrite || !indexExists || isTail {
+		return writeIndexFile(fs, indexPath, plan.analysis.entries)
+	}
+	return nil
+}
+
+func writeIndexFile(fs vfs.FS, path string, entries []indexEntry) error {
+	file, err := fs.Create(path)
+	if err != nil {
+		return err
+	}
+	if len(entries) > 0 {
+		_, err = file.WriteAt(appendIndexEntries(nil, entries), 0)
+	}
+	if err == nil {
+		err = file.Sync()
+	}
+	if closeErr := file.Close(); err == nil {
+		err = closeErr
+	}
+	return err
+}
+
+func removeSegmentFiles(fs vfs.FS, dir string, base uint64) error {
+	if err := fs.Remove(filepath.Join(dir, segmentName(base, logSuffix))); err != nil && !errors.Is(err, vfs.ErrNotExist) {
+		return err
+	}
+	if err := fs.Remove(filepath.Join(dir, segmentName(base, indexSuffix))); err != nil && !errors.Is(err, vfs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// buildSegments opens a read descriptor per kept segment; every segment
+// but the last is sealed (its index searched on disk).
+func buildSegments(fs vfs.FS, dir string, plans []segmentPlan) (recoveredSegments, error) {
+	var out recoveredSegments
+	for i, plan := range plans {
+		seg := newSegment(dir, plan.base)
+		out.segments = append(out.segments, seg)
+		reader, err := fs.Open(seg.logPath)
+		if err != nil {
+			closeSegments(out.segments)
+			return recoveredSegments{}, err
+		}
+		seg.reader = reader
+		seg.entries = plan.analysis.entries
+		seg.next, seg.size = plan.base, 0
+		if plan.size > 0 {
+			seg.next, seg.size = plan.analysis.next, plan.analysis.validEnd
+		}
+		out.next = seg.next
+		if i < len(plans)-1 {
+			indexReader, err := fs.Open(seg.indexPath)
+			if err != nil {
+				closeSegments(out.segments)
+				return recoveredSegments{}, err
+			}
+			seg.seal(indexReader)
+		}
+	}
+	return out, nil
+}
+
+func createFirstSegment(fs vfs.FS, dir string, base uint64) (recoveredSegments, error) {
+	seg := newSegment(dir, base)
+	for _, path := range []string{seg.logPath, seg.indexPath} {
+		file, err := fs.Create(path)
+		if err != nil {
+			return recoveredSegments{}, err
+		}
+		file.Close()
+	}
+	if err := fs.SyncDir(dir); err != nil {
+		return recoveredSegments{}, err
+	}
+	reader, err := fs.Open(seg.logPath)
+	if err != nil {
+		return recoveredSegments{}, err
+	}
+	seg.reader = reader
+	return recoveredSegments{segments: []*segment{seg}, next: base}, nil
+}
+
+// cutSegmentFiles removes every record at or after offset from the
+// segments in bases (sorted), durably: whole segments above it are removed
+// highest first, the segment holding it is truncated at the record's
+// position, and the result synced. locate, when set, gives a starting
+// point for the walk to the cut record; otherwise the walk starts at byte
+// 0 (the index is not trusted yet at Open). When the walk cannot reach the
+// offset (damage before it), that segment is left for recovery to judge.
+// It returns the remaining bases. Open uses it for a pending cut and
+// TruncateAfter for a live cut.
+func cutSegmentFiles(fs vfs.FS, dir string, bases []uint64, offset uint64, locate func(base uint64) (int64, uint64)) ([]uint64, error) {
+	kept := append([]uint64(nil), bases...)
+	for len(kept) > 0 && kept[len(kept)-1] > offset {
+		if err := removeSegmentFiles(fs, dir, kept[len(kept)-1]); err != nil {
+			return nil, err
+		}
+		kept = kept[:len(kept)-1]
+	}
+	if len(kept) == 0 {
+		if err := fs.SyncDir(dir); err != nil {
+			return nil, err
+		}
+		// The cut lies below every segment: start an empty one there.
+		if _, err := createFirstSegment(fs, dir, offset); err != nil {
+			return nil, err
+		}
+		return []uint64{offset}, nil
+	}
+	base := kept[len(kept)-1]
+	if err := truncateSegmentAt(fs, dir, base, offset, locate); err != nil {
+		return nil, err
+	}
+	return kept, fs.SyncDir(dir)
+}
+
+// truncateSegmentAt cuts one segment so that its last record is offset-1.
+func truncateSegmentAt(fs vfs.FS, dir string, base, offset uint64, locate func(base uint64) (int64, uint64)) error {
+	logPath := filepath.Join(dir, segmentName(base, logSuffix))
+	file, err := fs.OpenReadWrite(logPath)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	size, err := file.Size()
+	if err != nil {
+		return err
+	}
+	start, startOffset := int64(0), base
+	if locate != nil {
+		start, startOffset = locate(offset)
+	}
+	position, found, err := findRecordPosition(fileReader{file}, start, size, startOffset, offset)
+	if err != nil || !found {
+		return err
+	}
+	if err := file.Truncate(position); err != nil {
+		return err
+	}
+	if err := file.Sync(); err != nil {
+		return err
+	}
+	indexPath := filepath.Join(dir, segmentName(base, indexSuffix))
+	indexBytes, err := readWholeFile(fs, indexPath)
+	if err != nil {
+		return err
+	}
+	entries := decodeIndex(indexBytes)
+	keep := 0
+	for keep < len(entries) && int64(entries[keep].position) < position {
+		keep++
+	}
+	return writeIndexFile(fs, indexPath, entries[:keep])
+}
+
+// findRecordPosition walks from start to the record with offset target and
+// returns its position; found is false when the walk stops before it
+// (damage), true with position == size when target is the segment's end.
+func findRecordPosition(source readerAt, start, size int64, startOffset, target uint64) (int64, bool, error) {
+	if target == startOffset {
+		return start, true, nil
+	}
+	walker := newRecordWalker(source, start, size, startOffset, nil)
+	for {
+		record, position, err := walker.next()
+		if errors.Is(err, errWalkEnd) {
+			return size, walker.expectedOffset == target, nil
+		}
+		var damage *walkDamage
+		if errors.As(err, &damage) {
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		if record.Offset == target {
+			return position, true, nil
+		}
+	}
+}

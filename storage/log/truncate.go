@@ -1,0 +1,208 @@
+package log
+
+// Retention (TruncateBefore) and the suffix cut (TruncateAfter).
+//
+// Retention removes whole segments whose records all lie below the floor,
+// oldest first, never the active segment, and refuses a floor above
+// durable_next: a copy must never drop history it cannot prove it holds.
+// It runs on the caller's goroutine (it touches only sealed segments).
+//
+// The suffix cut removes every record from an offset on and is durable on
+// return. It runs on the writer and goes through the same path as a latch's
+// pending cut: the cut offset is first recorded in latched-cut.pending, so
+// a crash mid-cut is finished by the next Open, then cutSegmentFiles
+// removes and truncates, then the file is removed.
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// TruncateBefore removes the segments whose records all lie below offset.
+// FirstOffset becomes the base of the oldest remaining segment, which may
+// be below offset. It refuses (ErrFloorAboveDurable) an offset above
+// durable_next.
+func (l *Log) TruncateBefore(offset uint64) error {
+	if l.isClosed.Load() {
+		return ErrClosed
+	}
+	l.retentionMu.Lock()
+	defer l.retentionMu.Unlock()
+	if durable := l.frontiers.snapshot().Durable; offset > durable {
+		return fmt.Errorf("%w: floor %d, durable_next %d", ErrFloorAboveDurable, offset, durable)
+	}
+	l.segmentsMu.Lock()
+	removable := 0
+	for removable < len(l.segments)-1 && l.segments[removable+1].base <= offset {
+		removable++
+	}
+	removed := append([]*segment(nil), l.segments[:removable]...)
+	l.segments = append([]*segment(nil), l.segments[removable:]...)
+	l.firstOffset.Store(l.segments[0].base)
+	l.segmentsMu.Unlock()
+	if len(removed) == 0 {
+		return nil
+	}
+	for _, seg := range removed {
+		seg.closeReader()
+		if err := removeSegmentFiles(l.fs, l.dir, seg.base); err != nil {
+			return fmt.Errorf("log: retention: %w", err)
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("log: retention: %w", err)
+	}
+	return nil
+}
+
+// TruncateAfter removes every record at or after offset and returns once
+// the cut is durable; afterwards all three frontiers equal offset (every
+// record below it is durable). An offset at or past staged_next changes
+// nothing. Appends still waiting for removed records fail with
+// ErrTruncated. The incarnation changes.
+func (l *Log) TruncateAfter(offset uint64) error {
+	return l.control(controlTruncateAfter, offset)
+}
+
+func (w *writer) handleControl(control *appendRequest) error {
+	if control.control != controlTruncateAfter {
+		panic("log: unknown control request")
+	}
+	if w.flush(); w.latched {
+		return w.l.latchError()
+	}
+	if w.syncInFlight {
+		w.handleSyncOutcome(<-w.l.syncDone)
+		if w.latched {
+			return w.l.latchError()
+		}
+	}
+	offset := control.offset
+	if offset >= w.next {
+		return nil
+	}
+	if offset < w.l.FirstOffset() {
+		return fmt.Errorf("%w: cut %d is below the first offset %d", ErrOutOfRange, offset, w.l.FirstOffset())
+	}
+	if err := w.cutAfter(offset); err != nil {
+		w.becomeLatched(fmt.Errorf("truncate after %d: %w", offset, err))
+		return w.l.latchError()
+	}
+	return nil
+}
+
+// cutAfter carries out a live suffix cut on the writer.
+func (w *writer) cutAfter(offset uint64) error {
+	l := w.l
+	l.retentionMu.Lock()
+	defer l.retentionMu.Unlock()
+	if err := writeSmallFile(l.fs, l.dir, cutFileName, encodeUint64(offset)); err != nil {
+		return err
+	}
+	incarnation, err := bumpIncarnation(l.fs, l.dir, func() int64 { return l.clock().UnixNano() })
+	if err != nil {
+		return err
+	}
+	l.incarnation.Store(incarnation)
+	if err := w.syncAndCloseForCut(); err != nil {
+		return err
+	}
+	if err := w.cutSegments(offset); err != nil {
+		return err
+	}
+	if err := w.openActiveFiles(); err != nil {
+		return err
+	}
+	w.next = offset
+	w.writtenBytes = w.stagedBytes
+	l.cache.restartAt(offset)
+	l.frontiers.reset(offset, w.stagedBytes)
+	l.epochMu.Lock()
+	l.epochs = trimEpochHistory(l.epochs, offset)
+	l.epochMu.Unlock()
+	w.lastEpoch, w.epochSeen = l.lastEpoch()
+	for _, request := range w.fsyncWaiters {
+		if request.next <= offset {
+			request.complete(l, nil)
+		} else {
+			request.complete(l, fmt.Errorf("%w: cut at %d", ErrTruncated, offset))
+		}
+	}
+	clear(w.fsyncWaiters)
+	w.fsyncWaiters = w.fsyncWaiters[:0]
+	if err := l.persistEpochs(); err != nil {
+		return err
+	}
+	return removeCutFile(l.fs, l.dir)
+}
+
+// syncAndCloseForCut makes pending index bytes durable and closes the
+// writer's descriptors before the files change under them.
+func (w *writer) syncAndCloseForCut() error {
+	if err := w.persistIndex(); err != nil {
+		return err
+	}
+	for _, sealed := range w.sealed {
+		if err := sealed.indexFile.Sync(); err != nil {
+			return err
+		}
+	}
+	w.closeFiles()
+	return nil
+}
+
+// cutSegments removes and truncates segment files and rebuilds the
+// in-memory state of the segment that becomes active.
+func (w *writer) cutSegments(offset uint64) error {
+	l := w.l
+	l.segmentsMu.Lock()
+	defer l.segmentsMu.Unlock()
+	bases := make([]uint64, len(l.segments))
+	for i, seg := range l.segments {
+		bases[i] = seg.base
+	}
+	kept, err := cutSegmentFiles(l.fs, l.dir, bases, offset, func(target uint64) (int64, uint64) {
+		return findSegment(l.segments, target).locate(target)
+	})
+	if err != nil {
+		return err
+	}
+	for _, seg := range l.segments[len(kept):] {
+		seg.closeReader()
+	}
+	l.segments = l.segments[:len(kept)]
+	active := l.segments[len(l.segments)-1]
+	if active.base != kept[len(kept)-1] {
+		return fmt.Errorf("segment list and files disagree after the cut")
+	}
+	return w.reloadActive(active)
+}
+
+// reloadActive re-reads the active segment's index and bounds from its
+// files after a cut (the caller holds segmentsMu).
+func (w *writer) reloadActive(active *segment) error {
+	l := w.l
+	size, _, err := l.fs.Stat(active.logPath)
+	if err != nil {
+		return err
+	}
+	indexBytes, err := readWholeFile(l.fs, active.indexPath)
+	if err != nil {
+		return err
+	}
+	analysis, err := analyzeSegment(active, active.base, size, indexBytes, l.opts.IndexIntervalBytes)
+	if err != nil {
+		return err
+	}
+	if analysis.damage != nil {
+		return fmt.Errorf("%w: segment %d after the cut: %v", ErrCorrupt, active.base, analysis.damage)
+	}
+	if analysis.indexRewrite {
+		if err := writeIndexFile(l.fs, filepath.Clean(active.indexPath), analysis.entries); err != nil {
+			return err
+		}
+	}
+	active.unseal(analysis.entries, analysis.next, analysis.validEnd)
+	w.active = active
+	return nil
+}

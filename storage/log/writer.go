@@ -1,0 +1,558 @@
+package log
+
+// The writer goroutine owns the active segment: its write descriptors, its
+// staged bytes and the staged and written frontiers. Its inbox (one bounded
+// channel, in order) carries:
+//
+//   - append requests: staged into the tail cache (which is the staging
+//     buffer), as many as are queued up to the group limit, then written
+//     with one write(2) per contiguous span (the group), after which
+//     written_next advances and AfterFlush waiters complete;
+//   - ticks: the background sync decision (shouldStartBackgroundSync);
+//   - controls: TruncateAfter and Close, in order with the appends.
+//
+// Sync outcomes come from the syncer on their own channel, read only while
+// a sync is outstanding (at most one is), so the idle loop is a plain
+// channel receive. AfterFsync waiters that arrive while a sync is
+// outstanding form the next group commit.
+//
+// Ordering promises: a sync job covers every byte written before it was
+// submitted (target = written_next at submission), so completing it makes
+// all of them durable. Rollover syncs the outgoing segment's data before
+// the next segment exists. A latch waits for the outstanding sync first,
+// so durable_next is final when written_next drops to it.
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/fibrilmq/fibril/storage/vfs"
+)
+
+// messageKind tells the writer what an inbox message is.
+type messageKind uint8
+
+const (
+	messageAppend messageKind = iota
+	messageTick
+	messageControl
+)
+
+// appendRequest is one Append or AppendAsync call (pooled), or a tick or
+// control message on the writer's inbox.
+type appendRequest struct {
+	kind        messageKind
+	entries     []Entry
+	level       Durability
+	first, next uint64
+	done        func(Result)
+	resultCh    chan Result
+
+	control controlKind // messageControl only
+	offset  uint64
+	reply   chan error
+}
+
+// complete reports the request's result exactly once.
+func (r *appendRequest) complete(l *Log, err error) {
+	result := Result{First: r.first, Next: r.next, Err: err}
+	r.entries = nil
+	if done := r.done; done != nil {
+		r.done = nil
+		l.requestPool.Put(r)
+		done(result)
+		return
+	}
+	r.resultCh <- result
+}
+
+type controlKind uint8
+
+const (
+	controlClose controlKind = iota + 1
+	controlTruncateAfter
+)
+
+// flushPiece is one contiguous span to write: a slice of a cache block, or
+// the writer's buffer for a record too large for the cache.
+type flushPiece struct {
+	block      *cacheBlock
+	start, end int
+	raw        []byte
+	position   int64
+}
+
+func (p flushPiece) bytes() []byte {
+	if p.block != nil {
+		return p.block.data[p.start:p.end]
+	}
+	return p.raw
+}
+
+// sealedSegment is an outgoing segment whose data is synced but whose
+// index still needs a sync before its descriptors are closed.
+type sealedSegment struct {
+	logFile, indexFile vfs.File
+}
+
+type writer struct {
+	l *Log
+
+	active            *segment
+	logFile           vfs.File
+	indexFile         vfs.File
+	position          int64 // staged end of the active segment
+	lastEntryPosition int64
+	pendingEntries    []indexEntry // index entries of staged, unwritten records
+	indexPersisted    int          // entries of active.entries written to indexFile
+	indexBuffer       []byte
+
+	next         uint64 // staged_next
+	lastEpoch    uint64
+	epochSeen    bool  // the epoch history is not empty
+	stagedBytes  int64 // cumulative since Open
+	writtenBytes int64
+
+	pieces       []flushPiece
+	groupBytes   int
+	groupLimit   int
+	groupWaiters []*appendRequest // staged, waiting for the group's write
+	fsyncWaiters []*appendRequest // written, waiting for the next sync
+	oversize     []byte
+
+	job           syncJob
+	syncInFlight  bool
+	forceSync     bool
+	indexDirty    bool
+	dirDirty      bool
+	sealed        []sealedSegment
+	lastSyncStart time.Time
+	latched       bool
+}
+
+// newWriter opens write descriptors on the recovered active segment.
+func (l *Log) newWriter(recovered recoveredSegments) (*writer, error) {
+	active := recovered.segments[len(recovered.segments)-1]
+	w := &writer{l: l, active: active, next: recovered.next, lastSyncStart: l.clock()}
+	if err := w.openActiveFiles(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *writer) openActiveFiles() error {
+	logFile, err := w.l.fs.OpenReadWrite(w.active.logPath)
+	if err != nil {
+		return err
+	}
+	indexFile, err := w.l.fs.OpenReadWrite(w.active.indexPath)
+	if err != nil {
+		logFile.Close()
+		return err
+	}
+	w.logFile, w.indexFile = logFile, indexFile
+	_, w.position = w.active.bounds()
+	if allocator, ok := logFile.(vfs.Preallocator); ok && w.l.opts.PreallocateSegments && w.position == 0 {
+		allocator.Preallocate(w.l.opts.SegmentBytes) // best effort: an error only loses the optimization
+	}
+	w.indexPersisted = len(w.active.entries)
+	w.lastEntryPosition = 0
+	if n := len(w.active.entries); n > 0 {
+		w.lastEntryPosition = int64(w.active.entries[n-1].position)
+	}
+	return nil
+}
+
+func (w *writer) closeFiles() {
+	if w.logFile != nil {
+		w.logFile.Close()
+		w.indexFile.Close()
+		w.logFile, w.indexFile = nil, nil
+	}
+	for _, sealed := range w.sealed {
+		sealed.logFile.Close()
+		sealed.indexFile.Close()
+	}
+	w.sealed = nil
+}
+
+func (w *writer) run() {
+	l := w.l
+	for {
+		var message *appendRequest
+		if w.syncInFlight {
+			select {
+			case message = <-l.inbox:
+			case outcome := <-l.syncDone:
+				message = w.afterSync(outcome)
+			}
+		} else {
+			message = <-l.inbox
+		}
+		for message != nil {
+			// Appends start a group; other messages run on their own.
+			if message.kind == messageAppend {
+				w.stageRequest(message)
+				message = w.drainAppends()
+				w.flush()
+				continue
+			}
+			if w.handleMessage(message) {
+				return
+			}
+			message = nil
+		}
+	}
+}
+
+// afterSync handles a sync outcome and gathers the next group commit. When
+// the finished job woke several appenders, the writer yields once first so
+// that they can queue their next appends, then stages what is queued and
+// flushes, which submits the next sync: without the yield the next job
+// would often carry only the few waiters that happened to be queued. A
+// lone appender (one waiter) pays no yield. It returns the first
+// non-append message met while draining, if any.
+func (w *writer) afterSync(outcome syncOutcome) *appendRequest {
+	w.handleSyncOutcome(outcome)
+	if outcome.waiters > 1 {
+		runtime.Gosched()
+	}
+	message := w.drainAppends()
+	w.flush()
+	return message
+}
+
+// drainAppends stages the appends already queued, up to the group limit,
+// and returns the first other message it met, if any.
+func (w *writer) drainAppends() *appendRequest {
+	for w.groupBytes < w.groupLimit {
+		select {
+		case message := <-w.l.inbox:
+			if message.kind != messageAppend {
+				return message
+			}
+			w.stageRequest(message)
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// handleMessage runs a tick or a control; it returns true after Close.
+func (w *writer) handleMessage(message *appendRequest) (stop bool) {
+	switch {
+	case message.kind == messageTick:
+		w.l.tickPending.Store(false)
+		w.maybeBackgroundSync(*w.l.tickTime.Load())
+	case message.control == controlClose:
+		message.reply <- w.close()
+		return true
+	default:
+		message.reply <- w.handleControl(message)
+	}
+	return false
+}
+
+// stageRequest assigns offsets to a request's entries and stages them.
+func (w *writer) stageRequest(request *appendRequest) {
+	request.first, request.next = w.next, w.next
+	if w.latched {
+		request.complete(w.l, w.l.latchError())
+		return
+	}
+	epoch := w.lastEpoch
+	for i := range request.entries {
+		if request.entries[i].Epoch < epoch {
+			request.complete(w.l, fmt.Errorf("%w: entry %d has epoch %d after %d", ErrEpochRegression, i, request.entries[i].Epoch, epoch))
+			return
+		}
+		epoch = request.entries[i].Epoch
+	}
+	request.first = w.next
+	for i := range request.entries {
+		w.stageEntry(&request.entries[i])
+		if w.latched {
+			request.next = w.next
+			request.complete(w.l, w.l.latchError())
+			return
+		}
+	}
+	request.next = w.next
+	if request.level == AfterWrite {
+		// Other levels publish staged_next with the group's flush, a few
+		// microseconds later, under the same lock as written_next.
+		w.l.frontiers.advanceStaged(w.next)
+		request.complete(w.l, nil)
+		return
+	}
+	w.groupWaiters = append(w.groupWaiters, request)
+}
+
+// stageEntry encodes one entry, rolling over or flushing first when needed.
+func (w *writer) stageEntry(entry *Entry) {
+	size := encodedSize(len(entry.Body))
+	if w.position > 0 && w.position+int64(size) > w.l.opts.SegmentBytes {
+		if w.flush(); w.latched {
+			return
+		}
+		if w.rollover(); w.latched {
+			return
+		}
+	}
+	cacheable := w.l.cache.fits(size)
+	if w.groupBytes > 0 && (w.groupBytes+size > w.groupLimit || !cacheable) {
+		if w.flush(); w.latched {
+			return
+		}
+	}
+	position := w.position
+	if cacheable {
+		block, start, end := w.l.cache.stage(w.next, entry.Epoch, entry.Type, entry.Body)
+		w.addPiece(flushPiece{block: block, start: start, end: end, position: position})
+	} else {
+		w.oversize = appendRecord(w.oversize[:0], w.next, entry.Epoch, entry.Type, entry.Body)
+		w.l.cache.restartAt(w.next + 1)
+		w.pieces = append(w.pieces, flushPiece{raw: w.oversize, position: position})
+	}
+	if position == 0 || position >= w.lastEntryPosition+w.l.opts.IndexIntervalBytes {
+		w.pendingEntries = append(w.pendingEntries, indexEntry{relativeOffset: uint32(w.next - w.active.base), position: uint32(position)})
+		w.lastEntryPosition = position
+	}
+	if !w.epochSeen || entry.Epoch > w.lastEpoch {
+		w.l.observeEpoch(w.next, entry.Epoch)
+		w.epochSeen = true
+	}
+	w.lastEpoch = entry.Epoch
+	w.position += int64(size)
+	w.groupBytes += size
+	w.stagedBytes += int64(size)
+	w.next++
+}
+
+// addPiece extends the last piece when the new span continues it.
+func (w *writer) addPiece(piece flushPiece) {
+	if n := len(w.pieces); n > 0 {
+		last := &w.pieces[n-1]
+		if last.block == piece.block && last.end == piece.start {
+			last.end = piece.end
+			return
+		}
+	}
+	w.pieces = append(w.pieces, piece)
+}
+
+// observeEpoch records a new epoch's first offset.
+func (l *Log) observeEpoch(offset, epoch uint64) {
+	l.epochMu.Lock()
+	defer l.epochMu.Unlock()
+	builder := epochHistoryBuilder{history: l.epochs}
+	builder.observe(offset, epoch)
+	l.epochs = builder.history
+}
+
+// flush writes the staged group, advances written_next and settles the
+// group's waiters.
+func (w *writer) flush() {
+	if w.latched {
+		return // the latch failed every waiter; written_next stays at durable_next
+	}
+	if len(w.pieces) > 0 {
+		if err := w.l.latchError(); err != nil {
+			w.becomeLatched(err)
+			return
+		}
+		for _, piece := range w.pieces {
+			if _, err := w.logFile.WriteAt(piece.bytes(), piece.position); err != nil {
+				w.becomeLatched(fmt.Errorf("write %s: %w", w.active.logPath, err))
+				return
+			}
+		}
+		w.pieces = w.pieces[:0]
+		w.groupBytes = 0
+		w.writtenBytes = w.stagedBytes
+		w.active.publish(w.next, w.position, w.pendingEntries)
+		w.pendingEntries = w.pendingEntries[:0]
+		if len(w.active.entries)-w.indexPersisted >= indexPersistBatch {
+			if err := w.persistIndex(); err != nil {
+				w.becomeLatched(err)
+				return
+			}
+		}
+	}
+	durable := w.l.frontiers.advanceWrittenFrom(w.next, w.writtenBytes)
+	w.queueFsyncWaiters(durable)
+	w.maybeSubmitSync()
+	// Completing waiters is the last step, so the woken callers do not
+	// wait for the writer's own bookkeeping.
+	w.completeFlushWaiters()
+}
+
+// indexPersistBatch bounds the index entries kept only in memory between
+// syncs (a 4 KiB index write).
+const indexPersistBatch = 512
+
+// queueFsyncWaiters moves the group's AfterFsync waiters that are not yet
+// durable to the next sync, leaving in groupWaiters only those to complete
+// now (once moved, a waiter belongs to the syncer and may complete at any
+// moment, so the writer must not touch it again).
+func (w *writer) queueFsyncWaiters(durable uint64) {
+	kept := w.groupWaiters[:0]
+	for _, request := range w.groupWaiters {
+		if request.level == AfterFsync && request.next > durable {
+			w.fsyncWaiters = append(w.fsyncWaiters, request)
+		} else {
+			kept = append(kept, request)
+		}
+	}
+	clear(w.groupWaiters[len(kept):])
+	w.groupWaiters = kept
+}
+
+// completeFlushWaiters completes the group's remaining waiters.
+func (w *writer) completeFlushWaiters() {
+	for _, request := range w.groupWaiters {
+		request.complete(w.l, nil)
+	}
+	clear(w.groupWaiters)
+	w.groupWaiters = w.groupWaiters[:0]
+}
+
+// persistIndex writes the active segment's index entries not yet in its
+// file. The writer alone appends to active.entries, so it reads them
+// without the segment lock.
+func (w *writer) persistIndex() error {
+	entries := w.active.entries
+	if w.indexPersisted == len(entries) {
+		return nil
+	}
+	w.indexBuffer = appendIndexEntries(w.indexBuffer[:0], entries[w.indexPersisted:])
+	if _, err := w.indexFile.WriteAt(w.indexBuffer, int64(w.indexPersisted)*indexEntryBytes); err != nil {
+		return fmt.Errorf("write %s: %w", w.active.indexPath, err)
+	}
+	w.indexPersisted = len(entries)
+	w.indexDirty = true
+	return nil
+}
+
+// rollover seals the active segment and starts the next one. The group
+// must be flushed.
+func (w *writer) rollover() {
+	if err := w.persistIndex(); err != nil {
+		w.becomeLatched(err)
+		return
+	}
+	// The outgoing data is synced before the next segment exists, so a
+	// power loss can never leave a torn segment with a later one after it.
+	if err := w.logFile.Sync(); err != nil {
+		w.becomeLatched(fmt.Errorf("sync %s at rollover: %w", w.active.logPath, err))
+		return
+	}
+	indexReader, err := w.l.fs.Open(w.active.indexPath)
+	if err != nil {
+		w.becomeLatched(err)
+		return
+	}
+	w.active.seal(indexReader)
+	w.sealed = append(w.sealed, sealedSegment{logFile: w.logFile, indexFile: w.indexFile})
+	w.logFile, w.indexFile = nil, nil
+	next, err := w.l.createSegment(w.next)
+	if err != nil {
+		w.becomeLatched(err)
+		return
+	}
+	w.active = next
+	if err := w.openActiveFiles(); err != nil {
+		w.becomeLatched(err)
+		return
+	}
+	w.indexDirty, w.dirDirty, w.forceSync = false, true, true
+}
+
+// createSegment creates an empty segment's files and adds it to the list.
+func (l *Log) createSegment(base uint64) (*segment, error) {
+	seg := newSegment(l.dir, base)
+	for _, path := range []string{seg.logPath, seg.indexPath} {
+		file, err := l.fs.Create(path)
+		if err != nil {
+			return nil, fmt.Errorf("create %s: %w", path, err)
+		}
+		file.Close()
+	}
+	reader, err := l.fs.Open(seg.logPath)
+	if err != nil {
+		return nil, err
+	}
+	seg.reader = reader
+	l.segmentsMu.Lock()
+	l.segments = append(l.segments, seg)
+	l.segmentsMu.Unlock()
+	return seg, nil
+}
+
+// becomeLatched stops the log after a storage failure: it waits for the
+// outstanding sync (so durable_next is final), drops written_next to it,
+// fails every waiter and records the cut for the next Open.
+func (w *writer) becomeLatched(cause error) {
+	if w.latched {
+		return
+	}
+	w.latched = true
+	l := w.l
+	latchErr := l.setLatch(cause)
+	if w.syncInFlight {
+		w.handleSyncOutcome(<-l.syncDone)
+	}
+	l.frontiers.dropToDurable()
+	durable := l.frontiers.snapshot().Durable
+	w.pieces, w.groupBytes = w.pieces[:0], 0
+	l.cache.truncateFrom(durable)
+	l.epochMu.Lock()
+	l.epochs = trimEpochHistory(l.epochs, durable)
+	l.epochMu.Unlock()
+	l.logger.Error("log latched after a storage failure", "dir", l.dir, "durable_next", durable, "error", cause)
+	if err := writeSmallFile(l.fs, l.dir, cutFileName, encodeUint64(durable)); err != nil {
+		l.logger.Error("log could not record its pending cut", "dir", l.dir, "error", err)
+		l.statusMu.Lock()
+		l.lastError = errors.Join(cause, err)
+		l.statusMu.Unlock()
+	}
+	// Waiters learn of the failure only once the latch is complete.
+	for _, waiters := range [][]*appendRequest{w.job.waiters, w.groupWaiters, w.fsyncWaiters} {
+		for _, request := range waiters {
+			request.complete(l, latchErr)
+		}
+	}
+	clear(w.job.waiters)
+	clear(w.groupWaiters)
+	w.job.waiters, w.groupWaiters, w.fsyncWaiters = w.job.waiters[:0], w.groupWaiters[:0], nil
+}
+
+// close writes and syncs everything staged, then closes the files.
+func (w *writer) close() error {
+	// Every append admitted before Close is ahead of the close message,
+	// so the inbox holds no appends now, only possibly a tick.
+	w.flush()
+	if !w.latched {
+		if w.syncInFlight {
+			w.handleSyncOutcome(<-w.l.syncDone)
+		}
+		w.forceSync = true
+		w.maybeSubmitSync()
+		if w.syncInFlight {
+			w.handleSyncOutcome(<-w.l.syncDone)
+		}
+	} else if w.syncInFlight {
+		w.handleSyncOutcome(<-w.l.syncDone)
+	}
+	var err error
+	if w.latched {
+		err = w.l.latchError()
+	} else {
+		err = w.l.persistEpochs()
+	}
+	w.closeFiles()
+	return err
+}
