@@ -1,0 +1,82 @@
+package queue
+
+// Advance: applying what the log's frontiers have passed, and reading the
+// contents of released deliveries and dead-letter instructions back from
+// the log.
+
+import "fmt"
+
+// Advance applies every appended operation the mode's frontier has passed
+// and reports what changed. After a storage failure it returns ErrFenced.
+func (q *Queue) Advance() (Progress, error) {
+	if err := q.usable(); err != nil {
+		return Progress{}, err
+	}
+	f := q.log.Frontiers()
+	if f.Written < q.machine.state.Next() {
+		q.fence(fmt.Errorf("log written frontier %d fell below applied %d", f.Written, q.machine.state.Next()))
+		return Progress{}, q.fenced
+	}
+	progress := q.carry
+	q.carry = Progress{}
+	captured := q.machine.advance(q.boundaryFrontier(f), f.Durable, &progress)
+	if err := q.fill(&progress); err != nil {
+		q.fence(err)
+		return Progress{}, q.fenced
+	}
+	if captured != nil {
+		progress.Checkpoint = &CheckpointTask{
+			Ticket: q.machine.checkpointTicket, Next: captured.next, firstLive: captured.firstLive,
+			id: captured.id, data: captured.data,
+			fs: q.fs, dir: q.dir, barrier: logBarrier{q.log},
+		}
+	}
+	return progress, nil
+}
+
+// fill reads message contents for deliveries and dead-letter instructions.
+func (q *Queue) fill(progress *Progress) error {
+	var offsets []uint64
+	index := map[uint64]int{}
+	for i := range progress.Deliveries {
+		offsets = append(offsets, progress.Deliveries[i].Offset)
+	}
+	for i := range progress.DeadLetters {
+		offsets = append(offsets, progress.DeadLetters[i].Offset)
+	}
+	if len(offsets) == 0 {
+		return nil
+	}
+	offsets = sortedUnique(offsets)
+	contents := make([]contentOf, len(offsets))
+	for i, o := range offsets {
+		index[o] = i
+	}
+	err := readRecords(q.log, offsets, func(offset uint64, rec *Record) {
+		contents[index[offset]] = contentOf{
+			id: string(rec.MessageID), headers: rec.Headers, payload: append([]byte(nil), rec.Payload...),
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for i := range progress.Deliveries {
+		d := &progress.Deliveries[i]
+		c := contents[index[d.Offset]]
+		d.Incarnation = incarnationAt(q.incarnations, d.Offset)
+		d.MessageID, d.Headers, d.Payload = c.id, c.headers, c.payload
+	}
+	for i := range progress.DeadLetters {
+		d := &progress.DeadLetters[i]
+		c := contents[index[d.Offset]]
+		d.Incarnation = incarnationAt(q.incarnations, d.Offset)
+		d.MessageID, d.Headers, d.Payload = c.id, c.headers, c.payload
+	}
+	return nil
+}
+
+type contentOf struct {
+	id      string
+	headers []Header
+	payload []byte
+}

@@ -1,0 +1,279 @@
+package queue
+
+import (
+	"errors"
+	"slices"
+	"sort"
+)
+
+// applyModel applies model ops up to the queue's applied offset.
+func (h *harness) applyModel() {
+	target := h.q.machine.state.Next()
+	for ; h.applied < target; h.applied++ {
+		op := h.ops[h.applied]
+		if op == nil {
+			h.fail("queue applied offset %d the harness never appended", h.applied)
+		}
+		h.model.apply(h.applied, &op.rec, op.id)
+		for _, o := range op.rec.Offsets {
+			delete(h.claimed, o)
+		}
+		switch op.rec.Kind {
+		case KindLease:
+			h.grants[op.ticket] = append(h.grants[op.ticket], h.model.granted...)
+		case KindDeadLetter:
+			for _, o := range op.rec.Offsets {
+				delete(h.issued, o)
+			}
+		case KindPublish:
+			h.pendingPublishes--
+			h.pendingPublishBytes -= uint64(op.rec.PayloadBytes)
+		}
+	}
+}
+
+func (h *harness) advance() {
+	progress, err := h.q.Advance()
+	h.note("advance -> applied %d, %d confirms, %d deliveries, %d dead letters, %v",
+		h.q.machine.state.Next(), len(progress.Confirmed), len(progress.Deliveries), len(progress.DeadLetters), err)
+	if err != nil {
+		h.fail("advance: %v", err)
+	}
+	h.applyModel()
+	h.checkBoundary()
+	h.checkConfirms(progress.Confirmed)
+	h.checkDeliveries(progress.Deliveries)
+	h.checkDeadLetters(progress.DeadLetters)
+	if progress.Checkpoint != nil {
+		h.tasks = append(h.tasks, progress.Checkpoint)
+	}
+}
+
+// checkBoundary: nothing is applied above the mode's frontier.
+func (h *harness) checkBoundary() {
+	f := h.q.log.Frontiers()
+	frontier := f.Durable
+	if h.opts.Mode == Buffered {
+		frontier = f.Written
+	}
+	if h.applied > frontier {
+		h.fail("applied %d above the %v frontier %d", h.applied, h.opts.Mode, frontier)
+	}
+}
+
+func (h *harness) checkConfirms(confirms []Confirm) {
+	for _, c := range confirms {
+		if h.opts.Mode == Durable && c.Boundary != BoundaryDurable {
+			h.fail("durable queue confirmed at %v", c.Boundary)
+		}
+		for i := 0; i < c.Count; i++ {
+			offset := c.First + uint64(i)
+			op := h.ops[offset]
+			if op == nil || op.rec.Kind != KindPublish || offset >= h.applied {
+				h.fail("confirm of offset %d that is not an applied publish", offset)
+			}
+			h.confirmed[op.id] = confirmation{offset, c.Boundary}
+		}
+	}
+}
+
+func (h *harness) checkDeliveries(deliveries []Delivery) {
+	byTicket := map[Ticket][]Delivery{}
+	for _, d := range deliveries {
+		byTicket[d.Ticket] = append(byTicket[d.Ticket], d)
+	}
+	for ticket, want := range h.grants {
+		got := byTicket[ticket]
+		sort.Slice(got, func(i, j int) bool { return got[i].Offset < got[j].Offset })
+		if len(got) != len(want) {
+			h.fail("lease %d delivered %d messages, model %d", ticket, len(got), len(want))
+		}
+		for i, d := range got {
+			h.checkDelivery(d, want[i])
+		}
+		delete(byTicket, ticket)
+		delete(h.grants, ticket)
+	}
+	if len(byTicket) != 0 {
+		h.fail("deliveries for leases the model did not apply: %v", byTicket)
+	}
+}
+
+func (h *harness) checkDelivery(d Delivery, want modelGrant) {
+	op := h.ops[d.Offset]
+	switch {
+	case d.Offset != want.offset || d.Attempt != want.attempt || d.Redelivered != want.redelivered:
+		h.fail("delivery %+v, model %+v", d, want)
+	case d.MessageID != op.id || string(d.Payload) != string(payloadFor(op.id, int(op.rec.PayloadBytes))):
+		h.fail("delivery of %d carries %q, want %q", d.Offset, d.MessageID, op.id)
+	case h.delivered[op.id] && !d.Redelivered:
+		h.fail("message %s delivered again without the redelivered flag", op.id)
+	}
+	h.delivered[op.id] = true
+	h.checkIdentity(d.Incarnation, d.Offset, op.id)
+}
+
+func (h *harness) checkIdentity(incarnation, offset uint64, id string) {
+	key := [2]uint64{incarnation, offset}
+	if seen, ok := h.identity[key]; ok && seen != id {
+		h.fail("identity (%x, %d) names %s and %s", incarnation, offset, seen, id)
+	}
+	h.identity[key] = id
+}
+
+func (h *harness) checkDeadLetters(letters []DeadLetter) {
+	var got []uint64
+	for _, d := range letters {
+		op := h.ops[d.Offset]
+		if d.Target != h.opts.DeadLetterQueue || d.MessageID != op.id || d.Attempts != h.opts.MaxDeliveries ||
+			string(d.Payload) != string(payloadFor(op.id, int(op.rec.PayloadBytes))) {
+			h.fail("dead letter %+v for %s", d, op.id)
+		}
+		h.checkIdentity(d.Incarnation, d.Offset, op.id)
+		got = append(got, d.Offset)
+	}
+	var want []uint64
+	for _, o := range h.model.withStatus(mDeadLettering) {
+		if !h.issued[o] {
+			want = append(want, o)
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		h.fail("dead letters %v, model %v", got, want)
+	}
+	for _, o := range got {
+		h.issued[o] = true
+	}
+}
+
+// check compares the queue with the model and checks attempts.
+func (h *harness) check() {
+	h.applyModel()
+	if err := h.model.compareState(h.q.machine.state, h.nowMs); err != nil {
+		h.fail("state differs from the model: %v", err)
+	}
+	if first, live := h.q.log.FirstOffset(), h.q.machine.state.FirstLive(); first > live {
+		h.fail("log retains from %d, above the live message at %d", first, live)
+	}
+	for _, o := range h.model.offsets {
+		msg := h.model.messages[o]
+		if last, ok := h.attempts[msg.id]; ok && msg.attempts < last {
+			h.fail("attempts of %s went down from %d to %d", msg.id, last, msg.attempts)
+		}
+		h.attempts[msg.id] = msg.attempts
+	}
+}
+
+// storageFault fails an fsync: the queue must fence, and the reopen cuts
+// the log back to its last successful sync, which the checks treat like a
+// power loss.
+func (h *harness) storageFault() {
+	injector, ok := h.env.(faultInjector)
+	if !ok {
+		return
+	}
+	survives := h.q.log.Frontiers().Durable
+	fired, err := injector.failSync(h.q, func() {
+		survives = h.q.log.Frontiers().Durable
+		h.purge() // an append the failing sync covers
+	})
+	h.note("storage fault: fired %v, sync -> %v", fired, err)
+	if !fired {
+		return
+	}
+	if err == nil {
+		h.fail("a failed fsync was not reported")
+	}
+	if _, err := h.q.Purge(); !errors.Is(err, ErrFenced) {
+		h.fail("append after a storage failure: %v, want ErrFenced", err)
+	}
+	if _, err := h.q.Advance(); !errors.Is(err, ErrFenced) {
+		h.fail("advance after a storage failure: %v, want ErrFenced", err)
+	}
+	h.reopen(false, true, survives)
+}
+
+// restart crashes the queue and reopens it, then rebuilds the model from
+// the records that survived.
+func (h *harness) restart(powerLoss bool) {
+	f := h.q.log.Frontiers()
+	survives := f.Written // a process crash keeps what was written
+	if powerLoss {
+		survives = f.Durable
+	}
+	h.reopen(powerLoss, powerLoss, survives)
+}
+
+// reopen restarts the queue (crash-cloning the filesystem when crash is
+// set) and checks recovery; lossy says records past survives may be gone.
+func (h *harness) reopen(crash, lossy bool, survives uint64) {
+	powerLoss := lossy
+	q, err := h.env.restart(h.q, h.opts, h.clock, crash, h.rng)
+	if err != nil {
+		h.fail("reopen (power loss %v): %v", powerLoss, err)
+	}
+	h.q = q
+	end := q.Recovery().LogEnd
+	h.note("restart power loss %v: survives %d, log end %d, recovery %+v", powerLoss, survives, end, q.Recovery())
+	if end < survives {
+		h.fail("log end %d below the %d records that had to survive", end, survives)
+	}
+	h.checkSurvivors(end, survives, powerLoss)
+	h.rebuildModel(end)
+	if powerLoss {
+		h.powerLosses++
+		if h.opts.Mode == Buffered {
+			h.delivered = map[string]bool{}
+			h.attempts = map[string]uint32{}
+		}
+	} else {
+		h.restarts++
+	}
+	expired := h.model.withStatus(mLeased)
+	if q.Recovery().ExpiredLeases != len(expired) {
+		h.fail("open expired %d leases, model %d", q.Recovery().ExpiredLeases, len(expired))
+	}
+	if len(expired) > 0 {
+		h.ops[end] = &modelOp{rec: Record{Kind: KindExpire, Reason: ReasonRestart, Offsets: expired}}
+	}
+	h.applyModel()
+	h.advance()
+}
+
+// checkSurvivors: every confirmed message the mode promises survived.
+func (h *harness) checkSurvivors(end, survives uint64, powerLoss bool) {
+	for id, c := range h.confirmed {
+		promised := h.opts.Mode == Durable || c.boundary == BoundaryDurable || !powerLoss || c.offset < survives
+		intact := c.offset < end && h.ops[c.offset] != nil && h.ops[c.offset].id == id
+		if promised && !intact {
+			h.fail("confirmed message %s at %d (%v) lost; log end %d", id, c.offset, c.boundary, end)
+		}
+		if !intact {
+			delete(h.confirmed, id)
+		}
+	}
+}
+
+// rebuildModel replays the surviving ops into a fresh model.
+func (h *harness) rebuildModel(end uint64) {
+	for o := range h.ops {
+		if o >= end {
+			delete(h.ops, o)
+		}
+	}
+	h.model = newModel(h.opts)
+	h.applied = 0
+	h.claimed, h.issued = map[uint64]bool{}, map[uint64]bool{}
+	h.grants = map[Ticket][]modelGrant{}
+	h.pendingPublishes, h.pendingPublishBytes = 0, 0
+	h.tasks = nil
+	for ; h.applied < end; h.applied++ {
+		if op := h.ops[h.applied]; op != nil {
+			h.model.apply(h.applied, &op.rec, op.id)
+		}
+	}
+	if h.q.machine.state.Next() < end {
+		h.fail("queue state next %d below log end %d after open", h.q.machine.state.Next(), end)
+	}
+}

@@ -1,0 +1,504 @@
+package queue
+
+// The randomized model-based harness. It drives a Queue through random
+// publishes, leases, settles, lease expiries (fake clock), TTL discards,
+// dead-letter confirmations, checkpoints, compactions, purges, restarts and
+// power losses, and after every step compares the queue with the reference
+// model in model_test.go and checks the invariants:
+//   - no confirmed message of a durable queue is ever lost (nor a buffered
+//     one, short of a power loss taking records past the durable frontier);
+//   - every message is ready, delayed, leased, dead-lettering or settled,
+//     never two at once (checkInvariants plus the model comparison);
+//   - attempts never go down (across power losses only for durable queues);
+//   - dead-lettering happens exactly when attempts reach MaxDeliveries;
+//   - a message delivered before comes back marked redelivered;
+//   - (incarnation, offset) never names two different messages.
+// The same harness runs over the fake log (every step deterministic) and
+// over the real log on vfs.Mem.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// environment runs a Queue over a log and filesystem and simulates crashes.
+type environment interface {
+	open(opts Options, clock Clock) (*Queue, error)
+	flush(q *Queue)
+	sync(q *Queue)
+	// restart closes q as a crash would leave it and reopens; powerLoss
+	// also drops what no completed sync covered.
+	restart(q *Queue, opts Options, clock Clock, powerLoss bool, rng *rand.Rand) (*Queue, error)
+}
+
+type modelOp struct {
+	rec    Record
+	id     string
+	ticket Ticket
+}
+
+type confirmation struct {
+	offset   uint64
+	boundary Boundary
+}
+
+type harness struct {
+	t       testing.TB
+	rng     *rand.Rand
+	opts    Options
+	env     environment
+	q       *Queue
+	nowMs   int64
+	model   *model
+	ops     map[uint64]*modelOp
+	applied uint64
+	claimed map[uint64]bool
+
+	pendingPublishes      uint64
+	pendingPublishBytes   uint64
+	confirmed             map[string]confirmation
+	issued                map[uint64]bool
+	delivered             map[string]bool
+	identity              map[[2]uint64]string
+	attempts              map[string]uint32
+	grants                map[Ticket][]modelGrant
+	tasks                 []*CheckpointTask
+	nextID                int
+	trace                 []string
+	stepCount             int
+	restarts, powerLosses int
+}
+
+func newHarness(t testing.TB, rng *rand.Rand, opts Options, env environment) *harness {
+	h := &harness{
+		t: t, rng: rng, opts: opts.WithDefaults(), env: env, nowMs: 1_700_000_000_000,
+		model: newModel(opts), ops: map[uint64]*modelOp{}, claimed: map[uint64]bool{},
+		confirmed: map[string]confirmation{}, issued: map[uint64]bool{}, delivered: map[string]bool{},
+		identity: map[[2]uint64]string{}, attempts: map[string]uint32{}, grants: map[Ticket][]modelGrant{},
+	}
+	q, err := env.open(h.opts, h.clock)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	h.q = q
+	return h
+}
+
+func (h *harness) clock() time.Time { return time.UnixMilli(h.nowMs) }
+
+func (h *harness) fail(format string, args ...any) {
+	h.t.Helper()
+	tail := h.trace
+	if len(tail) > 40 {
+		tail = tail[len(tail)-40:]
+	}
+	h.t.Fatalf("step %d: %s\nlast steps:\n  %s", h.stepCount, fmt.Sprintf(format, args...), strings.Join(tail, "\n  "))
+}
+
+func (h *harness) note(format string, args ...any) {
+	h.trace = append(h.trace, fmt.Sprintf("%d: ", h.stepCount)+fmt.Sprintf(format, args...))
+}
+
+// randomOptions picks a queue declaration for a run.
+func randomOptions(rng *rand.Rand) Options {
+	o := Options{Mode: Durable, LeaseTimeout: time.Duration(100+rng.IntN(900)) * time.Millisecond}
+	if rng.IntN(2) == 0 {
+		o.Mode = Buffered
+	}
+	if rng.IntN(2) == 0 {
+		o.MaxDeliveries = uint32(1 + rng.IntN(4))
+		if rng.IntN(2) == 0 {
+			o.DeadLetterQueue = "dead"
+		}
+	}
+	if rng.IntN(3) == 0 {
+		o.MessageTTL = time.Duration(200+rng.IntN(2000)) * time.Millisecond
+	}
+	if rng.IntN(3) == 0 {
+		o.MaxLength = uint64(3 + rng.IntN(20))
+	}
+	if rng.IntN(4) == 0 {
+		o.MaxBytes = uint64(50 + rng.IntN(400))
+	}
+	if rng.IntN(2) == 0 {
+		o.Overflow = DropOldest
+	}
+	if rng.IntN(2) == 0 {
+		o.RedeliveryDelay = time.Duration(1+rng.IntN(300)) * time.Millisecond
+	}
+	return o
+}
+
+// seedFromEnv returns the seed from the named variable, or a fresh one.
+func seedFromEnv(t testing.TB, name string) uint64 {
+	if s := os.Getenv(name); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return seed
+	}
+	return rand.Uint64()
+}
+
+func payloadFor(id string, size int) []byte {
+	out := make([]byte, size)
+	for i := range out {
+		out[i] = id[i%len(id)]
+	}
+	return out
+}
+
+// step runs one random operation and checks the queue against the model.
+func (h *harness) step() {
+	h.stepCount++
+	switch roll := h.rng.IntN(100); {
+	case roll < 18:
+		h.publish()
+	case roll < 30:
+		h.lease()
+	case roll < 46:
+		h.settle()
+	case roll < 49:
+		h.nowMs += int64(h.rng.IntN(int(durationMs(h.opts.LeaseTimeout)) * 3 / 2))
+		h.note("clock +, now %d", h.nowMs)
+	case roll < 51:
+		h.tickToDeadline()
+	case roll < 54:
+		h.expireLeases()
+	case roll < 56:
+		h.expireMessages()
+	case roll < 59:
+		h.deadLettered()
+	case roll < 62:
+		h.checkpoint()
+	case roll < 65:
+		h.runTask()
+	case roll < 69:
+		h.compact()
+	case roll < 70:
+		h.purge()
+	case roll < 79:
+		h.note("flush")
+		h.env.flush(h.q)
+	case roll < 82:
+		h.note("sync")
+		h.env.sync(h.q)
+	case roll < 96:
+		h.advance()
+	case roll < 98:
+		h.restart(false)
+	case roll < 99 || h.rng.IntN(2) == 0:
+		h.restart(true)
+	default:
+		h.storageFault()
+	}
+	h.check()
+}
+
+// newAppends returns the pending appends made since before.
+func (h *harness) newAppends(before Ticket) []*pendingAppend {
+	var out []*pendingAppend
+	m := h.q.machine
+	for _, p := range m.pending[m.pendHead:] {
+		if p.ticket >= before {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// record stores the model op for a single-record append and checks that
+// the queue built what the model expected.
+func (h *harness) record(p *pendingAppend, want Record) {
+	if len(p.records) != 1 {
+		h.fail("append %d has %d records, want 1", p.ticket, len(p.records))
+	}
+	got := p.records[0]
+	got.Target, want.Target = nil, nil
+	if !slices.Equal(got.Offsets, want.Offsets) || got.Kind != want.Kind || got.Holder != want.Holder ||
+		got.DeadlineMs != want.DeadlineMs || got.DueMs != want.DueMs || got.Reason != want.Reason || got.UpTo != want.UpTo {
+		h.fail("%v record\n got %+v\nwant %+v", want.Kind, got, want)
+	}
+	if want.Kind == KindCheckpoint {
+		want.CheckpointID = got.CheckpointID
+	}
+	h.ops[p.first] = &modelOp{rec: want, ticket: p.ticket}
+	for _, o := range want.Offsets {
+		h.claimed[o] = true
+	}
+}
+
+func (h *harness) expectError(what string, got, want error) {
+	if want == nil && got != nil || want != nil && !errors.Is(got, want) {
+		h.fail("%s: error %v, want %v", what, got, want)
+	}
+}
+
+func (h *harness) publish() {
+	n := 1 + h.rng.IntN(4)
+	batch := make([]Message, n)
+	var bytes uint64
+	for i := range batch {
+		h.nextID++
+		id := fmt.Sprintf("m%d", h.nextID)
+		batch[i] = Message{ID: id, Payload: payloadFor(id, h.rng.IntN(48))}
+		if h.rng.IntN(4) == 0 {
+			batch[i].Headers = []Header{{Key: "k", Value: id}}
+		}
+		bytes += uint64(len(batch[i].Payload))
+	}
+	var want error
+	if h.opts.Overflow == RejectPublish {
+		count, queuedBytes := h.model.queuedTotals()
+		if h.opts.MaxLength > 0 && count+h.pendingPublishes+uint64(n) > h.opts.MaxLength ||
+			h.opts.MaxBytes > 0 && queuedBytes+h.pendingPublishBytes+bytes > h.opts.MaxBytes {
+			want = ErrQueueFull
+		}
+	}
+	before := h.q.machine.nextTicket
+	ticket, err := h.q.Publish(batch)
+	h.note("publish %d -> ticket %d %v", n, ticket, err)
+	h.expectError("publish", err, want)
+	if err != nil {
+		return
+	}
+	p := h.newAppends(before)[0]
+	for i, msg := range batch {
+		rec := Record{Kind: KindPublish, PublishMs: h.nowMs, PayloadBytes: uint32(len(msg.Payload))}
+		h.ops[p.first+uint64(i)] = &modelOp{rec: rec, id: msg.ID, ticket: ticket}
+	}
+	h.pendingPublishes += uint64(n)
+	h.pendingPublishBytes += bytes
+}
+
+func (h *harness) lease() {
+	holder := uint64(1 + h.rng.IntN(3))
+	max := 1 + h.rng.IntN(4)
+	ceiling := uint64(math.MaxUint64)
+	if h.rng.IntN(2) == 0 {
+		ceiling = h.rng.Uint64N(h.applied + 2)
+	}
+	expiredTTL := h.model.expectExpiredMessages(h.nowMs, h.claimed)
+	before := h.q.machine.nextTicket
+	ticket, n, err := h.q.Lease(ceiling, max, holder)
+	h.note("lease holder %d max %d ceiling %d -> ticket %d, %d, %v", holder, max, ceiling, ticket, n, err)
+	h.expectError("lease", err, nil)
+	appends := h.newAppends(before)
+	if len(expiredTTL) > 0 {
+		h.record(appends[0], Record{Kind: KindDiscard, Reason: ReasonTTL, Offsets: expiredTTL})
+		appends = appends[1:]
+	}
+	want := h.model.expectLease(ceiling, max, h.nowMs, h.claimed)
+	if len(want) == 0 {
+		if len(appends) != 0 || ticket != 0 {
+			h.fail("lease appended %d, nothing was ready", len(appends))
+		}
+		return
+	}
+	if len(appends) != 1 || appends[0].ticket != ticket || n != len(want) {
+		h.fail("lease made %d appends, count %d, want %d", len(appends), n, len(want))
+	}
+	deadline := h.nowMs + durationMs(h.opts.LeaseTimeout)
+	h.record(appends[0], Record{Kind: KindLease, Holder: holder, DeadlineMs: deadline, Offsets: want})
+}
+
+// settleError is the error the model expects for a settle of offsets.
+func (h *harness) settleError(holder uint64, offsets []uint64) error {
+	if len(offsets) == 0 {
+		return ErrNotLeased
+	}
+	for _, o := range offsets {
+		msg := h.model.messages[o]
+		switch {
+		case msg == nil || msg.status != mLeased:
+			return ErrNotLeased
+		case msg.holder != holder:
+			return ErrWrongHolder
+		case h.claimed[o]:
+			return ErrSettlePending
+		}
+	}
+	return nil
+}
+
+func (h *harness) pickOffsets(candidates []uint64) []uint64 {
+	var out []uint64
+	for _, o := range candidates {
+		if h.rng.IntN(2) == 0 {
+			out = append(out, o)
+		}
+	}
+	if h.rng.IntN(8) == 0 && len(h.model.offsets) > 0 {
+		out = append(out, h.model.offsets[h.rng.IntN(len(h.model.offsets))])
+	}
+	return sortedUnique(out)
+}
+
+func (h *harness) settle() {
+	holder := uint64(1 + h.rng.IntN(3))
+	offsets := h.pickOffsets(h.model.leasedBy(holder))
+	if h.rng.IntN(10) == 0 {
+		holder = uint64(1 + h.rng.IntN(3))
+	}
+	want := h.settleError(holder, offsets)
+	before := h.q.machine.nextTicket
+	var rec Record
+	var err error
+	switch h.rng.IntN(4) {
+	case 0:
+		rec = Record{Kind: KindAck}
+		_, err = h.q.Ack(holder, offsets)
+	case 1:
+		delay := []time.Duration{-1, 0, time.Duration(1+h.rng.IntN(200)) * time.Millisecond}[h.rng.IntN(3)]
+		rec = Record{Kind: KindNack}
+		if delayMs := durationMs(delay); delay < 0 && h.opts.RedeliveryDelay > 0 {
+			rec.DueMs = h.nowMs + durationMs(h.opts.RedeliveryDelay)
+		} else if delayMs > 0 {
+			rec.DueMs = h.nowMs + delayMs
+		}
+		_, err = h.q.Nack(holder, offsets, delay)
+	case 2:
+		rec = Record{Kind: KindRelease}
+		_, err = h.q.Release(holder, offsets)
+	default:
+		rec = Record{Kind: KindDiscard, Reason: ReasonConsumer}
+		_, err = h.q.Discard(holder, offsets)
+	}
+	h.note("%v holder %d %v -> %v", rec.Kind, holder, offsets, err)
+	h.expectError(rec.Kind.String(), err, want)
+	if err == nil {
+		rec.Offsets = offsets
+		h.record(h.newAppends(before)[0], rec)
+	}
+}
+
+func (h *harness) expireLeases() {
+	want := h.model.expectExpiredLeases(h.nowMs, h.claimed)
+	before := h.q.machine.nextTicket
+	_, n, err := h.q.ExpireLeases(h.clock())
+	h.note("expire leases -> %d %v", n, err)
+	h.expectError("expire leases", err, nil)
+	if len(want) == 0 {
+		if n != 0 {
+			h.fail("expired %d leases, model none", n)
+		}
+		return
+	}
+	h.record(h.newAppends(before)[0], Record{Kind: KindExpire, Reason: ReasonDeadline, Offsets: want})
+}
+
+func (h *harness) expireMessages() {
+	want := h.model.expectExpiredMessages(h.nowMs, h.claimed)
+	before := h.q.machine.nextTicket
+	_, n, err := h.q.ExpireMessages(h.clock())
+	h.note("expire messages -> %d %v", n, err)
+	h.expectError("expire messages", err, nil)
+	if len(want) == 0 {
+		if n != 0 {
+			h.fail("expired %d messages, model none", n)
+		}
+		return
+	}
+	h.record(h.newAppends(before)[0], Record{Kind: KindDiscard, Reason: ReasonTTL, Offsets: want})
+}
+
+func (h *harness) deadLettered() {
+	offsets := h.pickOffsets(sortedKeys(h.issued))
+	var want error
+	for _, o := range offsets {
+		msg := h.model.messages[o]
+		if msg == nil || msg.status != mDeadLettering {
+			want = ErrNotDeadLettering
+			break
+		}
+		if h.claimed[o] {
+			want = ErrSettlePending
+			break
+		}
+	}
+	if len(offsets) == 0 {
+		want = ErrNotDeadLettering
+	}
+	before := h.q.machine.nextTicket
+	_, err := h.q.DeadLettered(offsets)
+	h.note("dead-lettered %v -> %v", offsets, err)
+	h.expectError("dead-lettered", err, want)
+	if err == nil {
+		h.record(h.newAppends(before)[0], Record{Kind: KindDeadLetter, Offsets: offsets})
+	}
+}
+
+func (h *harness) checkpoint() {
+	var want error
+	if h.q.machine.checkpointID != 0 {
+		want = ErrCheckpointInProgress
+	}
+	before := h.q.machine.nextTicket
+	_, err := h.q.Checkpoint()
+	h.note("checkpoint -> %v", err)
+	h.expectError("checkpoint", err, want)
+	if err == nil {
+		h.record(h.newAppends(before)[0], Record{Kind: KindCheckpoint})
+	}
+}
+
+func (h *harness) runTask() {
+	if len(h.tasks) == 0 {
+		return
+	}
+	task := h.tasks[0]
+	h.tasks = h.tasks[1:]
+	err := task.Run(context.Background())
+	h.note("run checkpoint task next %d -> %v", task.Next, err)
+	if err != nil {
+		h.fail("checkpoint task: %v", err)
+	}
+	if err := h.q.CheckpointDone(task, nil); err != nil {
+		h.fail("checkpoint done: %v", err)
+	}
+}
+
+func (h *harness) compact() {
+	first, err := h.q.Compact()
+	h.note("compact -> first %d %v", first, err)
+	if err != nil {
+		h.fail("compact: %v", err)
+	}
+	if first > h.q.machine.state.FirstLive() {
+		h.fail("compacted to %d above the first live message %d", first, h.q.machine.state.FirstLive())
+	}
+}
+
+// tickToDeadline moves the clock to NextDeadline after checking it against
+// the model: the earliest unclaimed lease deadline, due time of a delayed
+// message, or TTL of the oldest unclaimed queued message.
+func (h *harness) tickToDeadline() {
+	got, ok := h.q.NextDeadline()
+	want, wantOK := h.model.nextDeadline(h.nowMs, h.claimed)
+	h.note("next deadline %v %v, model %d %v", got.UnixMilli(), ok, want, wantOK)
+	if ok != wantOK || (ok && got.UnixMilli() != want) {
+		h.fail("next deadline %d %v, model %d %v", got.UnixMilli(), ok, want, wantOK)
+	}
+	if ok && want > h.nowMs {
+		h.nowMs = want
+	}
+}
+
+func (h *harness) purge() {
+	before := h.q.machine.nextTicket
+	_, err := h.q.Purge()
+	h.note("purge -> %v", err)
+	h.expectError("purge", err, nil)
+	p := h.newAppends(before)[0]
+	h.record(p, Record{Kind: KindPurge, UpTo: p.first})
+}

@@ -1,0 +1,62 @@
+package queue
+
+import "time"
+
+// Info is a queue partition's state for admin views and metrics. Every
+// progress field names its boundary: Written and Durable are the log's
+// frontiers and never stand in for each other.
+type Info struct {
+	Mode   Mode
+	Counts Counts
+	// Settled is Counts.Settled(): acked, discarded, expired, dropped and
+	// purged messages.
+	Settled uint64
+	// Applied is the offset after the last applied record.
+	Applied uint64
+	// Written and Durable are the log's written and durable frontiers
+	// (exclusive).
+	Written uint64
+	Durable uint64
+	// FirstOffset is the oldest record the log retains.
+	FirstOffset uint64
+	// CheckpointNext is the offset the newest published snapshot covers
+	// (0: none since open and none found at open).
+	CheckpointNext uint64
+	// UnsyncedRecords and UnsyncedBytes are written but not yet durable.
+	UnsyncedRecords uint64
+	UnsyncedBytes   uint64
+	// LastSync is when the log's last sync completed.
+	LastSync    time.Time
+	SyncPending bool
+	// InflightAppends are operations appended and not yet applied.
+	InflightAppends int
+	Incarnation     uint64
+	// Fenced is the storage failure that stopped the queue, if any.
+	Fenced error
+}
+
+// Info returns the queue's counts and progress. Delayed messages whose due
+// time has passed by the clock are counted as ready.
+func (q *Queue) Info() Info {
+	state := q.machine.state
+	state.promoteDue(q.nowMs())
+	status := q.log.Status()
+	info := Info{
+		Mode:            q.opts.Mode,
+		Counts:          state.Counts(),
+		Applied:         state.Next(),
+		Written:         status.Frontiers.Written,
+		Durable:         status.Frontiers.Durable,
+		FirstOffset:     status.FirstOffset,
+		CheckpointNext:  q.checkpointNext,
+		UnsyncedRecords: status.DurableLagRecords,
+		UnsyncedBytes:   uint64(max(status.DurableLagBytes, 0)),
+		LastSync:        status.LastSyncTime,
+		SyncPending:     status.SyncPending,
+		InflightAppends: q.machine.inflight(),
+		Incarnation:     q.incarnation,
+		Fenced:          q.fenced,
+	}
+	info.Settled = info.Counts.Settled()
+	return info
+}

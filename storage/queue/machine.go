@@ -1,0 +1,356 @@
+package queue
+
+// machine is the queue's logic without I/O: it turns operations into log
+// entries, predicts the offsets the log will assign (the queue is the log's
+// only appender and the log assigns offsets in append order), keeps the
+// appended-but-unapplied operations in a FIFO, and applies them to State
+// once the mode's frontier passes them.
+//
+// Invariant: pending holds appends in offset order; pending[0].first +
+// pending[0].applied == state.Next() whenever pending is not empty; and
+// nextOffset == the end of the last pending append (or state.Next()).
+
+import (
+	"fmt"
+	"time"
+)
+
+// Ticket identifies one queue operation, which is one log append.
+type Ticket uint64
+
+// Boundary names the progress point an applied event stands on.
+type Boundary uint8
+
+const (
+	// BoundaryWritten: the record reached the OS (page cache).
+	BoundaryWritten Boundary = 1
+	// BoundaryDurable: an fdatasync covering the record completed.
+	BoundaryDurable Boundary = 2
+)
+
+// String names the boundary.
+func (b Boundary) String() string {
+	if b == BoundaryDurable {
+		return "durable"
+	}
+	return "written"
+}
+
+// Message is what a publisher gives the queue.
+type Message struct {
+	// ID is the publisher's message id; the queue assigns one when empty.
+	ID      string
+	Headers []Header
+	Payload []byte
+}
+
+// entry is one log entry the shell appends.
+type entry struct {
+	kind Kind
+	body []byte
+}
+
+type operation uint8
+
+const (
+	opPublish operation = iota + 1
+	opLease
+	opSettle
+	opDeadLetter
+	opCheckpoint
+	opPurge
+)
+
+// pendingAppend is an appended operation not yet fully applied.
+type pendingAppend struct {
+	ticket  Ticket
+	op      operation
+	first   uint64   // offset of records[0]
+	records []Record // metadata form; publish records carry no payload
+	applied int
+	holder  uint64
+	bytes   uint64 // payload bytes of a publish batch
+}
+
+func (p *pendingAppend) next() uint64 { return p.first + uint64(len(p.records)) }
+
+// defaultMaxInflight bounds the appends in flight when the owner sets no
+// bound; the shell uses the log's request queue length, so AppendAsync
+// never waits for room.
+const defaultMaxInflight = 1024
+
+type machine struct {
+	state      *State
+	mode       Mode
+	nextOffset uint64
+	nextTicket Ticket
+	pending    []*pendingAppend
+	pendHead   int
+
+	pendingPublishes    uint64
+	pendingPublishBytes uint64
+	checkpointID        uint64 // marker id of the checkpoint in flight, 0 when none
+	checkpointTicket    Ticket
+	maxInflight         int
+	fx                  Effects
+	offsetScratch       []uint64
+}
+
+func newMachine(state *State, mode Mode) *machine {
+	return &machine{state: state, mode: mode, nextOffset: state.Next(), nextTicket: 1, maxInflight: defaultMaxInflight}
+}
+
+func (m *machine) inflight() int { return len(m.pending) - m.pendHead }
+
+// begin checks the in-flight bound and returns a new pending append.
+func (m *machine) begin(op operation) (*pendingAppend, error) {
+	if m.inflight() >= m.maxInflight {
+		return nil, ErrBusy
+	}
+	p := &pendingAppend{ticket: m.nextTicket, op: op}
+	m.nextTicket++
+	return p, nil
+}
+
+// submit registers p with predicted offsets.
+func (m *machine) submit(p *pendingAppend) {
+	p.first = m.nextOffset
+	m.nextOffset = p.next()
+	m.pending = append(m.pending, p)
+}
+
+// rollback undoes the last submit after the log refused the append up
+// front, releasing its claims.
+func (m *machine) rollback(ticket Ticket) {
+	last := len(m.pending) - 1
+	if last < m.pendHead || m.pending[last].ticket != ticket {
+		panic("queue: rollback of an append that is not the last one")
+	}
+	p := m.pending[last]
+	m.pending = m.pending[:last]
+	m.nextOffset = p.first
+	m.releaseClaims(p)
+}
+
+func (m *machine) releaseClaims(p *pendingAppend) {
+	switch p.op {
+	case opPublish:
+		m.pendingPublishes -= uint64(len(p.records))
+		m.pendingPublishBytes -= p.bytes
+	case opCheckpoint:
+		m.checkpointID = 0
+	}
+	for i := range p.records {
+		for _, offset := range p.records[i].Offsets {
+			m.state.unclaim(offset)
+		}
+	}
+}
+
+// publish builds the entries for a batch of messages.
+func (m *machine) publish(batch []Message, nowMs int64) (*pendingAppend, []entry, error) {
+	if err := m.checkCapacity(batch); err != nil {
+		return nil, nil, err
+	}
+	p, err := m.begin(opPublish)
+	if err != nil {
+		return nil, nil, err
+	}
+	entries := make([]entry, len(batch))
+	p.records = make([]Record, len(batch))
+	for i := range batch {
+		msg := &batch[i]
+		entries[i] = entry{KindPublish, appendPublishBody(nil, []byte(msg.ID), nowMs, msg.Headers, msg.Payload)}
+		p.records[i] = Record{Kind: KindPublish, PublishMs: nowMs, PayloadBytes: uint32(len(msg.Payload))}
+		p.bytes += uint64(len(msg.Payload))
+	}
+	m.pendingPublishes += uint64(len(batch))
+	m.pendingPublishBytes += p.bytes
+	m.submit(p)
+	return p, entries, nil
+}
+
+// checkCapacity applies the reject-publish overflow policy, counting
+// publishes in flight as queued.
+func (m *machine) checkCapacity(batch []Message) error {
+	limits := m.state.limits
+	if limits.dropOldest || (limits.maxLength == 0 && limits.maxBytes == 0) {
+		return nil
+	}
+	counts := m.state.counts
+	length := counts.Ready + counts.Delayed + m.pendingPublishes + uint64(len(batch))
+	bytes := counts.QueuedBytes + m.pendingPublishBytes
+	for i := range batch {
+		bytes += uint64(len(batch[i].Payload))
+	}
+	if limits.maxLength > 0 && length > limits.maxLength {
+		return fmt.Errorf("%w: %d messages over max length %d", ErrQueueFull, length, limits.maxLength)
+	}
+	if limits.maxBytes > 0 && bytes > limits.maxBytes {
+		return fmt.Errorf("%w: %d bytes over max bytes %d", ErrQueueFull, bytes, limits.maxBytes)
+	}
+	return nil
+}
+
+// offsetRecords splits a sorted offset list into records shaped like
+// template, at most maxOffsetsPerRecord offsets each.
+func offsetRecords(template Record, offsets []uint64) ([]Record, []entry) {
+	var records []Record
+	var entries []entry
+	for len(offsets) > 0 {
+		n := min(len(offsets), maxOffsetsPerRecord)
+		rec := template
+		rec.Offsets = offsets[:n:n]
+		records = append(records, rec)
+		entries = append(entries, entry{rec.Kind, encodeRecord(nil, &rec)})
+		offsets = offsets[n:]
+	}
+	return records, entries
+}
+
+// lease claims up to max ready messages below ceiling for holder. It
+// returns nil when nothing is ready.
+func (m *machine) lease(ceiling uint64, max int, holder uint64, nowMs int64) (*pendingAppend, []entry, error) {
+	if max <= 0 {
+		return nil, nil, nil
+	}
+	if m.inflight() >= m.maxInflight {
+		return nil, nil, ErrBusy
+	}
+	offsets := m.state.claimReady(ceiling, max, nowMs, nil)
+	if len(offsets) == 0 {
+		return nil, nil, nil
+	}
+	p, _ := m.begin(opLease)
+	p.holder = holder
+	template := Record{Kind: KindLease, Holder: holder, DeadlineMs: nowMs + m.state.limits.leaseTimeoutMs}
+	var entries []entry
+	p.records, entries = offsetRecords(template, offsets)
+	m.submit(p)
+	return p, entries, nil
+}
+
+// settle checks and claims offsets leased by holder and builds the records
+// of template's kind (Ack, Nack, Release or Discard).
+func (m *machine) settle(holder uint64, offsets []uint64, template Record) (*pendingAppend, []entry, error) {
+	offsets = sortedUnique(offsets)
+	if len(offsets) == 0 {
+		return nil, nil, fmt.Errorf("%w: no offsets", ErrNotLeased)
+	}
+	if m.inflight() >= m.maxInflight {
+		return nil, nil, ErrBusy
+	}
+	if err := m.state.claimSettle(holder, offsets); err != nil {
+		return nil, nil, err
+	}
+	p, _ := m.begin(opSettle)
+	var entries []entry
+	p.records, entries = offsetRecords(template, offsets)
+	m.submit(p)
+	return p, entries, nil
+}
+
+// nackDueMs resolves a nack's delay: negative means the queue's default.
+func (m *machine) nackDueMs(delay time.Duration, nowMs int64) int64 {
+	delayMs := durationMs(delay)
+	if delay < 0 {
+		delayMs = m.state.limits.delayMs
+	}
+	if delayMs <= 0 {
+		return 0
+	}
+	return nowMs + delayMs
+}
+
+// claimed builds an append for offsets already claimed by the state.
+func (m *machine) claimed(op operation, template Record, offsets []uint64) (*pendingAppend, []entry) {
+	p, _ := m.begin(op)
+	var entries []entry
+	p.records, entries = offsetRecords(template, offsets)
+	m.submit(p)
+	return p, entries
+}
+
+// expireLeases builds a lease expiry for leases past their deadline.
+func (m *machine) expireLeases(nowMs int64, max int, reason Reason) (*pendingAppend, []entry, error) {
+	if m.inflight() >= m.maxInflight {
+		return nil, nil, ErrBusy
+	}
+	offsets := sortedUnique(m.state.claimExpiredLeases(nowMs, max, nil))
+	if len(offsets) == 0 {
+		return nil, nil, nil
+	}
+	p, entries := m.claimed(opSettle, Record{Kind: KindExpire, Reason: reason}, offsets)
+	return p, entries, nil
+}
+
+// expireMessages builds a TTL discard for queued messages past their TTL.
+func (m *machine) expireMessages(nowMs int64, max int) (*pendingAppend, []entry, error) {
+	if m.inflight() >= m.maxInflight {
+		return nil, nil, ErrBusy
+	}
+	offsets := m.state.claimExpiredMessages(nowMs, max, nil)
+	if len(offsets) == 0 {
+		return nil, nil, nil
+	}
+	p, entries := m.claimed(opSettle, Record{Kind: KindDiscard, Reason: ReasonTTL}, offsets)
+	return p, entries, nil
+}
+
+// restartExpiry builds the expiry of every lease found after a restart;
+// those leases were held by a process that ended.
+func (m *machine) restartExpiry() (*pendingAppend, []entry) {
+	offsets := m.state.leasedOffsets()
+	if len(offsets) == 0 {
+		return nil, nil
+	}
+	for _, offset := range offsets {
+		m.state.find(offset).claim = claimSettle
+	}
+	return m.claimed(opSettle, Record{Kind: KindExpire, Reason: ReasonRestart}, offsets)
+}
+
+// deadLettered builds the markers for messages the dead-letter queue took.
+func (m *machine) deadLettered(offsets []uint64) (*pendingAppend, []entry, error) {
+	offsets = sortedUnique(offsets)
+	if len(offsets) == 0 {
+		return nil, nil, fmt.Errorf("%w: no offsets", ErrNotDeadLettering)
+	}
+	if m.inflight() >= m.maxInflight {
+		return nil, nil, ErrBusy
+	}
+	if err := m.state.claimMarker(offsets); err != nil {
+		return nil, nil, err
+	}
+	target := []byte(m.state.limits.deadLetter)
+	p, entries := m.claimed(opDeadLetter, Record{Kind: KindDeadLetter, Target: target}, offsets)
+	return p, entries, nil
+}
+
+// checkpoint builds a checkpoint marker with a fresh id.
+func (m *machine) checkpoint(id uint64) (*pendingAppend, []entry, error) {
+	if m.checkpointID != 0 {
+		return nil, nil, ErrCheckpointInProgress
+	}
+	p, err := m.begin(opCheckpoint)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec := Record{Kind: KindCheckpoint, CheckpointID: id}
+	p.records = []Record{rec}
+	m.checkpointID, m.checkpointTicket = id, p.ticket
+	m.submit(p)
+	return p, []entry{{KindCheckpoint, encodeRecord(nil, &rec)}}, nil
+}
+
+// purge builds a purge of every message queued below the next offset.
+func (m *machine) purge() (*pendingAppend, []entry, error) {
+	p, err := m.begin(opPurge)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec := Record{Kind: KindPurge, UpTo: m.nextOffset}
+	p.records = []Record{rec}
+	m.submit(p)
+	return p, []entry{{KindPurge, encodeRecord(nil, &rec)}}, nil
+}

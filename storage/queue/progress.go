@@ -1,0 +1,164 @@
+package queue
+
+// What Advance reports to the queue's owner, and how the machine applies
+// pending appends once the mode's frontier passes them.
+
+import "time"
+
+// Confirm reports that a publish batch is applied: its messages are in the
+// queue and may be delivered.
+type Confirm struct {
+	Ticket Ticket
+	// First is the offset of the batch's first message; message i of the
+	// batch is at First+i.
+	First uint64
+	Count int
+	// Boundary is what the confirm stands on: durable for a durable queue;
+	// written for a buffered one, or durable when the durable frontier
+	// already covered the batch.
+	Boundary Boundary
+}
+
+// Delivery is a leased message released to its holder.
+type Delivery struct {
+	Ticket Ticket // the Lease call that asked for it
+	Holder uint64
+	// Incarnation and Offset together identify this message in this queue
+	// partition across restarts; see docs/durability.md.
+	Incarnation uint64
+	Offset      uint64
+	MessageID   string
+	// Attempt is the counted attempts so far plus one; a release does not
+	// count an attempt.
+	Attempt uint32
+	// Redelivered is set when the message may have been delivered before.
+	Redelivered bool
+	PublishTime time.Time
+	Deadline    time.Time
+	Headers     []Header
+	Payload     []byte
+}
+
+// DeadLetter is an instruction to hand a message to its dead-letter queue.
+// The owner publishes it to Target and, once Target confirmed, calls
+// DeadLettered with Offset. Until then the message stays dead-lettering,
+// and after a restart the instruction is issued again.
+type DeadLetter struct {
+	Target      string
+	Incarnation uint64
+	Offset      uint64
+	MessageID   string
+	Attempts    uint32
+	PublishTime time.Time
+	Headers     []Header
+	Payload     []byte
+}
+
+// Progress is what one Advance applied.
+type Progress struct {
+	Confirmed   []Confirm
+	Deliveries  []Delivery
+	DeadLetters []DeadLetter
+	// Applied lists every other operation (settles, expiries, dead-letter
+	// markers, purges, checkpoint markers) whose records are now applied.
+	Applied []Ticket
+	// Checkpoint is set when a checkpoint captured its snapshot; the owner
+	// runs it (off its own goroutine if it likes) and reports back with
+	// CheckpointDone.
+	Checkpoint *CheckpointTask
+}
+
+// Empty reports whether p holds nothing.
+func (p *Progress) Empty() bool {
+	return len(p.Confirmed) == 0 && len(p.Deliveries) == 0 && len(p.DeadLetters) == 0 &&
+		len(p.Applied) == 0 && p.Checkpoint == nil
+}
+
+// capture is a snapshot taken right after a checkpoint marker applied.
+type capture struct {
+	id        uint64
+	next      uint64
+	firstLive uint64
+	data      []byte
+}
+
+// advance applies pending records below through (the mode's frontier).
+// durable is the durable frontier, used to report confirm boundaries.
+func (m *machine) advance(through, durable uint64, progress *Progress) *capture {
+	var captured *capture
+	for m.pendHead < len(m.pending) {
+		p := m.pending[m.pendHead]
+		for p.applied < len(p.records) && p.first+uint64(p.applied) < through {
+			offset := p.first + uint64(p.applied)
+			rec := &p.records[p.applied]
+			m.state.Apply(offset, rec, &m.fx)
+			p.applied++
+			if rec.Kind == KindPublish {
+				// Applied publishes count in the state now, not in flight;
+				// a batch can apply in parts (a write split by a rollover).
+				m.pendingPublishes--
+				m.pendingPublishBytes -= uint64(rec.PayloadBytes)
+			}
+			m.collect(p, progress)
+			if rec.Kind == KindCheckpoint && rec.CheckpointID == m.checkpointID {
+				captured = &capture{
+					id: rec.CheckpointID, next: offset + 1, firstLive: m.state.FirstLive(),
+					data: m.state.EncodeSnapshot(),
+				}
+			}
+		}
+		if p.applied < len(p.records) {
+			break
+		}
+		m.complete(p, durable, progress)
+		m.pending[m.pendHead] = nil
+		m.pendHead++
+	}
+	if m.pendHead == len(m.pending) {
+		m.pending, m.pendHead = m.pending[:0], 0
+	} else if m.pendHead > 1024 && m.pendHead > len(m.pending)/2 {
+		m.pending, m.pendHead = append(m.pending[:0:0], m.pending[m.pendHead:]...), 0
+	}
+	m.collectHandoffs(progress)
+	return captured
+}
+
+func (m *machine) collect(p *pendingAppend, progress *Progress) {
+	for _, g := range m.fx.Leased {
+		progress.Deliveries = append(progress.Deliveries, Delivery{
+			Ticket: p.ticket, Holder: p.holder, Offset: g.Offset, Attempt: g.Attempt,
+			Redelivered: g.Redelivered, PublishTime: time.UnixMilli(g.PublishMs),
+			Deadline: time.UnixMilli(g.DeadlineMs),
+		})
+	}
+}
+
+func (m *machine) complete(p *pendingAppend, durable uint64, progress *Progress) {
+	switch p.op {
+	case opPublish:
+		boundary := BoundaryWritten
+		if m.mode == Durable || durable >= p.next() {
+			boundary = BoundaryDurable
+		}
+		progress.Confirmed = append(progress.Confirmed, Confirm{
+			Ticket: p.ticket, First: p.first, Count: len(p.records), Boundary: boundary,
+		})
+	case opLease:
+	default:
+		progress.Applied = append(progress.Applied, p.ticket)
+	}
+}
+
+func (m *machine) collectHandoffs(progress *Progress) {
+	m.offsetScratch = m.state.takeHandoffs(m.offsetScratch[:0])
+	for _, offset := range m.offsetScratch {
+		msg := m.state.find(offset)
+		progress.DeadLetters = append(progress.DeadLetters, DeadLetter{
+			Target: m.state.limits.deadLetter, Offset: offset, Attempts: msg.attempts,
+			PublishTime: time.UnixMilli(msg.publishMs),
+		})
+	}
+}
+
+// finishCheckpoint clears the checkpoint in flight.
+func (m *machine) finishCheckpoint() { m.checkpointID, m.checkpointTicket = 0, 0 }

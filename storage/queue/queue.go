@@ -1,0 +1,355 @@
+package queue
+
+// Queue is the shell around the pure core: it owns a partition log, turns
+// operations into asynchronous appends at the mode's level, and applies
+// them when the owner calls Advance after the log reports progress.
+//
+// Threading: one goroutine (the partition actor) owns a Queue and calls
+// every method. Nothing blocks on I/O except Open, Close, Compact and the
+// reads of delivered payloads in Advance (served from the log's tail cache
+// or page cache); checkpoint file I/O runs in a CheckpointTask the owner may
+// run elsewhere. Log goroutines only touch the completion inbox and call
+// the notify function set with SetNotify.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"time"
+
+	"github.com/fibrilmq/fibril/storage/log"
+	"github.com/fibrilmq/fibril/storage/vfs"
+)
+
+// Clock returns the current time. Queue state works in unix milliseconds.
+type Clock func() time.Time
+
+// Queue is one queue partition; see the file comment.
+type Queue struct {
+	dir     string
+	fs      vfs.FS
+	opts    Options
+	log     partitionLog
+	clock   Clock
+	logger  *slog.Logger
+	machine *machine
+	level   log.Durability
+	epoch   uint64
+	inbox   completionInbox
+
+	incarnations   []incarnation
+	incarnation    uint64
+	idSequence     uint64
+	checkpointNext uint64 // offset covered by the newest published snapshot
+	// checkpointLive is that snapshot's lowest live message. Compaction
+	// uses it, not the applied state: in a buffered queue a settle applied
+	// at the written frontier can be lost in a power loss, bringing its
+	// message back, while the snapshot's state is durable.
+	checkpointLive uint64
+	carry          Progress
+	recovery       Recovery
+	fenced         error
+	closed         bool
+}
+
+// Recovery describes what Open did.
+type Recovery struct {
+	// Snapshot is the snapshot file recovery started from; empty for a
+	// full replay.
+	Snapshot string
+	// SkippedSnapshots says why newer snapshots were not used.
+	SkippedSnapshots []error
+	// ReplayedFrom and Replayed are the first offset and the number of
+	// records replayed after the snapshot.
+	ReplayedFrom uint64
+	Replayed     uint64
+	// LogEnd is the log's end offset found at open.
+	LogEnd uint64
+	// ExpiredLeases is how many leases of the previous process were
+	// returned (with an attempt counted) at open.
+	ExpiredLeases int
+}
+
+// Open opens or creates the queue partition in dir. opts must equal the
+// options stored at first open, if any (ErrDeclarationMismatch). The log
+// lives in dir/log and is opened with logOptions; every file goes through
+// logOptions.FS (default vfs.OS). clock nil means time.Now.
+func Open(dir string, opts Options, logOptions log.Options, clock Clock) (*Queue, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.WithDefaults()
+	if logOptions.FS == nil {
+		logOptions.FS = vfs.OS
+	}
+	if logOptions.ValidType == nil {
+		logOptions.ValidType = validRecordType
+	}
+	if err := prepareDirectory(logOptions.FS, dir, opts); err != nil {
+		return nil, err
+	}
+	l, err := log.Open(path.Join(dir, logDirName), logOptions)
+	if err != nil {
+		return nil, fmt.Errorf("queue: open log: %w", err)
+	}
+	inflight := logOptions.RequestQueueLength
+	if inflight <= 0 {
+		inflight = 1024
+	}
+	q, err := openWithLog(dir, opts, logOptions.FS, l, clock, logOptions.Logger, inflight)
+	if err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	return q, nil
+}
+
+// prepareDirectory creates dir, checks or stores the declaration and
+// removes leftovers of interrupted file writes.
+func prepareDirectory(fs vfs.FS, dir string, opts Options) error {
+	if err := fs.MkdirAll(dir); err != nil {
+		return fmt.Errorf("queue: %w", err)
+	}
+	data, exists, err := readFile(fs, path.Join(dir, declarationName))
+	if err != nil {
+		return fmt.Errorf("queue: read declaration: %w", err)
+	}
+	if exists {
+		stored, err := decodeDeclaration(data)
+		if err != nil {
+			return err
+		}
+		if !sameDeclaration(stored, opts) {
+			return fmt.Errorf("%w: stored %+v, given %+v", ErrDeclarationMismatch, stored, opts)
+		}
+	} else if err := writeFileAtomic(fs, dir, declarationName, encodeDeclaration(opts)); err != nil {
+		return fmt.Errorf("queue: store declaration: %w", err)
+	}
+	return removeTemporaries(fs, dir)
+}
+
+// ReadDeclaration returns the options stored in a queue directory, so a
+// re-declare that omits a field can keep the stored value.
+func ReadDeclaration(fs vfs.FS, dir string) (Options, bool, error) {
+	data, exists, err := readFile(fs, path.Join(dir, declarationName))
+	if err != nil || !exists {
+		return Options{}, false, err
+	}
+	opts, err := decodeDeclaration(data)
+	return opts, err == nil, err
+}
+
+// openWithLog recovers the queue over an open log.
+func openWithLog(dir string, opts Options, fs vfs.FS, l partitionLog, clock Clock, logger *slog.Logger, inflight int) (*Queue, error) {
+	if clock == nil {
+		clock = time.Now
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	q := &Queue{dir: dir, fs: fs, opts: opts, log: l, clock: clock, logger: logger, level: log.AfterFsync}
+	if opts.Mode == Buffered {
+		q.level = log.AfterFlush
+	}
+	if history := l.EpochHistory(); len(history) > 0 {
+		q.epoch = history[len(history)-1].Epoch
+	}
+	if err := q.recover(inflight); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+func (q *Queue) recover(inflight int) error {
+	ctx := context.Background()
+	if f := q.log.Frontiers(); f.Written > f.Durable {
+		if err := q.log.Sync(ctx); err != nil {
+			return fmt.Errorf("queue: sync recovered tail: %w", err)
+		}
+	}
+	if err := q.beginIncarnation(); err != nil {
+		return err
+	}
+	candidates, err := listSnapshots(q.fs, q.dir)
+	if err != nil {
+		return fmt.Errorf("queue: list snapshots: %w", err)
+	}
+	state, report, err := rebuild(q.opts, candidates, logSource{q.log})
+	if err != nil {
+		return fmt.Errorf("queue: replay: %w", err)
+	}
+	for _, skipped := range report.skipped {
+		q.logger.Warn("queue: snapshot not used", "dir", q.dir, "err", skipped)
+	}
+	q.recovery = Recovery{
+		Snapshot: report.snapshot, SkippedSnapshots: report.skipped, ReplayedFrom: report.replayedFrom,
+		Replayed: report.replayedCount, LogEnd: q.log.Frontiers().Durable,
+	}
+	if next, ok := parseSnapshotName(report.snapshot); ok {
+		q.checkpointNext, q.checkpointLive = next, report.snapshotLive
+	}
+	q.machine = newMachine(state, q.opts.Mode)
+	q.machine.maxInflight = inflight
+	if staged := q.log.Frontiers().Staged; staged != state.Next() {
+		return fmt.Errorf("%w: log ends at %d, replay at %d", ErrLogContract, staged, state.Next())
+	}
+	return q.expireRestartLeases(ctx)
+}
+
+// beginIncarnation records this open's incarnation durably before any
+// append; see incarnation.go.
+func (q *Queue) beginIncarnation() error {
+	data, exists, err := readFile(q.fs, path.Join(q.dir, incarnationName))
+	var history []incarnation
+	if err == nil && exists {
+		history, err = decodeIncarnations(data)
+	}
+	if err != nil {
+		q.logger.Warn("queue: incarnation history unreadable; older messages get incarnation 0", "dir", q.dir, "err", err)
+		history = nil
+	}
+	q.incarnation = q.log.Incarnation()
+	if q.incarnation == 0 {
+		if q.incarnation, err = randomID(); err != nil {
+			return err
+		}
+	}
+	q.incarnations = beginIncarnation(history, q.incarnation, q.log.Frontiers().Durable, q.log.FirstOffset())
+	if err := writeFileAtomic(q.fs, q.dir, incarnationName, encodeIncarnations(q.incarnations)); err != nil {
+		return fmt.Errorf("queue: store incarnation: %w", err)
+	}
+	return nil
+}
+
+// expireRestartLeases returns leases held by the previous process with an
+// attempt counted, and applies that before the queue serves.
+func (q *Queue) expireRestartLeases(ctx context.Context) error {
+	p, entries := q.machine.restartExpiry()
+	if p != nil {
+		for i := range p.records {
+			q.recovery.ExpiredLeases += len(p.records[i].Offsets)
+		}
+		result, err := q.log.Append(ctx, q.logEntries(entries), q.level)
+		if err != nil {
+			return fmt.Errorf("queue: expire leases at open: %w", err)
+		}
+		if result.First != p.first {
+			return fmt.Errorf("%w: predicted %d, assigned %d", ErrLogContract, p.first, result.First)
+		}
+	}
+	f := q.log.Frontiers()
+	q.machine.advance(q.boundaryFrontier(f), f.Durable, &q.carry)
+	if q.machine.inflight() != 0 {
+		return fmt.Errorf("%w: lease expiry at open not applied", ErrLogContract)
+	}
+	return q.fill(&q.carry)
+}
+
+func randomID() (uint64, error) {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, err
+		}
+		if id := binary.LittleEndian.Uint64(b[:]); id != 0 {
+			return id, nil
+		}
+	}
+}
+
+func (q *Queue) boundaryFrontier(f log.Frontiers) uint64 {
+	if q.opts.Mode == Buffered {
+		return f.Written
+	}
+	return f.Durable
+}
+
+func (q *Queue) logEntries(entries []entry) []log.Entry {
+	out := make([]log.Entry, len(entries))
+	for i, e := range entries {
+		out[i] = log.Entry{Epoch: q.epoch, Type: uint8(e.kind), Body: e.body}
+	}
+	return out
+}
+
+func (q *Queue) nowMs() int64 { return q.clock().UnixMilli() }
+
+// usable returns the error every operation returns once the queue is
+// closed or fenced.
+func (q *Queue) usable() error {
+	switch {
+	case q.closed:
+		return ErrClosed
+	case q.fenced != nil:
+		return q.fenced
+	}
+	if err := q.inbox.failure(); err != nil {
+		q.fence(err)
+		return q.fenced
+	}
+	return nil
+}
+
+func (q *Queue) fence(cause error) {
+	if q.fenced == nil {
+		q.fenced = fmt.Errorf("%w: %w", ErrFenced, cause)
+		q.logger.Error("queue: fenced", "dir", q.dir, "err", cause)
+	}
+}
+
+// submit appends a pending append's entries asynchronously. A refusal
+// rolls the operation back; any refusal but ErrTooLarge also fences.
+func (q *Queue) submit(p *pendingAppend, entries []entry) error {
+	err := q.log.AppendAsync(q.logEntries(entries), q.level, q.inbox.done(p.first))
+	if err == nil {
+		return nil
+	}
+	q.machine.rollback(p.ticket)
+	if errors.Is(err, log.ErrTooLarge) {
+		return fmt.Errorf("queue: %w", err)
+	}
+	q.fence(err)
+	return q.fenced
+}
+
+// run performs one operation built by the machine.
+func (q *Queue) run(build func() (*pendingAppend, []entry, error)) (Ticket, int, error) {
+	if err := q.usable(); err != nil {
+		return 0, 0, err
+	}
+	p, entries, err := build()
+	if err != nil || p == nil {
+		return 0, 0, err
+	}
+	if err := q.submit(p, entries); err != nil {
+		return 0, 0, err
+	}
+	count := 0
+	for i := range p.records {
+		count += max(len(p.records[i].Offsets), 1)
+	}
+	return p.ticket, count, nil
+}
+
+// Incarnation is the id this open appends under.
+func (q *Queue) Incarnation() uint64 { return q.incarnation }
+
+// IncarnationAt is the incarnation a record at offset was appended under.
+func (q *Queue) IncarnationAt(offset uint64) uint64 { return incarnationAt(q.incarnations, offset) }
+
+// Recovery reports what Open did.
+func (q *Queue) Recovery() Recovery { return q.recovery }
+
+// Close closes the log (which flushes and syncs what is written). Leases
+// end with the process: the next Open returns them with an attempt counted.
+func (q *Queue) Close() error {
+	if q.closed {
+		return ErrClosed
+	}
+	q.closed = true
+	return q.log.Close()
+}

@@ -1,0 +1,171 @@
+package queue
+
+// Snapshot format (part of the on-disk format; do not change):
+//
+//	magic "FQSN" | version u8 (1) |
+//	next uvarint (the snapshot covers every record below it) |
+//	checkpointID u64 little-endian (the id of the marker at next-1) |
+//	counts, uvarints: Ready Delayed Leased DeadLettering QueuedBytes
+//	                  Published Acked Discarded Expired Dropped Purged DeadLettered |
+//	message count uvarint |
+//	per message, in offset order:
+//	    offset delta uvarint (from the previous message; the first from 0) |
+//	    status u8 (1 ready, 2 delayed, 3 leased, 4 dead-lettering) |
+//	    flags u8 (bit 0: delivered before) | attempts uvarint | payload bytes uvarint |
+//	    publishMs uvarint | [timeMs uvarint: delayed and leased] | [holder uvarint: leased] |
+//	crc32c u32 little-endian over everything before it
+//
+// A snapshot holds the applied state only: claims of operations in flight
+// are not part of it. Decoding recomputes the live counts from the messages
+// and refuses the snapshot when they disagree with the stored ones.
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+const (
+	snapshotMagic   = "FQSN"
+	snapshotVersion = 1
+	flagDelivered   = 1
+)
+
+// EncodeSnapshot serializes the applied state.
+func (s *State) EncodeSnapshot() []byte {
+	live := len(s.messages) - s.head - s.tombstones
+	buf := make([]byte, 0, 64+live*16)
+	buf = append(buf, snapshotMagic...)
+	buf = append(buf, snapshotVersion)
+	buf = binary.AppendUvarint(buf, s.next)
+	buf = binary.LittleEndian.AppendUint64(buf, s.checkpointID)
+	for _, v := range s.countFields() {
+		buf = binary.AppendUvarint(buf, *v)
+	}
+	buf = binary.AppendUvarint(buf, uint64(live))
+	previous := uint64(0)
+	for i := s.head; i < len(s.messages); i++ {
+		m := &s.messages[i]
+		if m.status == statusGone {
+			continue
+		}
+		buf = appendSnapshotMessage(buf, m, previous)
+		previous = m.offset
+	}
+	return appendChecksum(buf)
+}
+
+// liveCountFields is how many of countFields are recomputed from messages.
+const liveCountFields = 5
+
+func (s *State) countFields() []*uint64 {
+	c := &s.counts
+	return []*uint64{&c.Ready, &c.Delayed, &c.Leased, &c.DeadLettering, &c.QueuedBytes,
+		&c.Published, &c.Acked, &c.Discarded, &c.Expired, &c.Dropped, &c.Purged, &c.DeadLettered}
+}
+
+func appendSnapshotMessage(buf []byte, m *message, previous uint64) []byte {
+	buf = binary.AppendUvarint(buf, m.offset-previous)
+	flags := byte(0)
+	if m.delivered {
+		flags |= flagDelivered
+	}
+	buf = append(buf, byte(m.status), flags)
+	buf = binary.AppendUvarint(buf, uint64(m.attempts))
+	buf = binary.AppendUvarint(buf, uint64(m.bytes))
+	buf = binary.AppendUvarint(buf, uint64(m.publishMs))
+	if m.status == statusDelayed || m.status == statusLeased {
+		buf = binary.AppendUvarint(buf, uint64(m.timeMs))
+	}
+	if m.status == statusLeased {
+		buf = binary.AppendUvarint(buf, m.holder)
+	}
+	return buf
+}
+
+// DecodeSnapshot rebuilds a State from a snapshot taken under opts.
+func DecodeSnapshot(data []byte, opts Options) (*State, error) {
+	body, ok := verifyChecksum(data)
+	if !ok || len(body) < 5 || string(body[:4]) != snapshotMagic || body[4] != snapshotVersion {
+		return nil, fmt.Errorf("%w: header or checksum", ErrSnapshotCorrupt)
+	}
+	r := reader{buf: body[5:]}
+	s := NewState(opts, r.uvarint())
+	s.checkpointID = r.uint64()
+	stored := make([]uint64, len(s.countFields()))
+	for i := range stored {
+		stored[i] = r.uvarint()
+	}
+	count := r.uvarint()
+	if r.err == nil && count > uint64(len(r.buf))/5 {
+		return nil, fmt.Errorf("%w: message count %d", ErrSnapshotCorrupt, count)
+	}
+	s.messages = make([]message, 0, count)
+	previous := uint64(0)
+	for i := uint64(0); i < count && r.err == nil; i++ {
+		m, err := decodeSnapshotMessage(&r, previous, i == 0)
+		if err != nil || m.offset >= s.next {
+			return nil, fmt.Errorf("%w: message %d", ErrSnapshotCorrupt, i)
+		}
+		s.restoreMessage(m)
+		previous = m.offset
+	}
+	if r.err != nil || len(r.buf) != 0 {
+		return nil, fmt.Errorf("%w: body", ErrSnapshotCorrupt)
+	}
+	for i, field := range s.countFields() {
+		if i < liveCountFields && *field != stored[i] {
+			return nil, fmt.Errorf("%w: live counts disagree with the messages", ErrSnapshotCorrupt)
+		}
+		*field = stored[i]
+	}
+	return s, nil
+}
+
+func decodeSnapshotMessage(r *reader, previous uint64, first bool) (message, error) {
+	delta := r.uvarint()
+	m := message{offset: previous + delta, status: status(r.byte())}
+	flags := r.byte()
+	m.delivered = flags&flagDelivered != 0
+	m.attempts = uint32(r.uvarint())
+	m.bytes = uint32(r.uvarint())
+	m.publishMs = int64(r.uvarint())
+	if m.status == statusDelayed || m.status == statusLeased {
+		m.timeMs = int64(r.uvarint())
+	}
+	if m.status == statusLeased {
+		m.holder = r.uvarint()
+	}
+	switch {
+	case r.err != nil:
+		return m, r.err
+	case delta == 0 && !first, m.offset < previous:
+		return m, errShortBuffer
+	case m.status < statusReady || m.status > statusDeadLettering || flags&^flagDelivered != 0:
+		return m, errShortBuffer
+	case m.publishMs < 0 || m.timeMs < 0:
+		return m, errShortBuffer
+	}
+	return m, nil
+}
+
+// restoreMessage appends a decoded message with its derived structures.
+func (s *State) restoreMessage(m message) {
+	s.messages = append(s.messages, m)
+	switch m.status {
+	case statusReady:
+		s.bits.add(m.offset, false)
+		s.counts.Ready++
+		s.counts.QueuedBytes += uint64(m.bytes)
+	case statusDelayed:
+		s.bits.add(m.offset, true)
+		s.dueTimers.push(m.timeMs, m.offset)
+		s.counts.Delayed++
+		s.counts.QueuedBytes += uint64(m.bytes)
+	case statusLeased:
+		s.leaseTimers.push(m.timeMs, m.offset)
+		s.counts.Leased++
+	case statusDeadLettering:
+		s.handoffs = append(s.handoffs, m.offset)
+		s.counts.DeadLettering++
+	}
+}
