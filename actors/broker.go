@@ -1,0 +1,303 @@
+package actors
+
+// Broker is one running node: the actor system, the supervision tree, the
+// client listener. cmd/fibril starts it, the HTTP endpoint reads it, and
+// the tests run it in process.
+//
+// Start order: open the data directory (locked against a second process),
+// spawn the tree, wait until every queue found on disk has been recovered
+// (opened, or recorded as failed), and only then accept clients, so a
+// client never sees a recovered queue as unknown.
+//
+// Close order: stop accepting; close every session (each gets a
+// shutting_down error frame); wait for their sockets; stop the queues
+// (each partition refuses what it still owes and closes its queue, which
+// flushes and syncs what is written); wait for every log to close.
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// stopTimeout bounds each stop step of Close.
+const stopTimeout = 10 * time.Second
+
+// Broker is a running node. Its methods are safe for concurrent use.
+type Broker struct {
+	core     *brokerCore
+	node     *actor.PID
+	listener net.Listener
+	unlock   func()
+
+	fatalOnce sync.Once
+	fatalErr  atomic.Pointer[error]
+	fatal     chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+	accepting sync.WaitGroup
+}
+
+// Health is the node's health as the HTTP endpoint reports it.
+type Health struct {
+	// OK is false when a queue is fenced or failed, or a fatal failure
+	// happened.
+	OK bool
+	// Fatal is the failure the node could not contain, if any; the process
+	// is stopping.
+	Fatal string
+	// Queues lists every queue that does not serve, with the reason.
+	Queues []QueueHealth
+	// Sessions is the number of open client sessions.
+	Sessions int64
+	// Restarts counts actor restarts since start.
+	Restarts uint64
+}
+
+// QueueHealth is one queue that does not serve.
+type QueueHealth struct {
+	Name  string
+	Error string
+}
+
+// Start starts a node and returns once it accepts clients.
+func Start(config Config) (*Broker, error) {
+	config, err := config.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := config.FS.MkdirAll(config.DataDir); err != nil {
+		return nil, fmt.Errorf("actors: data directory %s: %w", config.DataDir, err)
+	}
+	unlock, err := lockDataDir(config)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{unlock: unlock, fatal: make(chan struct{})}
+	if config.Fatal == nil {
+		config.Fatal = b.recordFatal
+	} else {
+		given := config.Fatal
+		config.Fatal = func(err error) { b.recordFatal(err); given(err) }
+	}
+	system := newActorSystem(config.Logger)
+	registry := NewRegistry(config.Clock)
+	metrics := newMetrics(registry.RestartsTotal)
+	b.core = newBrokerCore(config, system, registry, metrics)
+	if err := b.startTree(); err != nil {
+		b.shutdownTree()
+		unlock()
+		return nil, err
+	}
+	listener, err := net.Listen("tcp", config.ListenAddr)
+	if err != nil {
+		b.shutdownTree()
+		unlock()
+		return nil, fmt.Errorf("actors: listen on %s: %w", config.ListenAddr, err)
+	}
+	b.listener = listener
+	b.accepting.Add(1)
+	go b.acceptLoop()
+	config.Logger.Info("node serving", "listen", listener.Addr().String(), "data", config.DataDir,
+		"sync_interval", config.SyncInterval)
+	return b, nil
+}
+
+// startTree spawns the root actor and waits until the queues on disk are
+// recovered (or a fatal failure happens first).
+func (b *Broker) startTree() error {
+	core := b.core
+	// The manager's id is fixed by the tree; every session reads it.
+	core.queuesManager = actor.NewPID(core.system.Address(), "node/queues")
+	ready := make(chan error)
+	guardian := &fatalGuardian{fatal: core.config.Fatal, logger: core.logger}
+	props := core.registry.props("node", core.logger, func(entry *Entry) actor.Actor {
+		return &node{entry: entry, core: core, ready: ready}
+	}, actor.WithGuardian(guardian), actor.WithSupervisor(nodePolicy(core)))
+	pid, err := core.system.Root.SpawnNamed(props, "node")
+	if err != nil {
+		return fmt.Errorf("actors: spawn node: %w", err)
+	}
+	b.node = pid
+	select {
+	case <-ready:
+		return nil
+	case <-b.fatal:
+		return *b.fatalErr.Load()
+	}
+}
+
+func (b *Broker) recordFatal(err error) {
+	b.fatalOnce.Do(func() {
+		b.fatalErr.Store(&err)
+		b.core.logger.Error("fatal failure; the node stops", "err", err)
+		close(b.fatal)
+	})
+}
+
+func (b *Broker) acceptLoop() {
+	defer b.accepting.Done()
+	sessions := actor.NewPID(b.core.system.Address(), b.node.Id+"/sessions")
+	for {
+		conn, err := b.listener.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			b.core.logger.Warn("accept failed", "err", err)
+			time.Sleep(10 * time.Millisecond) // e.g. out of file descriptors: do not spin
+			continue
+		}
+		if tcp, ok := conn.(*net.TCPConn); ok {
+			_ = tcp.SetNoDelay(true)
+		}
+		b.core.system.Root.Send(sessions, acceptedConnection{conn: conn})
+	}
+}
+
+// Addr is the client listener's address.
+func (b *Broker) Addr() net.Addr { return b.listener.Addr() }
+
+// Config returns the configuration the node runs with (defaults applied).
+func (b *Broker) Config() Config { return b.core.config }
+
+// Registry returns the registry of live actors.
+func (b *Broker) Registry() *Registry { return b.core.registry }
+
+// Metrics returns the node's metrics.
+func (b *Broker) Metrics() *Metrics { return b.core.metrics }
+
+// Fatal is closed when a failure the node cannot contain happened;
+// FatalError then returns it. cmd/fibril exits non-zero.
+func (b *Broker) Fatal() <-chan struct{} { return b.fatal }
+
+// FatalError returns the fatal failure, or nil.
+func (b *Broker) FatalError() error {
+	if err := b.fatalErr.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// SyncInterval is the background sync interval in force.
+func (b *Broker) SyncInterval() time.Duration { return b.core.syncInterval() }
+
+// SetSyncInterval changes the background sync interval of every queue log,
+// live; 0 turns background sync off.
+func (b *Broker) SetSyncInterval(interval time.Duration) error {
+	if interval < 0 {
+		return fmt.Errorf("%w: negative sync interval %v", ErrInvalidConfig, interval)
+	}
+	b.core.syncIntervalNanos.Store(int64(interval))
+	b.core.system.Root.Send(b.core.queuesManager, setSyncInterval{interval: interval})
+	return nil
+}
+
+// Queues returns every queue's info, sorted by name. It asks each
+// partition and waits for the answers (at most a few seconds for a queue
+// that does not answer, which is then reported fenced).
+func (b *Broker) Queues() []wire.QueueInfo {
+	return gatherInfos(b.core.system, b.core.directory.snapshot())
+}
+
+// QueueInfo returns one queue's info.
+func (b *Broker) QueueInfo(name string) (wire.QueueInfo, bool) {
+	route, ok := b.core.directory.lookup(name)
+	if !ok {
+		return wire.QueueInfo{}, false
+	}
+	return gatherInfos(b.core.system, []queueRoute{route})[0], true
+}
+
+// injectedPanic makes the actor that receives it panic (fault injection).
+type injectedPanic struct{ reason string }
+
+// ErrNoSuchActor is returned by InjectPanic for a path no live actor has.
+var ErrNoSuchActor = errors.New("actors: no live actor at that path")
+
+// InjectPanic makes the partition or session actor at path (as the
+// registry lists it, e.g. "node/queues/orders/0") panic with reason, to
+// exercise supervision: a partition restarts and reopens its queue, a
+// session is stopped and its connection closed. Other kinds ignore it.
+func (b *Broker) InjectPanic(path, reason string) error {
+	if _, ok := b.core.registry.Lookup(path); !ok {
+		return fmt.Errorf("%w: %s", ErrNoSuchActor, path)
+	}
+	b.core.system.Root.Send(actor.NewPID(b.core.system.Address(), path), injectedPanic{reason: reason})
+	return nil
+}
+
+// Health reports fenced and failed queues and any fatal failure.
+func (b *Broker) Health() Health {
+	health := Health{
+		Sessions: b.core.metrics.sessionsOpen.Load(),
+		Restarts: b.core.registry.RestartsTotal(),
+	}
+	if err := b.FatalError(); err != nil {
+		health.Fatal = err.Error()
+	}
+	for _, info := range b.Queues() {
+		if info.Fenced {
+			health.Queues = append(health.Queues, QueueHealth{Name: info.Name, Error: info.FenceError})
+		}
+	}
+	health.OK = health.Fatal == "" && len(health.Queues) == 0
+	return health
+}
+
+// Close shuts the node down cleanly; see the file comment. It is safe to
+// call more than once and returns the first call's result.
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		_ = b.listener.Close()
+		b.accepting.Wait()
+		b.closeErr = b.shutdownTree()
+		b.unlock()
+		b.core.logger.Info("node stopped")
+	})
+	return b.closeErr
+}
+
+// shutdownTree closes sessions, then queues, then waits for storage.
+func (b *Broker) shutdownTree() error {
+	core := b.core
+	var errs []error
+	if b.node != nil {
+		sessions := actor.NewPID(core.system.Address(), b.node.Id+"/sessions")
+		if err := core.system.Root.StopFuture(sessions).Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("stop sessions: %w", err))
+		}
+		if !waitTimeout(&core.connections, stopTimeout) {
+			errs = append(errs, errors.New("client connections did not close in time"))
+		}
+		if err := core.system.Root.StopFuture(b.node).Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("stop node: %w", err))
+		}
+	}
+	core.storageClosers.Wait()
+	core.system.Shutdown()
+	return errors.Join(errs...)
+}
+
+// waitTimeout waits for group, at most timeout; it reports whether the
+// group finished.
+func waitTimeout(group *sync.WaitGroup, timeout time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		group.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}

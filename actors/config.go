@@ -1,0 +1,114 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fibrilmq/fibril/storage/vfs"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// Defaults of a single node started with no arguments.
+const (
+	DefaultDataDir      = "fibril-data"
+	DefaultListenAddr   = "127.0.0.1:7420"
+	DefaultHTTPAddr     = "127.0.0.1:7480"
+	DefaultSyncInterval = 100 * time.Millisecond
+	DefaultPrefetch     = 256
+	MaxPrefetch         = 65535
+	DefaultNodeID       = "standalone"
+)
+
+// Version is the server software version reported in hello-ok.
+const Version = "0.1.0"
+
+// BufferedWarning is the warning every buffered declare is answered with on
+// a single node.
+const BufferedWarning = "buffered queue on a single node: confirms and deliveries do not wait for fsync; " +
+	"one power loss or storage failure can lose recent confirmed messages (background sync usually " +
+	"bounds the window to the sync interval, but slow I/O or failures can extend it)"
+
+// Config is a broker's configuration. Start from DefaultConfig and change
+// what you need; Start validates it.
+type Config struct {
+	// DataDir holds every queue's directory.
+	DataDir string
+	// ListenAddr is the client listener's address ("127.0.0.1:0" picks a
+	// free port; Broker.Addr reports it).
+	ListenAddr string
+	// HTTPAddr is the debug/admin endpoint's address. The broker does not
+	// listen on it; it is kept here for the HTTP endpoint.
+	HTTPAddr string
+	// SyncInterval is the background sync target of every queue log; 0
+	// turns background sync off (the OS alone decides when written data
+	// reaches the disk). Live-settable with Broker.SetSyncInterval.
+	SyncInterval time.Duration
+	// NodeID is reported in hello-ok.
+	NodeID string
+	// AuthToken, when set, must be presented by every client's hello.
+	AuthToken string
+	// MaxBodyBytes is the largest frame body the node accepts (0 means
+	// wire.DefaultMaxBodyBytes).
+	MaxBodyBytes uint32
+	// FS is the filesystem every queue log goes through (nil means the
+	// real one). Tests pass a fault-injecting one.
+	FS vfs.FS
+	// SegmentBytes is the log segment size (0 means the log's default).
+	SegmentBytes int64
+	// Trace, when set, records every client frame while a recorder runs.
+	Trace *wire.TraceSwitch
+	// Logger receives the broker's log lines (nil means discard).
+	Logger *slog.Logger
+	// Clock is the broker's time source (nil means time.Now).
+	Clock func() time.Time
+	// Fatal is called, on its own goroutine, with a failure the node cannot
+	// contain. The default records it for Broker.Fatal; cmd/fibril then
+	// exits non-zero.
+	Fatal func(error)
+}
+
+// DefaultConfig returns the configuration of `fibril serve` with no flags.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:      DefaultDataDir,
+		ListenAddr:   DefaultListenAddr,
+		HTTPAddr:     DefaultHTTPAddr,
+		SyncInterval: DefaultSyncInterval,
+		NodeID:       DefaultNodeID,
+	}
+}
+
+// ErrInvalidConfig is returned by Start for a configuration it refuses.
+var ErrInvalidConfig = errors.New("actors: invalid configuration")
+
+// withDefaults fills the fields whose zero value means "default" and
+// checks the rest.
+func (c Config) withDefaults() (Config, error) {
+	if c.DataDir == "" {
+		return c, fmt.Errorf("%w: empty data directory", ErrInvalidConfig)
+	}
+	if c.ListenAddr == "" {
+		return c, fmt.Errorf("%w: empty listen address", ErrInvalidConfig)
+	}
+	if c.SyncInterval < 0 {
+		return c, fmt.Errorf("%w: negative sync interval %v", ErrInvalidConfig, c.SyncInterval)
+	}
+	if c.NodeID == "" {
+		c.NodeID = DefaultNodeID
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = wire.DefaultMaxBodyBytes
+	}
+	if c.FS == nil {
+		c.FS = vfs.OS
+	}
+	if c.Logger == nil {
+		c.Logger = discardLogger()
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	return c, nil
+}

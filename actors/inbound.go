@@ -1,0 +1,226 @@
+package actors
+
+// Inbound frames become these messages on the reader goroutine, so the
+// session actor receives typed requests and never parses bytes. A frame the
+// stream cannot survive (unknown tag, malformed or truncated body, a frame
+// only the node sends) ends the reader with connectionEnded; a declare whose
+// options are invalid is a request error and keeps the connection.
+//
+// A publish frame's body is copied once into memory the message owns (the
+// reader's buffer is reused for the next frame); every payload, message id
+// and header of the batch aliases that one copy, so a batch of n messages
+// costs one body-sized allocation, not n.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fibrilmq/fibril/storage/queue"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// errProtocolViolation marks a well-formed frame that is not allowed from a
+// client (a frame only nodes send, or only servers send).
+var errProtocolViolation = errors.New("actors: protocol violation")
+
+type inHello struct{ frame *wire.Hello }
+type inDeclare struct {
+	frame      *wire.Declare
+	optionsErr error // the options map was invalid; RequestID and Queue are set
+}
+type inPublish struct {
+	queue    string
+	seqs     []uint64
+	messages []queue.Message
+	bytes    int // payload bytes, for metrics
+}
+type inSubscribe struct{ frame *wire.Subscribe }
+type inUnsubscribe struct{ frame *wire.Unsubscribe }
+type inSettle struct {
+	kind           settleKind
+	subscriptionID uint64
+	tags           []uint64
+	requeue        bool          // nack only
+	delay          time.Duration // nack only; negative: the queue's default
+}
+type inQueueInfo struct{ frame *wire.GetQueueInfo }
+type inListQueues struct{ frame *wire.ListQueues }
+type inDeleteQueue struct{ frame *wire.DeleteQueue }
+type inPurgeQueue struct{ frame *wire.PurgeQueue }
+type inPing struct{ frame *wire.Ping }
+type inPong struct{ frame *wire.Pong }
+type inPeerError struct{ frame *wire.ErrorFrame }
+
+// connectionEnded says the reader stopped: the client closed the stream
+// (err is io.EOF), the socket failed, or a frame broke the stream.
+type connectionEnded struct {
+	err error
+	tag wire.Tag // the frame's tag when a frame broke the stream
+}
+
+// settleKind names the four ways a consumer settles a delivery.
+type settleKind uint8
+
+const (
+	settleAck settleKind = iota + 1
+	settleNack
+	settleRelease
+	settleDiscard
+)
+
+func (k settleKind) String() string {
+	switch k {
+	case settleAck:
+		return "ack"
+	case settleNack:
+		return "nack"
+	case settleRelease:
+		return "release"
+	case settleDiscard:
+		return "discard"
+	}
+	return fmt.Sprintf("settle(%d)", uint8(k))
+}
+
+// inboundDecoder belongs to one reader goroutine.
+type inboundDecoder struct {
+	publish wire.Publish // reused: its message slice grows once
+}
+
+func newInboundDecoder() *inboundDecoder { return &inboundDecoder{} }
+
+// decode turns one frame into a session message. credit is the number of
+// publishes the message carries (the reader waits for that much credit).
+func (d *inboundDecoder) decode(tag wire.Tag, body []byte) (message any, credit int, err error) {
+	switch tag {
+	case wire.TagPublish:
+		return d.decodePublish(body)
+	case wire.TagAck, wire.TagNack, wire.TagRelease, wire.TagDiscard:
+		message, err = decodeSettle(tag, body)
+		return message, 0, err
+	case wire.TagDeclare:
+		frame := new(wire.Declare)
+		if err := frame.Decode(body); err != nil {
+			if errors.Is(err, wire.ErrInvalidOptions) {
+				return inDeclare{frame: frame, optionsErr: err}, 0, nil
+			}
+			return nil, 0, err
+		}
+		return inDeclare{frame: frame}, 0, nil
+	}
+	message, err = decodeControl(tag, body)
+	return message, 0, err
+}
+
+func (d *inboundDecoder) decodePublish(body []byte) (any, int, error) {
+	owned := make([]byte, len(body))
+	copy(owned, body)
+	frame := &d.publish
+	if err := frame.Decode(owned); err != nil {
+		return nil, 0, err
+	}
+	batch := inPublish{
+		queue:    string(frame.Queue),
+		seqs:     make([]uint64, len(frame.Messages)),
+		messages: make([]queue.Message, len(frame.Messages)),
+	}
+	for i := range frame.Messages {
+		m := &frame.Messages[i]
+		batch.seqs[i] = m.Seq
+		batch.messages[i] = queue.Message{ID: string(m.MessageID), Payload: m.Payload}
+		if len(m.Headers) > 0 {
+			headers := make([]queue.Header, len(m.Headers))
+			for j, header := range m.Headers {
+				headers[j] = queue.Header{Key: string(header.Key), Value: string(header.Value)}
+			}
+			batch.messages[i].Headers = headers
+		}
+		batch.bytes += len(m.Payload)
+	}
+	// Drop the decoded frame's references into owned so the reused frame
+	// does not keep the batch alive.
+	for i := range frame.Messages {
+		frame.Messages[i] = wire.PublishMessage{Headers: frame.Messages[i].Headers[:0]}
+	}
+	return batch, len(batch.messages), nil
+}
+
+func decodeSettle(tag wire.Tag, body []byte) (any, error) {
+	switch tag {
+	case wire.TagNack:
+		frame := new(wire.Nack)
+		if err := frame.Decode(body); err != nil {
+			return nil, err
+		}
+		delay := time.Duration(frame.DelayMs) * time.Millisecond
+		if frame.DelayMs == 0 {
+			delay = -1 // the queue's redelivery delay
+		}
+		return inSettle{kind: settleNack, subscriptionID: frame.SubscriptionID, tags: frame.DeliveryTags,
+			requeue: frame.Requeue, delay: delay}, nil
+	}
+	var settle wire.Settle
+	var kind settleKind
+	switch tag {
+	case wire.TagAck:
+		frame := new(wire.Ack)
+		err := frame.Decode(body)
+		settle, kind = frame.Settle, settleAck
+		if err != nil {
+			return nil, err
+		}
+	case wire.TagRelease:
+		frame := new(wire.Release)
+		err := frame.Decode(body)
+		settle, kind = frame.Settle, settleRelease
+		if err != nil {
+			return nil, err
+		}
+	default:
+		frame := new(wire.Discard)
+		err := frame.Decode(body)
+		settle, kind = frame.Settle, settleDiscard
+		if err != nil {
+			return nil, err
+		}
+	}
+	return inSettle{kind: kind, subscriptionID: settle.SubscriptionID, tags: settle.DeliveryTags}, nil
+}
+
+// decodeControl decodes the request frames that are not on the hot path.
+func decodeControl(tag wire.Tag, body []byte) (any, error) {
+	if !tag.Known() {
+		return nil, &wire.FrameError{Tag: tag, Err: wire.ErrUnknownFrame}
+	}
+	frame := wire.NewFrame(tag)
+	var message any
+	switch f := frame.(type) {
+	case *wire.Hello:
+		message = inHello{frame: f}
+	case *wire.Subscribe:
+		message = inSubscribe{frame: f}
+	case *wire.Unsubscribe:
+		message = inUnsubscribe{frame: f}
+	case *wire.GetQueueInfo:
+		message = inQueueInfo{frame: f}
+	case *wire.ListQueues:
+		message = inListQueues{frame: f}
+	case *wire.DeleteQueue:
+		message = inDeleteQueue{frame: f}
+	case *wire.PurgeQueue:
+		message = inPurgeQueue{frame: f}
+	case *wire.Ping:
+		message = inPing{frame: f}
+	case *wire.Pong:
+		message = inPong{frame: f}
+	case *wire.ErrorFrame:
+		message = inPeerError{frame: f}
+	default:
+		return nil, fmt.Errorf("%w: a client may not send %s (%s)", errProtocolViolation, tag, tag.Name())
+	}
+	if err := frame.Decode(body); err != nil {
+		return nil, err
+	}
+	return message, nil
+}

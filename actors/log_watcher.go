@@ -1,0 +1,97 @@
+package actors
+
+// The log actor ("log" under a partition) watches its partition's log: a
+// goroutine waits on the log's durable-frontier watch (which also wakes on
+// a latch or close) and sends the actor a message; the actor reads the
+// log's status, publishes the durable lag (written records and bytes not
+// yet fsynced) to the metrics and its registry summary, and tells the
+// partition at once when the log has latched, so a failed background sync
+// fences the queue even when no append is in flight to notice it.
+//
+// It needs the log handle, so it runs only when the queue exposes it (see
+// syncControlOf); without it the partition refreshes the same metrics from
+// queue info on a timer (partition.statusTick).
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/storage/log"
+)
+
+// logStatusSource is what the log actor reads; *log.Log implements it.
+type logStatusSource interface {
+	Watch(kind log.FrontierKind) *log.Watch
+	Status() log.Status
+}
+
+// frontierMoved is sent by the watch goroutine.
+type frontierMoved struct{}
+
+// logLatched tells the partition its log refuses appends.
+type logLatched struct{ err error }
+
+type logWatcher struct {
+	entry     *Entry
+	source    logStatusSource
+	partition *actor.PID
+	metrics   *queueMetrics
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	reported bool
+}
+
+func newLogWatcher(entry *Entry, source logStatusSource, partition *actor.PID, metrics *queueMetrics) *logWatcher {
+	return &logWatcher{entry: entry, source: source, partition: partition, metrics: metrics}
+}
+
+func (w *logWatcher) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		w.startWatching(ctx)
+		w.refresh(ctx)
+	case frontierMoved:
+		w.refresh(ctx)
+	case *actor.Stopping, *actor.Restarting:
+		w.stopOnce.Do(func() { close(w.stop) })
+	}
+}
+
+func (w *logWatcher) startWatching(ctx actor.Context) {
+	w.stop = make(chan struct{})
+	w.stopOnce = sync.Once{}
+	watch := w.source.Watch(log.FrontierDurable)
+	self, system, stop := ctx.Self(), ctx.ActorSystem(), w.stop
+	go func() {
+		defer watch.Close()
+		for {
+			select {
+			case <-watch.C():
+				system.Root.Send(self, frontierMoved{})
+			case <-stop:
+				return
+			}
+		}
+	}()
+}
+
+// refresh publishes the log's status and reports a latch once.
+func (w *logWatcher) refresh(ctx actor.Context) {
+	status := w.source.Status()
+	w.metrics.durableLagRecord.Store(status.DurableLagRecords)
+	w.metrics.durableLagBytes.Store(uint64(max(status.DurableLagBytes, 0)))
+	w.metrics.latched.Store(status.Latched)
+	summary := fmt.Sprintf("written=%d durable=%d lag=%d records/%d bytes sync_pending=%v",
+		status.Frontiers.Written, status.Frontiers.Durable, status.DurableLagRecords, status.DurableLagBytes,
+		status.SyncPending)
+	if status.Latched {
+		summary = fmt.Sprintf("latched: %v; %s", status.LastError, summary)
+		if !w.reported {
+			w.reported = true
+			ctx.Send(w.partition, logLatched{err: fmt.Errorf("log latched: %w", status.LastError)})
+		}
+	}
+	w.entry.SetSummary(summary)
+}

@@ -1,0 +1,177 @@
+package actors
+
+// Messages between actors. Each is sent with Send (never a blocking
+// request) and answered, when it needs an answer, by a message to the PID
+// it names. Slices in a message belong to the receiver once sent.
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/storage/queue"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// requestFailure is the error a request answers with: a wire code and a
+// message for people. The zero value means success.
+type requestFailure struct {
+	code    wire.Code
+	message string
+}
+
+func (f requestFailure) failed() bool { return f.code != 0 }
+
+func (f requestFailure) frame(requestID uint64) *wire.ErrorFrame {
+	return &wire.ErrorFrame{RequestID: requestID, Code: f.code, Message: f.message}
+}
+
+// --- session → queues manager, and back ---
+
+type declareRequest struct {
+	replyTo   *actor.PID
+	requestID uint64
+	name      string
+	options   wire.QueueOptions
+	mode      wire.Mode
+	modeNamed bool // the declare carried a mode byte: answer FDK2
+}
+
+type declareResult struct {
+	requestID uint64
+	created   bool
+	mode      wire.Mode
+	modeNamed bool
+	warnings  []string
+	failure   requestFailure
+}
+
+type deleteRequest struct {
+	replyTo   *actor.PID
+	requestID uint64
+	name      string
+}
+
+type deleteResult struct {
+	requestID uint64
+	removed   uint64
+	failure   requestFailure
+}
+
+type listRequest struct {
+	replyTo   *actor.PID
+	requestID uint64
+	prefix    string
+	after     string
+	limit     int
+}
+
+type listResult struct {
+	requestID uint64
+	more      bool
+	queues    []wire.QueueInfo
+}
+
+// --- session → partition (hot path), and back ---
+
+// publishBatch is one publish frame's messages for one partition.
+type publishBatch struct {
+	replyTo  *actor.PID
+	batchID  uint64 // the session's id for the batch; the result names it
+	messages []queue.Message
+	bytes    int
+}
+
+// publishResult answers a batch: messages [0, confirmed) are confirmed at
+// boundary, the rest (if any) are rejected with failure.
+type publishResult struct {
+	batchID   uint64
+	confirmed int
+	boundary  wire.Boundary
+	failure   requestFailure
+}
+
+type subscribeRequest struct {
+	replyTo        *actor.PID
+	requestID      uint64
+	subscriptionID uint64
+	prefetch       uint32
+	maxFrameBytes  uint32 // the client's body limit, for splitting deliveries
+}
+
+type subscribeResult struct {
+	requestID      uint64
+	subscriptionID uint64
+	prefetch       uint32
+	failure        requestFailure
+}
+
+type unsubscribeRequest struct {
+	replyTo        *actor.PID
+	requestID      uint64
+	subscriptionID uint64
+}
+
+type unsubscribeResult struct {
+	requestID      uint64
+	subscriptionID uint64
+	released       uint64
+	failure        requestFailure
+}
+
+// deliverBatch carries deliveries for one subscription; the session wraps
+// them in a deliver frame as they are.
+type deliverBatch struct {
+	subscriptionID uint64
+	deliveries     []wire.Delivery
+}
+
+type settleRequest struct {
+	replyTo        *actor.PID
+	subscriptionID uint64
+	kind           settleKind
+	tags           []uint64
+	requeue        bool
+	delay          time.Duration // nack: negative means the queue's default
+}
+
+// settleFailed reports tags a settle could not apply.
+type settleFailed struct {
+	subscriptionID uint64
+	tags           []uint64
+	failure        requestFailure
+}
+
+// subscriptionEnded tells a session the partition ended one of its
+// subscriptions (queue deleted or fenced).
+type subscriptionEnded struct {
+	subscriptionID uint64
+	failure        requestFailure
+}
+
+// partitionNotice is an informational error for the sessions that use a
+// partition (it restarted after a failure).
+type partitionNotice struct {
+	queue   string
+	failure requestFailure
+}
+
+type infoRequest struct {
+	replyTo   *actor.PID // nil: respond to the request's future
+	requestID uint64
+}
+
+type infoResult struct {
+	requestID uint64
+	info      wire.QueueInfo
+}
+
+type purgeRequest struct {
+	replyTo   *actor.PID
+	requestID uint64
+}
+
+type purgeResult struct {
+	requestID uint64
+	removed   uint64
+	failure   requestFailure
+}

@@ -1,0 +1,108 @@
+package actors
+
+// The root actor and the sessions supervisor.
+//
+// node spawns the two top-level supervisors, "queues" (queues.go) and
+// "sessions", and supervises them with the node policy: a failure restarts
+// the child (the queues manager then recovers every queue from disk again);
+// more than nodeRestartsMax within a minute escalates, which reaches the
+// fatal guardian and stops the process with a non-zero exit.
+//
+// sessions spawns one session actor per accepted connection and never
+// restarts them: a failed session is stopped, which closes its connection
+// with an error frame, and the partitions it used release what it held
+// (they watch it).
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// nodeRestartsMax is the restart budget of each top-level supervisor.
+const nodeRestartsMax = 3
+
+type node struct {
+	entry *Entry
+	core  *brokerCore
+	ready chan<- error
+}
+
+func (n *node) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		n.spawnChildren(ctx)
+		n.entry.SetSummary(fmt.Sprintf("node %s, incarnation %016x", n.core.config.NodeID, n.core.incarnation))
+	}
+}
+
+func (n *node) spawnChildren(ctx actor.Context) {
+	core := n.core
+	// Sessions first: the queues manager signals readiness, after which
+	// the listener hands connections to the sessions supervisor.
+	sessions := core.registry.props("sessions", core.logger, func(entry *Entry) actor.Actor {
+		return &sessionsSupervisor{entry: entry, core: core}
+	}, actor.WithSupervisor(&failurePolicy{
+		level: "sessions", maxRestarts: 0, window: time.Minute, decide: alwaysStop,
+		exhausted: actor.StopDirective, logger: core.logger,
+	}))
+	if _, err := ctx.SpawnNamed(sessions, "sessions"); err != nil {
+		panic(fmt.Errorf("actors: spawn sessions supervisor: %w: %w", err, ErrFatal))
+	}
+	managerPID := core.queuesManager
+	ready := n.ready
+	n.ready = nil // a restarted manager recovers again but nobody waits for it
+	queues := core.registry.props("queues", core.logger, func(entry *Entry) actor.Actor {
+		return newQueuesManager(entry, core, ready)
+	}, actor.WithSupervisor(partitionPolicy(core, func() *actor.PID { return managerPID })))
+	if _, err := ctx.SpawnNamed(queues, "queues"); err != nil {
+		panic(fmt.Errorf("actors: spawn queues manager: %w: %w", err, ErrFatal))
+	}
+}
+
+// nodePolicy supervises the top-level supervisors.
+func nodePolicy(core *brokerCore) *failurePolicy {
+	return &failurePolicy{
+		level: "node", maxRestarts: nodeRestartsMax, window: time.Minute,
+		decide: alwaysRestart, exhausted: actor.EscalateDirective, logger: core.logger,
+	}
+}
+
+// acceptedConnection hands an accepted socket to the sessions supervisor.
+type acceptedConnection struct{ conn net.Conn }
+
+// sessionDispatcher runs a session's mailbox on the goroutine of whoever
+// sends to it (its reader goroutine, or a partition answering it) instead
+// of waking a goroutine per batch: a session's Receive never blocks (it
+// only routes messages and pushes frames to its outbox), so this saves a
+// goroutine handoff on each side of the hot path. The mailbox still runs
+// one message at a time.
+var sessionDispatcher = actor.NewSynchronizedDispatcher(300)
+
+type sessionsSupervisor struct {
+	entry *Entry
+	core  *brokerCore
+	count uint64
+}
+
+func (s *sessionsSupervisor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case acceptedConnection:
+		s.count++
+		number := s.count
+		conn := newConnection(number, msg.conn, ctx.ActorSystem(), s.core.config.MaxBodyBytes, s.core.config.Trace)
+		props := s.core.registry.props("session", s.core.logger, func(entry *Entry) actor.Actor {
+			return newSession(entry, s.core, conn, number)
+		}, actor.WithDispatcher(sessionDispatcher))
+		if _, err := ctx.SpawnNamed(props, strconv.FormatUint(number, 10)); err != nil {
+			s.core.logger.Error("could not start a session", "err", err)
+			conn.closeAfter(&wire.ErrorFrame{Code: wire.CodeInternal, Message: "the node could not start a session"})
+			conn.closeNow()
+		}
+	}
+	s.entry.SetSummary(fmt.Sprintf("sessions=%d accepted=%d", len(ctx.Children()), s.count))
+}

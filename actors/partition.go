@@ -1,0 +1,612 @@
+package actors
+
+// The partition actor owns one queue partition's storage/queue state and
+// serializes every change to it. It is a thin shell: publishes, leases and
+// settles become calls on *queue.Queue; append completions (log goroutines
+// call the queue's notify function) become an appendsDone message, and the
+// Advance that follows turns into confirms, deliveries and dead-letter
+// handoffs sent to the actors that wait for them.
+//
+// Lifecycle, in states:
+//
+//	opening  the queue is being opened (recovery runs on its own goroutine;
+//	         Receive never blocks on it). Requests wait in a bounded list.
+//	open     serving.
+//	fenced   a storage failure latched the log. Publishes, subscribes and
+//	         settles are refused with code fenced and the reason; the queue
+//	         stays fenced until the node restarts (the reopen carries out the
+//	         log's pending cut). Other queues are unaffected.
+//
+// Supervision: a panic restarts the partition (policy in queues.go). The
+// failing instance, on Restarting, refuses its unconfirmed publishes
+// (their outcome is unknown: they may have reached the log) and closes the
+// queue on a goroutine; the new instance waits for that close, reopens the
+// queue (which recovers from the log and returns every held lease with an
+// attempt counted) and keeps the subscriptions, whose held tags are now
+// stale. Every session involved gets an error frame saying so.
+//
+// What survives a restart lives in partitionHome, owned by whichever
+// instance is current (never two at once: the library runs a restart on the
+// actor's own mailbox goroutine).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/storage/log"
+	"github.com/fibrilmq/fibril/storage/queue"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+type partitionState uint8
+
+const (
+	partitionOpening partitionState = iota + 1
+	partitionOpen
+	partitionFenced
+)
+
+func (s partitionState) String() string {
+	switch s {
+	case partitionOpening:
+		return "opening"
+	case partitionOpen:
+		return "open"
+	case partitionFenced:
+		return "fenced"
+	}
+	return "?"
+}
+
+// openWaitingMax bounds the requests a partition holds while opening.
+const openWaitingMax = 1 << 14
+
+// partitionHome is the part of a partition that survives its restarts.
+type partitionHome struct {
+	name        string
+	dir         string
+	options     queue.Options     // declared, defaults applied
+	declared    wire.QueueOptions // as the first declare named them, for info
+	manager     *actor.PID
+	subscribers *subscriptionSet
+}
+
+// partition is one instance of the partition actor.
+type partition struct {
+	entry   *Entry
+	core    *brokerCore
+	home    *partitionHome
+	metrics *queueMetrics
+
+	state    partitionState
+	fenceErr error
+	q        *queue.Queue
+	opening  *openAttempt // the open in flight, while opening
+	syncPID  *actor.PID   // the sync scheduler, when the queue exposes its log's sync controls
+	// syncInterval is the background sync interval this queue's log runs
+	// with: set at open, changed live only through the sync scheduler.
+	syncInterval time.Duration
+	waiting      []any // requests received while opening
+	notified     *atomic.Bool
+
+	tickets   map[queue.Ticket]pendingPublish // publishes appended, not yet confirmed
+	busy      []publishBatch                  // publishes refused with ErrBusy, retried after Advance
+	purges    map[queue.Ticket]pendingPurge
+	handoffs  map[uint64]queue.DeadLetter // dead letters sent to their queue, by offset
+	deadline  deadlineTimer
+	dispatchN uint64 // round-robin start for competing consumers
+
+	deadLetterBatches   map[uint64]deadLetterBatch // copies this partition published as a dead-letter queue
+	nextDeadLetterBatch uint64
+	handoffRetry        bool // a retryHandoffs timer is armed
+
+	checkpointing        bool
+	appliedSinceSnapshot uint64
+
+	deleteFiles bool // the queue is being deleted: remove its files once closed
+	statusTimer *time.Timer
+}
+
+type pendingPublish struct {
+	replyTo *actor.PID
+	batchID uint64
+	count   int
+	bytes   int
+	start   time.Time
+}
+
+type pendingPurge struct {
+	replyTo   *actor.PID
+	requestID uint64
+	removed   uint64
+}
+
+// openAttempt is one queue.Open running on its own goroutine. Whoever
+// abandons it (an instance that restarts or stops while opening) closes
+// what it opened once done is closed.
+type openAttempt struct {
+	done chan struct{} // closed when Open returned
+	q    *queue.Queue
+	err  error
+}
+
+// Messages the partition sends itself.
+type (
+	queueOpened     struct{ attempt *openAttempt }
+	appendsDone     struct{}
+	deadlineReached struct{ generation uint64 }
+	checkpointRan   struct {
+		task *queue.CheckpointTask
+		err  error
+	}
+	retryHandoffs struct{}
+	sessionEnded  struct{ session *actor.PID }
+)
+
+func newPartition(entry *Entry, core *brokerCore, home *partitionHome) *partition {
+	return &partition{
+		entry: entry, core: core, home: home,
+		metrics:  core.metrics.forQueue(home.name, boundaryOf(home.options.Mode).String()),
+		tickets:  make(map[queue.Ticket]pendingPublish),
+		purges:   make(map[queue.Ticket]pendingPurge),
+		handoffs: make(map[uint64]queue.DeadLetter),
+		notified: new(atomic.Bool),
+	}
+}
+
+func (p *partition) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		p.becomeOpening(ctx)
+	case queueOpened:
+		if msg.attempt == p.opening {
+			p.opened(ctx, msg.attempt)
+		}
+	case *actor.Restarting:
+		p.restarting(ctx)
+	case *actor.Stopping:
+		p.stopping(ctx)
+	case *actor.Terminated:
+		// A system message overtakes the user messages the session sent
+		// before it stopped (its last settles): handle the end after them.
+		ctx.Send(ctx.Self(), sessionEnded{session: msg.Who})
+	case sessionEnded:
+		p.sessionGone(ctx, msg.session)
+	case *actor.Stopped:
+	case injectedPanic:
+		panic(fmt.Errorf("injected panic in partition %s: %s", p.home.name, msg.reason))
+	case infoRequest:
+		p.info(ctx, msg) // answered in every state: a request future waits for it
+	default:
+		if p.state == partitionOpening {
+			p.hold(ctx, msg)
+			return
+		}
+		p.receiveServing(ctx, msg)
+	}
+}
+
+// hold keeps a request until the queue is open.
+func (p *partition) hold(ctx actor.Context, message any) {
+	if len(p.waiting) >= openWaitingMax {
+		p.refuse(ctx, message, requestFailure{code: wire.CodeUnavailable,
+			message: fmt.Sprintf("queue %q is still opening; retry shortly", p.home.name)})
+		return
+	}
+	p.waiting = append(p.waiting, message)
+}
+
+func (p *partition) receiveServing(ctx actor.Context, message any) {
+	switch msg := message.(type) {
+	case publishBatch:
+		p.publish(ctx, msg)
+	case appendsDone:
+		p.notified.Store(false)
+		p.advance(ctx)
+	case settleRequest:
+		p.settle(ctx, msg)
+	case subscribeRequest:
+		p.subscribe(ctx, msg)
+	case unsubscribeRequest:
+		p.unsubscribe(ctx, msg)
+	case deadlineReached:
+		p.deadlineReached(ctx, msg)
+	case purgeRequest:
+		p.purge(ctx, msg)
+	case deadLetterPublish:
+		p.publishDeadLetters(ctx, msg)
+	case deadLettersTaken:
+		p.deadLettersTaken(ctx, msg)
+	case deadLettersRefused:
+		p.deadLettersRefused(ctx, msg)
+	case retryHandoffs:
+		p.resendHandoffs(ctx)
+	case checkpointRan:
+		p.checkpointRan(ctx, msg)
+	case prepareDelete:
+		p.prepareDelete(ctx)
+	case logLatched:
+		p.becomeFenced(ctx, msg.err)
+	case statusTick:
+		if p.state == partitionOpen {
+			p.queueInfo() // refreshes the lag gauges
+			p.armStatusTick(ctx)
+		}
+	case setSyncInterval:
+		if p.syncPID != nil {
+			p.syncInterval = msg.interval
+			ctx.Send(p.syncPID, msg)
+		}
+	default:
+		p.core.logger.Error("partition got an unexpected message", "queue", p.home.name,
+			"type", fmt.Sprintf("%T", message))
+	}
+}
+
+// becomeOpening starts opening the queue on its own goroutine.
+func (p *partition) becomeOpening(ctx actor.Context) {
+	p.state = partitionOpening
+	p.publishSummary()
+	self, system := ctx.Self(), ctx.ActorSystem()
+	dir, options, logOptions := p.home.dir, p.home.options, p.logOptions()
+	p.syncInterval = logOptions.SyncInterval
+	clock := p.core.config.Clock
+	previous := p.core.closing.pending(dir) // a close of this directory still running
+	attempt := &openAttempt{done: make(chan struct{})}
+	p.opening = attempt
+	p.core.storageClosers.Add(1) // an open in flight must finish before Close returns
+	go func() {
+		defer p.core.storageClosers.Done()
+		for _, closing := range previous {
+			<-closing
+		}
+		attempt.q, attempt.err = queue.Open(dir, options, logOptions, queue.Clock(clock))
+		close(attempt.done)
+		system.Root.Send(self, queueOpened{attempt: attempt})
+	}()
+}
+
+// logOptions are the options every queue log opens with.
+func (p *partition) logOptions() log.Options {
+	options := log.DefaultOptions()
+	options.FS = p.core.config.FS
+	options.SegmentBytes = p.core.config.SegmentBytes
+	options.SyncInterval = p.core.syncInterval()
+	options.ExternalTicks = queueExposesSyncControl
+	options.Clock = p.core.config.Clock
+	options.Logger = p.core.logger
+	options.MaxRecordBytes = int(p.core.config.MaxBodyBytes) + deliverFrameSlackBytes
+	return options
+}
+
+func (p *partition) opened(ctx actor.Context, attempt *openAttempt) {
+	p.opening = nil
+	if attempt.err != nil {
+		p.core.logger.Error("queue failed to open", "queue", p.home.name, "err", attempt.err)
+		p.becomeFenced(ctx, fmt.Errorf("open: %w", attempt.err))
+		ctx.Send(p.home.manager, partitionOpenFailed{name: p.home.name, err: attempt.err})
+		p.drainWaiting(ctx)
+		return
+	}
+	p.q = attempt.q
+	p.state = partitionOpen
+	notified, self, system := p.notified, ctx.Self(), ctx.ActorSystem()
+	p.q.SetNotify(func() {
+		if notified.CompareAndSwap(false, true) {
+			system.Root.Send(self, appendsDone{})
+		}
+	})
+	p.spawnStorageActors(ctx)
+	if recovery := p.q.Recovery(); recovery.ExpiredLeases > 0 || p.home.subscribers.len() > 0 {
+		p.core.logger.Info("queue opened", "queue", p.home.name, "log_end", recovery.LogEnd,
+			"expired_leases", recovery.ExpiredLeases, "replayed", recovery.Replayed)
+	}
+	p.drainWaiting(ctx)
+	p.advance(ctx)
+	p.publishSummary()
+	ctx.Send(p.home.manager, partitionReady{name: p.home.name, pid: ctx.Self()})
+}
+
+// drainWaiting handles the requests held while opening, in order.
+func (p *partition) drainWaiting(ctx actor.Context) {
+	waiting := p.waiting
+	p.waiting = nil
+	for _, message := range waiting {
+		p.receiveServing(ctx, message)
+	}
+}
+
+// spawnStorageActors starts the log actor and the sync scheduler when the
+// queue exposes its log; otherwise the partition refreshes the log's
+// metrics itself on a timer.
+func (p *partition) spawnStorageActors(ctx actor.Context) {
+	if source, ok := logOf(p.q); ok {
+		self, metrics := ctx.Self(), p.metrics
+		props := p.core.registry.props("log", p.core.logger, func(entry *Entry) actor.Actor {
+			return newLogWatcher(entry, source, self, metrics)
+		})
+		if _, err := ctx.SpawnNamed(props, "log"); err != nil {
+			panic(fmt.Errorf("actors: spawn log actor of %s: %w", p.home.name, err))
+		}
+	} else {
+		p.armStatusTick(ctx)
+	}
+	control, ok := syncControlOf(p.q)
+	if !ok {
+		return
+	}
+	interval, clock := p.syncInterval, p.core.config.Clock
+	props := p.core.registry.props("sync", p.core.logger, func(entry *Entry) actor.Actor {
+		return newSyncScheduler(entry, control, interval, clock)
+	})
+	pid, err := ctx.SpawnNamed(props, "sync")
+	if err != nil {
+		panic(fmt.Errorf("actors: spawn sync scheduler of %s: %w", p.home.name, err))
+	}
+	p.syncPID = pid
+}
+
+// becomeFenced stops serving after a storage failure.
+func (p *partition) becomeFenced(ctx actor.Context, cause error) {
+	if p.state == partitionFenced {
+		return
+	}
+	p.state = partitionFenced
+	p.fenceErr = cause
+	if errors.Is(cause, queue.ErrFenced) || errors.Is(cause, log.ErrLatched) {
+		p.metrics.latched.Store(true)
+	}
+	p.core.metrics.fencedQueues.Add(1)
+	p.core.logger.Error("queue fenced", "queue", p.home.name, "err", cause)
+	failure := p.fencedFailure()
+	p.refuseOwed(ctx, failure)
+	p.home.subscribers.endAll(ctx, failure)
+	p.deadline.stop()
+	p.publishSummary()
+}
+
+func (p *partition) fencedFailure() requestFailure {
+	return requestFailure{code: wire.CodeFenced,
+		message: fmt.Sprintf("queue %q is fenced after a storage failure: %v", p.home.name, p.fenceErr)}
+}
+
+// restarting runs on the failed instance: answer what it owed, keep the
+// subscriptions for the next instance, and close the queue off the mailbox.
+func (p *partition) restarting(ctx actor.Context) {
+	p.metrics.restarts.Inc()
+	failure := requestFailure{code: wire.CodeInternal, message: fmt.Sprintf(
+		"queue %q restarted after an internal failure before confirming this publish; it may have been stored: "+
+			"publish again if needed (consumers deduplicate on message id)", p.home.name)}
+	p.refuseOwed(ctx, failure)
+	p.home.subscribers.forgetHeld()
+	notice := partitionNotice{queue: p.home.name, failure: requestFailure{code: wire.CodeInternal,
+		message: "the queue restarted after an internal failure; held deliveries are stale and will be delivered again"}}
+	p.home.subscribers.notifySessions(ctx, notice)
+	if p.state == partitionFenced {
+		p.core.metrics.fencedQueues.Add(-1)
+	}
+	p.stopStatusTick()
+	p.closeQueueAsync(true)
+}
+
+// stopping runs when the queue is deleted or the node shuts down.
+func (p *partition) stopping(ctx actor.Context) {
+	failure := requestFailure{code: wire.CodeUnknownQueue,
+		message: fmt.Sprintf("queue %q stopped (deleted, or the node is shutting down)", p.home.name)}
+	p.refuseOwed(ctx, failure)
+	p.home.subscribers.endAll(ctx, failure)
+	if p.state == partitionFenced {
+		p.core.metrics.fencedQueues.Add(-1)
+	}
+	p.stopStatusTick()
+	p.closeQueueAsync(false)
+}
+
+// refuseOwed answers every publish and purge this instance still owes.
+func (p *partition) refuseOwed(ctx actor.Context, failure requestFailure) {
+	for ticket, pending := range p.tickets {
+		delete(p.tickets, ticket)
+		p.metrics.rejects.Add(pending.count)
+		if pending.replyTo != nil {
+			ctx.Send(pending.replyTo, publishResult{batchID: pending.batchID, failure: failure})
+		} else if batch, ok := p.deadLetterBatches[pending.batchID]; ok {
+			delete(p.deadLetterBatches, pending.batchID)
+			ctx.Send(batch.source, deadLettersRefused{offsets: batch.offsets, failure: failure})
+		}
+	}
+	for _, batch := range p.busy {
+		ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: failure})
+	}
+	p.busy = nil
+	for _, message := range p.waiting {
+		p.refuse(ctx, message, failure)
+	}
+	p.waiting = nil
+	for ticket, purge := range p.purges {
+		delete(p.purges, ticket)
+		ctx.Send(purge.replyTo, purgeResult{requestID: purge.requestID, failure: failure})
+	}
+	p.deadline.stop()
+}
+
+// closeQueueAsync closes the queue on a goroutine (Close flushes and syncs,
+// which is I/O). Whatever opens the same directory next (the restarted
+// instance, or a partition of a restarted manager) waits for it through
+// core.closing.
+// An open still in flight is waited for and what it opened closed.
+func (p *partition) closeQueueAsync(forRestart bool) {
+	q, attempt := p.q, p.opening
+	p.q, p.opening = nil, nil
+	closed := p.core.closing.begin(p.home.dir)
+	name, logger, core, manager, dir := p.home.name, p.core.logger, p.core, p.home.manager, p.home.dir
+	deleteFiles := p.deleteFiles && !forRestart
+	p.core.storageClosers.Add(1)
+	go func() {
+		defer p.core.storageClosers.Done()
+		defer core.closing.end(dir, closed)
+		if attempt != nil {
+			<-attempt.done
+			q = attempt.q
+		}
+		if q != nil {
+			if err := q.Close(); err != nil && !errors.Is(err, queue.ErrClosed) {
+				logger.Warn("queue close reported an error", "queue", name, "err", err)
+			}
+		}
+		if deleteFiles {
+			err := removeQueueFiles(core.config.FS, core.config.DataDir, name, core.newID())
+			core.system.Root.Send(manager, partitionDeleted{name: name, err: err})
+		}
+	}()
+}
+
+// prepareDelete counts what the delete removes and marks the files for
+// removal once the queue is closed; the manager stops the partition next.
+func (p *partition) prepareDelete(ctx actor.Context) {
+	p.deleteFiles = true
+	var removed uint64
+	if p.q != nil {
+		counts := p.q.Info().Counts
+		removed = counts.Ready + counts.Leased + counts.Delayed + counts.DeadLettering
+	}
+	ctx.Send(p.home.manager, deletePrepared{name: p.home.name, removed: removed})
+}
+
+func (p *partition) stopStatusTick() {
+	if p.statusTimer != nil {
+		p.statusTimer.Stop()
+		p.statusTimer = nil
+	}
+}
+
+// refuse answers a request the partition cannot serve.
+func (p *partition) refuse(ctx actor.Context, message any, failure requestFailure) {
+	switch msg := message.(type) {
+	case publishBatch:
+		ctx.Send(msg.replyTo, publishResult{batchID: msg.batchID, failure: failure})
+	case subscribeRequest:
+		ctx.Send(msg.replyTo, subscribeResult{requestID: msg.requestID, subscriptionID: msg.subscriptionID, failure: failure})
+	case unsubscribeRequest:
+		ctx.Send(msg.replyTo, unsubscribeResult{requestID: msg.requestID, subscriptionID: msg.subscriptionID, failure: failure})
+	case settleRequest:
+		ctx.Send(msg.replyTo, settleFailed{subscriptionID: msg.subscriptionID, tags: msg.tags, failure: failure})
+	case purgeRequest:
+		ctx.Send(msg.replyTo, purgeResult{requestID: msg.requestID, failure: failure})
+	case deadLetterPublish:
+		ctx.Send(msg.source, deadLettersRefused{offsets: msg.offsets(), failure: failure})
+	}
+}
+
+// failureOf maps a queue error to the failure a client is told.
+func (p *partition) failureOf(err error) requestFailure {
+	switch {
+	case errors.Is(err, queue.ErrFenced):
+		return p.fencedFailure()
+	case errors.Is(err, queue.ErrQueueFull):
+		return requestFailure{code: wire.CodeLimitReached, message: err.Error()}
+	case errors.Is(err, log.ErrTooLarge):
+		return requestFailure{code: wire.CodeInvalidRequest, message: "a message is larger than the node stores: " + err.Error()}
+	case errors.Is(err, queue.ErrNotLeased), errors.Is(err, queue.ErrWrongHolder), errors.Is(err, queue.ErrSettlePending):
+		return requestFailure{code: wire.CodeUnknownDeliveryTag, message: err.Error()}
+	}
+	return requestFailure{code: wire.CodeInternal, message: fmt.Sprintf("queue %q: %v", p.home.name, err)}
+}
+
+// maybeFence fences the partition when err says the queue is fenced, and
+// reports whether it did.
+func (p *partition) maybeFence(ctx actor.Context, err error) bool {
+	if err == nil || !errors.Is(err, queue.ErrFenced) {
+		return false
+	}
+	p.becomeFenced(ctx, err)
+	return true
+}
+
+func (p *partition) publishSummary() {
+	text := fmt.Sprintf("%s %s tickets=%d busy=%d subscriptions=%d", p.state, p.home.options.Mode,
+		len(p.tickets), len(p.busy), p.home.subscribers.len())
+	if p.state == partitionFenced {
+		text += fmt.Sprintf(" fence=%q", p.fenceErr.Error())
+	}
+	p.entry.SetSummary(text)
+}
+
+// boundaryOf is the boundary a mode's confirms stand on.
+func boundaryOf(mode queue.Mode) wire.Boundary {
+	if mode == queue.Buffered {
+		return wire.BoundaryWritten
+	}
+	return wire.BoundaryDurable
+}
+
+// partitionDir is where a queue's single partition lives.
+func partitionDir(dataDir, name string) string {
+	return path.Join(dataDir, queuesDirName, name, "0")
+}
+
+// queuesDirName is the data directory's folder of queues.
+const queuesDirName = "queues"
+
+// logOf returns the queue's log when the queue exposes it.
+func logOf(q *queue.Queue) (logStatusSource, bool) {
+	if provider, ok := any(q).(interface{ Log() *log.Log }); ok {
+		if l := provider.Log(); l != nil {
+			return l, true
+		}
+	}
+	return nil, false
+}
+
+// statusTickInterval is how often a partition without a log actor
+// refreshes its log metrics from queue info.
+const statusTickInterval = time.Second
+
+type statusTick struct{}
+
+func (p *partition) armStatusTick(ctx actor.Context) {
+	self, system := ctx.Self(), ctx.ActorSystem()
+	p.statusTimer = time.AfterFunc(statusTickInterval, func() { system.Root.Send(self, statusTick{}) })
+}
+
+// syncControlOf returns the log's background-sync controls when the queue
+// exposes them (a Log accessor, or Tick and SetSyncInterval of its own).
+// Without them the log runs its own ticker at the interval it was opened
+// with, and a live interval change reaches it at its next open.
+func syncControlOf(q *queue.Queue) (syncTarget, bool) {
+	if provider, ok := any(q).(interface{ Log() *log.Log }); ok {
+		if l := provider.Log(); l != nil {
+			return l, true
+		}
+	}
+	if control, ok := any(q).(syncTarget); ok {
+		return control, true
+	}
+	return nil, false
+}
+
+// queueExposesSyncControl says whether this build's queue type offers the
+// sync controls, which decides whether logs open with external ticks.
+var queueExposesSyncControl = func() bool {
+	_, hasLog := any((*queue.Queue)(nil)).(interface{ Log() *log.Log })
+	_, hasControl := any((*queue.Queue)(nil)).(syncTarget)
+	return hasLog || hasControl
+}()
+
+// runCheckpoint runs a checkpoint task off the mailbox and reports back.
+func runCheckpoint(system *actor.ActorSystem, self *actor.PID, task *queue.CheckpointTask, closers interface {
+	Add(int)
+	Done()
+}) {
+	closers.Add(1)
+	go func() {
+		defer closers.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		system.Root.Send(self, checkpointRan{task: task, err: task.Run(ctx)})
+	}()
+}

@@ -1,0 +1,425 @@
+package actors
+
+// The partition's consume path: subscriptions (competing consumers served
+// round-robin), leases bounded by each subscription's prefetch, deliveries
+// tagged per process, settles checked against the tags a subscription
+// holds, and lease deadlines driven by one timer.
+//
+// Invariant, per subscription: len(held) + leasing <= prefetch, where held
+// are deliveries sent and not settled or expired, and leasing are messages
+// claimed by a Lease whose append has not applied yet.
+//
+// Tags and deadlines. A delivery's tag maps to its offset and lease
+// deadline inside the subscription. When the deadline timer fires at now,
+// the partition forgets every held tag whose deadline (in whole
+// milliseconds, the queue's precision) is at or before now, and asks the
+// queue to expire leases by the same rule, so a late settle of an expired
+// delivery is refused as an unknown tag instead of settling a later lease
+// of the same message.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/storage/queue"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// leaseBatchMax bounds the messages one Lease claims for one subscription.
+const leaseBatchMax = 512
+
+// deliverFrameBytesMax bounds a deliver frame the node builds (a single
+// larger message still goes alone).
+const deliverFrameBytesMax = 256 << 10
+
+// tagBlock is how many delivery tags a partition reserves at once.
+const tagBlock = 1024
+
+type heldDelivery struct {
+	offset     uint64
+	deadlineMs int64
+}
+
+type subscription struct {
+	id            uint64
+	session       *actor.PID
+	prefetch      int
+	maxFrameBytes int
+	held          map[uint64]heldDelivery // by delivery tag
+	leasing       int
+}
+
+func (s *subscription) credit() int { return s.prefetch - len(s.held) - s.leasing }
+
+// subscriptionSet is every subscription on one partition, in round-robin
+// order. It lives in partitionHome and survives restarts.
+type subscriptionSet struct {
+	byID  map[uint64]*subscription
+	order []*subscription
+	// tags are reserved in blocks from the broker's id counter.
+	nextTag, tagsLeft uint64
+}
+
+func newSubscriptionSet() *subscriptionSet {
+	return &subscriptionSet{byID: make(map[uint64]*subscription)}
+}
+
+func (set *subscriptionSet) len() int { return len(set.order) }
+
+func (set *subscriptionSet) add(sub *subscription) {
+	set.byID[sub.id] = sub
+	set.order = append(set.order, sub)
+}
+
+func (set *subscriptionSet) remove(id uint64) {
+	delete(set.byID, id)
+	for i, sub := range set.order {
+		if sub.id == id {
+			set.order = append(set.order[:i:i], set.order[i+1:]...)
+			return
+		}
+	}
+}
+
+// endAll tells every session its subscriptions ended and forgets them.
+func (set *subscriptionSet) endAll(ctx actor.Context, failure requestFailure) {
+	for _, sub := range set.order {
+		ctx.Send(sub.session, subscriptionEnded{subscriptionID: sub.id, failure: failure})
+	}
+	clear(set.byID)
+	set.order = nil
+}
+
+// forgetHeld drops every held tag and lease in flight (after a restart,
+// the reopened queue has returned them all).
+func (set *subscriptionSet) forgetHeld() {
+	for _, sub := range set.order {
+		clear(sub.held)
+		sub.leasing = 0
+	}
+}
+
+// notifySessions sends notice once to each session with a subscription.
+func (set *subscriptionSet) notifySessions(ctx actor.Context, notice partitionNotice) {
+	seen := make(map[string]bool)
+	for _, sub := range set.order {
+		if !seen[sub.session.Id] {
+			seen[sub.session.Id] = true
+			ctx.Send(sub.session, notice)
+		}
+	}
+}
+
+func (set *subscriptionSet) newTag(core *brokerCore) uint64 {
+	if set.tagsLeft == 0 {
+		set.nextTag, set.tagsLeft = core.newIDBlock(tagBlock), tagBlock
+	}
+	tag := set.nextTag
+	set.nextTag++
+	set.tagsLeft--
+	return tag
+}
+
+func (p *partition) subscribe(ctx actor.Context, msg subscribeRequest) {
+	if p.state == partitionFenced {
+		ctx.Send(msg.replyTo, subscribeResult{requestID: msg.requestID, subscriptionID: msg.subscriptionID,
+			failure: p.fencedFailure()})
+		return
+	}
+	p.home.subscribers.add(&subscription{
+		id: msg.subscriptionID, session: msg.replyTo, prefetch: int(msg.prefetch),
+		maxFrameBytes: int(min(msg.maxFrameBytes, deliverFrameBytesMax)),
+		held:          make(map[uint64]heldDelivery),
+	})
+	ctx.Watch(msg.replyTo)
+	ctx.Send(msg.replyTo, subscribeResult{requestID: msg.requestID, subscriptionID: msg.subscriptionID, prefetch: msg.prefetch})
+	p.dispatch(ctx)
+	p.armDeadline(ctx)
+	p.publishSummary()
+}
+
+func (p *partition) unsubscribe(ctx actor.Context, msg unsubscribeRequest) {
+	sub, ok := p.home.subscribers.byID[msg.subscriptionID]
+	if !ok {
+		ctx.Send(msg.replyTo, unsubscribeResult{requestID: msg.requestID, subscriptionID: msg.subscriptionID,
+			failure: requestFailure{code: wire.CodeUnknownSubscription,
+				message: fmt.Sprintf("subscription %d is not on queue %q", msg.subscriptionID, p.home.name)}})
+		return
+	}
+	released := uint64(len(sub.held) + sub.leasing)
+	p.dropSubscription(ctx, sub)
+	ctx.Send(msg.replyTo, unsubscribeResult{requestID: msg.requestID, subscriptionID: msg.subscriptionID, released: released})
+	p.dispatch(ctx)
+}
+
+// dropSubscription releases what a subscription holds and forgets it.
+// Deliveries still being leased for it are released when they apply.
+func (p *partition) dropSubscription(ctx actor.Context, sub *subscription) {
+	p.home.subscribers.remove(sub.id)
+	if len(sub.held) == 0 || p.state != partitionOpen {
+		return
+	}
+	offsets := make([]uint64, 0, len(sub.held))
+	for _, held := range sub.held {
+		offsets = append(offsets, held.offset)
+	}
+	if _, err := p.q.Release(sub.id, offsets); err != nil && !p.maybeFence(ctx, err) {
+		p.core.logger.Warn("release on unsubscribe failed", "queue", p.home.name, "err", err)
+	}
+	p.metrics.releases.Add(len(offsets))
+	p.publishSummary()
+}
+
+// sessionGone drops every subscription of a session that stopped.
+func (p *partition) sessionGone(ctx actor.Context, session *actor.PID) {
+	for _, sub := range append([]*subscription(nil), p.home.subscribers.order...) {
+		if sub.session.Id == session.Id {
+			p.dropSubscription(ctx, sub)
+		}
+	}
+	p.dispatch(ctx)
+}
+
+// dispatch leases ready messages to subscriptions with credit, one pass in
+// round-robin order starting one further each time.
+func (p *partition) dispatch(ctx actor.Context) {
+	set := p.home.subscribers
+	if p.state != partitionOpen || set.len() == 0 {
+		return
+	}
+	ceiling := p.q.Ceiling()
+	start := int(p.dispatchN % uint64(set.len()))
+	p.dispatchN++
+	for i := range set.len() {
+		sub := set.order[(start+i)%set.len()]
+		credit := sub.credit()
+		if credit <= 0 {
+			continue
+		}
+		_, claimed, err := p.q.Lease(ceiling, min(credit, leaseBatchMax), sub.id)
+		if err != nil {
+			if !errors.Is(err, queue.ErrBusy) && !p.maybeFence(ctx, err) {
+				panic(fmt.Errorf("actors: lease on queue %s: %w", p.home.name, err))
+			}
+			return
+		}
+		if claimed == 0 {
+			return // nothing ready below the ceiling
+		}
+		sub.leasing += claimed
+	}
+}
+
+// handOutDeliveries tags applied leases and sends them to their sessions.
+func (p *partition) handOutDeliveries(ctx actor.Context, deliveries []queue.Delivery) {
+	if len(deliveries) == 0 {
+		return
+	}
+	var orphans map[uint64][]uint64 // holder → offsets with no subscription left
+	var batch []wire.Delivery
+	var batchSub *subscription
+	batchBytes := 0
+	flush := func() {
+		if len(batch) > 0 {
+			ctx.Send(batchSub.session, deliverBatch{subscriptionID: batchSub.id, deliveries: batch})
+		}
+		batch, batchBytes = nil, 0
+	}
+	for i := range deliveries {
+		d := &deliveries[i]
+		sub, ok := p.home.subscribers.byID[d.Holder]
+		if !ok {
+			if orphans == nil {
+				orphans = make(map[uint64][]uint64)
+			}
+			orphans[d.Holder] = append(orphans[d.Holder], d.Offset)
+			continue
+		}
+		if sub != batchSub || batchBytes+len(d.Payload) > sub.maxFrameBytes {
+			flush()
+			batchSub = sub
+		}
+		sub.leasing = max(sub.leasing-1, 0)
+		tag := p.home.subscribers.newTag(p.core)
+		sub.held[tag] = heldDelivery{offset: d.Offset, deadlineMs: d.Deadline.UnixMilli()}
+		batch = append(batch, wireDelivery(tag, d))
+		batchBytes += len(d.Payload) + 64
+		p.metrics.deliveries.Inc()
+		p.metrics.deliveryBytes.Add(len(d.Payload))
+		if d.Redelivered {
+			p.metrics.redeliveries.Inc()
+		}
+	}
+	flush()
+	for holder, offsets := range orphans {
+		if _, err := p.q.Release(holder, offsets); err != nil && !p.maybeFence(ctx, err) {
+			p.core.logger.Warn("release of orphaned deliveries failed", "queue", p.home.name, "err", err)
+		}
+	}
+}
+
+func wireDelivery(tag uint64, d *queue.Delivery) wire.Delivery {
+	out := wire.Delivery{
+		DeliveryTag: tag, Incarnation: d.Incarnation, Offset: d.Offset, Attempt: max(d.Attempt, 1),
+		Redelivered: d.Redelivered, PublishUnixNanos: d.PublishTime.UnixNano(),
+		MessageID: []byte(d.MessageID), Payload: d.Payload,
+	}
+	if len(d.Headers) > 0 {
+		out.Headers = make([]wire.Header, len(d.Headers))
+		for i, header := range d.Headers {
+			out.Headers[i] = wire.Header{Key: []byte(header.Key), Value: []byte(header.Value)}
+		}
+	}
+	return out
+}
+
+// settle applies a batch of settles for one subscription. Tags the
+// subscription does not hold are reported back, the rest settle.
+func (p *partition) settle(ctx actor.Context, msg settleRequest) {
+	if p.state == partitionFenced {
+		ctx.Send(msg.replyTo, settleFailed{subscriptionID: msg.subscriptionID, tags: msg.tags, failure: p.fencedFailure()})
+		return
+	}
+	sub, ok := p.home.subscribers.byID[msg.subscriptionID]
+	if !ok {
+		ctx.Send(msg.replyTo, settleFailed{subscriptionID: msg.subscriptionID, tags: msg.tags,
+			failure: requestFailure{code: wire.CodeUnknownSubscription,
+				message: fmt.Sprintf("subscription %d is not on queue %q", msg.subscriptionID, p.home.name)}})
+		return
+	}
+	offsets := make([]uint64, 0, len(msg.tags))
+	var unknown []uint64
+	for _, tag := range msg.tags {
+		held, ok := sub.held[tag]
+		if !ok {
+			unknown = append(unknown, tag)
+			continue
+		}
+		delete(sub.held, tag)
+		offsets = append(offsets, held.offset)
+	}
+	if len(unknown) > 0 {
+		ctx.Send(msg.replyTo, settleFailed{subscriptionID: msg.subscriptionID, tags: unknown,
+			failure: requestFailure{code: wire.CodeUnknownDeliveryTag, message: fmt.Sprintf(
+				"%s: subscription %d does not hold delivery tags %v (settled already, expired, or from before a restart)",
+				msg.kind, msg.subscriptionID, clipTags(unknown))}})
+	}
+	if len(offsets) > 0 {
+		p.applySettle(ctx, msg, sub, offsets)
+	}
+	p.dispatch(ctx)
+}
+
+func (p *partition) applySettle(ctx actor.Context, msg settleRequest, sub *subscription, offsets []uint64) {
+	var err error
+	switch msg.kind {
+	case settleAck:
+		_, err = p.q.Ack(sub.id, offsets)
+	case settleRelease:
+		_, err = p.q.Release(sub.id, offsets)
+	case settleDiscard:
+		_, err = p.q.Discard(sub.id, offsets)
+	case settleNack:
+		if !msg.requeue && p.home.options.DeadLetterQueue == "" {
+			// Without a dead-letter queue, a nack without requeue drops.
+			_, err = p.q.Discard(sub.id, offsets)
+		} else {
+			_, err = p.q.Nack(sub.id, offsets, msg.delay)
+		}
+	}
+	if err != nil {
+		ctx.Send(msg.replyTo, settleFailed{subscriptionID: msg.subscriptionID, tags: msg.tags, failure: p.failureOf(err)})
+		p.maybeFence(ctx, err)
+		return
+	}
+	p.metrics.settle(msg.kind, len(offsets))
+}
+
+func clipTags(tags []uint64) []uint64 {
+	if len(tags) > 16 {
+		return tags[:16]
+	}
+	return tags
+}
+
+// deadlineTimer is the partition's one timer for lease deadlines, delayed
+// messages and TTLs. Each arm starts a generation; a firing of an older
+// generation is ignored.
+type deadlineTimer struct {
+	timer      *time.Timer
+	at         time.Time
+	generation uint64
+}
+
+func (t *deadlineTimer) stop() {
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+	t.at = time.Time{}
+	t.generation++
+}
+
+// armDeadline points the timer at the queue's next deadline.
+func (p *partition) armDeadline(ctx actor.Context) {
+	if p.state != partitionOpen {
+		return
+	}
+	next, ok := p.q.NextDeadline()
+	if !ok {
+		p.deadline.stop()
+		return
+	}
+	next = next.Add(time.Millisecond) // the queue counts whole milliseconds
+	if p.deadline.timer != nil && !next.Before(p.deadline.at) {
+		return // the armed timer fires first; it re-arms for what is left
+	}
+	p.deadline.stop()
+	p.deadline.at = next
+	generation, self, system := p.deadline.generation, ctx.Self(), ctx.ActorSystem()
+	p.deadline.timer = time.AfterFunc(max(next.Sub(p.core.now()), 0), func() {
+		system.Root.Send(self, deadlineReached{generation: generation})
+	})
+}
+
+// deadlineReached expires due leases and TTLs and makes delayed messages
+// deliverable.
+func (p *partition) deadlineReached(ctx actor.Context, msg deadlineReached) {
+	if msg.generation != p.deadline.generation || p.state != partitionOpen {
+		return
+	}
+	p.deadline.timer = nil
+	now := p.core.now()
+	p.forgetExpiredTags(now.UnixMilli())
+	for range 1024 { // bounded: each call expires up to one batch
+		_, expired, err := p.q.ExpireLeases(now)
+		if err != nil {
+			if !errors.Is(err, queue.ErrBusy) && !p.maybeFence(ctx, err) {
+				panic(fmt.Errorf("actors: expire leases on queue %s: %w", p.home.name, err))
+			}
+			break
+		}
+		if expired == 0 {
+			break
+		}
+		p.metrics.expiries.Add(expired)
+	}
+	if _, _, err := p.q.ExpireMessages(now); err != nil && !errors.Is(err, queue.ErrBusy) {
+		p.maybeFence(ctx, err)
+	}
+	p.dispatch(ctx)
+	p.armDeadline(ctx)
+}
+
+// forgetExpiredTags drops held tags whose lease deadline has passed.
+func (p *partition) forgetExpiredTags(nowMs int64) {
+	for _, sub := range p.home.subscribers.order {
+		for tag, held := range sub.held {
+			if held.deadlineMs <= nowMs {
+				delete(sub.held, tag)
+			}
+		}
+	}
+}

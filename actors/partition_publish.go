@@ -1,0 +1,240 @@
+package actors
+
+// The partition's publish path and the Advance that answers it. A batch
+// from a session becomes one queue.Publish (one append); when the log
+// reports the append done, Advance applies everything the queue's boundary
+// has passed and the partition answers each batch with one publishResult.
+// A batch refused with ErrBusy (too many appends in flight) waits in a
+// bounded list and is retried after the next Advance.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/storage/queue"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// busyBatchesMax bounds the batches waiting for room in the append
+// pipeline. Session credit already bounds them; this is the backstop.
+const busyBatchesMax = 1 << 14
+
+// checkpointEveryRecords is how many applied records trigger a checkpoint
+// (and a compaction after it), so recovery replays a bounded tail.
+const checkpointEveryRecords = 100_000
+
+func (p *partition) publish(ctx actor.Context, batch publishBatch) {
+	if p.state == partitionFenced {
+		ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: p.fencedFailure()})
+		p.metrics.rejects.Add(len(batch.messages))
+		return
+	}
+	if len(p.busy) > 0 {
+		p.queueBusy(ctx, batch) // keep the order of batches
+		return
+	}
+	p.tryPublish(ctx, batch)
+}
+
+// tryPublish appends a batch; it reports false when the pipeline is full.
+func (p *partition) tryPublish(ctx actor.Context, batch publishBatch) bool {
+	ticket, err := p.q.Publish(batch.messages)
+	switch {
+	case err == nil:
+		p.tickets[ticket] = pendingPublish{replyTo: batch.replyTo, batchID: batch.batchID,
+			count: len(batch.messages), bytes: batch.bytes, start: p.core.now()}
+		p.metrics.publishes.Add(len(batch.messages))
+		p.metrics.publishBytes.Add(batch.bytes)
+		return true
+	case errors.Is(err, queue.ErrBusy):
+		p.queueBusy(ctx, batch)
+		return false
+	}
+	p.metrics.rejects.Add(len(batch.messages))
+	ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: p.failureOf(err)})
+	p.maybeFence(ctx, err)
+	return true
+}
+
+func (p *partition) queueBusy(ctx actor.Context, batch publishBatch) {
+	if len(p.busy) >= busyBatchesMax {
+		p.metrics.rejects.Add(len(batch.messages))
+		ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: requestFailure{
+			code: wire.CodeUnavailable, message: fmt.Sprintf("queue %q has too many publishes in flight; retry", p.home.name)}})
+		return
+	}
+	p.busy = append(p.busy, batch)
+}
+
+// retryBusy appends waiting batches until the pipeline is full again.
+func (p *partition) retryBusy(ctx actor.Context) {
+	for len(p.busy) > 0 && p.state == partitionOpen {
+		batch := p.busy[0]
+		p.busy = p.busy[1:]
+		if !p.tryPublish(ctx, batch) {
+			// tryPublish put it back at the end; move it to the front.
+			last := len(p.busy) - 1
+			p.busy = append([]publishBatch{p.busy[last]}, p.busy[:last]...)
+			return
+		}
+	}
+	if len(p.busy) == 0 {
+		p.busy = nil
+	}
+}
+
+// advance applies what the log completed and hands out the results.
+func (p *partition) advance(ctx actor.Context) {
+	if p.state != partitionOpen {
+		return
+	}
+	progress, err := p.q.Advance()
+	if err != nil {
+		if !p.maybeFence(ctx, err) {
+			panic(fmt.Errorf("actors: advance of queue %s: %w", p.home.name, err))
+		}
+		return
+	}
+	p.answerConfirms(ctx, progress.Confirmed)
+	p.handOutDeliveries(ctx, progress.Deliveries)
+	p.handOffDeadLetters(ctx, progress.DeadLetters)
+	p.answerApplied(ctx, progress.Applied)
+	if progress.Checkpoint != nil {
+		runCheckpoint(ctx.ActorSystem(), ctx.Self(), progress.Checkpoint, &p.core.storageClosers)
+	}
+	p.retryBusy(ctx)
+	p.dispatch(ctx)
+	p.maybeCheckpoint(ctx)
+	p.armDeadline(ctx)
+	p.publishSummary()
+}
+
+func (p *partition) answerConfirms(ctx actor.Context, confirms []queue.Confirm) {
+	if len(confirms) == 0 {
+		return
+	}
+	now := p.core.now()
+	for _, confirm := range confirms {
+		pending, ok := p.tickets[confirm.Ticket]
+		if !ok {
+			continue // a dead-letter batch; see deadletter.go
+		}
+		delete(p.tickets, confirm.Ticket)
+		boundary := wire.BoundaryWritten
+		if confirm.Boundary == queue.BoundaryDurable {
+			boundary = wire.BoundaryDurable
+		}
+		// Count first: a client that saw its confirm sees it counted.
+		p.metrics.confirms.Add(confirm.Count)
+		p.metrics.appendSeconds.Update(now.Sub(pending.start).Seconds())
+		p.appliedSinceSnapshot += uint64(confirm.Count)
+		if pending.replyTo != nil {
+			ctx.Send(pending.replyTo, publishResult{batchID: pending.batchID, confirmed: confirm.Count, boundary: boundary})
+		} else {
+			p.deadLetterConfirmed(ctx, pending.batchID)
+		}
+	}
+}
+
+// answerApplied answers purges whose record applied.
+func (p *partition) answerApplied(ctx actor.Context, applied []queue.Ticket) {
+	for _, ticket := range applied {
+		if purge, ok := p.purges[ticket]; ok {
+			delete(p.purges, ticket)
+			ctx.Send(purge.replyTo, purgeResult{requestID: purge.requestID, removed: purge.removed})
+		}
+	}
+}
+
+func (p *partition) purge(ctx actor.Context, msg purgeRequest) {
+	if p.state == partitionFenced {
+		ctx.Send(msg.replyTo, purgeResult{requestID: msg.requestID, failure: p.fencedFailure()})
+		return
+	}
+	counts := p.q.Info().Counts
+	ticket, err := p.q.Purge()
+	if err != nil {
+		ctx.Send(msg.replyTo, purgeResult{requestID: msg.requestID, failure: p.failureOf(err)})
+		p.maybeFence(ctx, err)
+		return
+	}
+	p.purges[ticket] = pendingPurge{replyTo: msg.replyTo, requestID: msg.requestID, removed: counts.Ready + counts.Delayed}
+}
+
+// maybeCheckpoint starts a checkpoint after enough applied records.
+func (p *partition) maybeCheckpoint(ctx actor.Context) {
+	if p.checkpointing || p.appliedSinceSnapshot < checkpointEveryRecords {
+		return
+	}
+	if _, err := p.q.Checkpoint(); err != nil {
+		p.maybeFence(ctx, err)
+		return
+	}
+	p.checkpointing = true
+	p.appliedSinceSnapshot = 0
+}
+
+func (p *partition) checkpointRan(ctx actor.Context, msg checkpointRan) {
+	p.checkpointing = false
+	if p.q == nil {
+		return
+	}
+	if err := p.q.CheckpointDone(msg.task, msg.err); err != nil {
+		p.core.logger.Warn("checkpoint failed", "queue", p.home.name, "err", err)
+		return
+	}
+	if _, err := p.q.Compact(); err != nil {
+		p.core.logger.Warn("compaction failed", "queue", p.home.name, "err", err)
+		p.maybeFence(ctx, err)
+	}
+}
+
+// info answers with the queue's state; every progress field names its
+// boundary.
+func (p *partition) info(ctx actor.Context, msg infoRequest) {
+	result := infoResult{requestID: msg.requestID, info: p.queueInfo()}
+	if msg.replyTo == nil {
+		ctx.Respond(result)
+		return
+	}
+	ctx.Send(msg.replyTo, result)
+}
+
+func (p *partition) queueInfo() wire.QueueInfo {
+	info := wire.QueueInfo{
+		Name: p.home.name, Mode: wireMode(p.home.options.Mode), Options: p.home.declared,
+		Consumers:      uint32(p.home.subscribers.len()),
+		SyncIntervalMs: uint32(p.syncInterval / time.Millisecond),
+		Fenced:         p.state == partitionFenced,
+	}
+	if p.fenceErr != nil {
+		info.FenceError = p.fenceErr.Error()
+	}
+	if p.q == nil {
+		return info
+	}
+	state := p.q.Info()
+	info.Ready, info.Leased, info.Delayed = state.Counts.Ready, state.Counts.Leased, state.Counts.Delayed
+	info.DeadLettered = state.Counts.DeadLettered
+	info.WrittenNext, info.DurableNext = state.Written, state.Durable
+	info.UnsyncedRecords, info.UnsyncedBytes = state.UnsyncedRecords, state.UnsyncedBytes
+	info.SyncPending = state.SyncPending
+	if !state.LastSync.IsZero() {
+		info.LastSyncUnixMs = state.LastSync.UnixMilli()
+	}
+	if state.Fenced != nil && info.FenceError == "" {
+		info.Fenced, info.FenceError = true, state.Fenced.Error()
+	}
+	p.metrics.durableLagRecord.Store(state.UnsyncedRecords)
+	p.metrics.durableLagBytes.Store(state.UnsyncedBytes)
+	return info
+}
+
+func wireMode(mode queue.Mode) wire.Mode {
+	if mode == queue.Buffered {
+		return wire.ModeBuffered
+	}
+	return wire.ModeDurable
+}

@@ -1,0 +1,272 @@
+package actors
+
+// The session actor serializes one client connection's state: the hello
+// handshake, publishes in flight, subscriptions, and the requests it is
+// waiting on. Frames arrive already decoded from the reader goroutine
+// (inbound.go); replies leave through the outbox to the writer goroutine
+// (outbox.go). The session never touches the socket or storage.
+//
+// Rules it enforces: hello first and once; the auth token, when the node
+// has one; queue names; subscriptions are this session's own. A broken
+// stream or a refused hello gets an error frame and a closed connection; a
+// failed request gets an error frame and the connection stays.
+//
+// Every publish batch is answered exactly once: by the partition's result,
+// or, if the partition stops first (deleted, shut down, failed), by a
+// negative confirm when the session learns of its end (it watches every
+// partition it has publishes or subscriptions with).
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+type pendingBatch struct {
+	partition *actor.PID
+	queue     string
+	seqs      []uint64
+}
+
+// partitionEnded is sent by the session to itself when a watched partition
+// stopped.
+type partitionEnded struct{ partition *actor.PID }
+
+type sessionSubscription struct {
+	id        uint64
+	queue     string
+	partition *actor.PID
+	ready     bool // subscribe-ok was sent
+}
+
+type session struct {
+	entry  *Entry
+	core   *brokerCore
+	conn   *connection
+	number uint64
+
+	id         string
+	helloDone  bool
+	closing    bool
+	clientName string
+
+	nextBatchID   uint64
+	pending       map[uint64]pendingBatch
+	subscriptions map[uint64]*sessionSubscription
+	watched       map[string]*actor.PID // partitions watched, by PID id
+}
+
+func newSession(entry *Entry, core *brokerCore, conn *connection, number uint64) *session {
+	return &session{
+		entry: entry, core: core, conn: conn, number: number,
+		id:            core.sessionName(number),
+		pending:       make(map[uint64]pendingBatch),
+		subscriptions: make(map[uint64]*sessionSubscription),
+		watched:       make(map[string]*actor.PID),
+	}
+}
+
+func (s *session) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		s.start(ctx)
+	case *actor.Stopping:
+		for _, partition := range s.watched {
+			ctx.Unwatch(partition) // partitions outlive sessions: keep their watcher sets small
+		}
+		s.conn.linger.Store(int64(shutdownLinger))
+		s.becomeClosing(&wire.ErrorFrame{Code: wire.CodeShuttingDown, Message: "the session is closing: the node is shutting down or the session failed"})
+		s.core.metrics.sessionsOpen.Add(-1)
+	case *actor.Terminated:
+		// The partition's last answers may still be queued behind this
+		// system message: handle its end after them.
+		ctx.Send(ctx.Self(), partitionEnded{partition: msg.Who})
+	case partitionEnded:
+		s.partitionStopped(msg.partition)
+	case connectionEnded:
+		s.connectionEnded(ctx, msg)
+	case injectedPanic:
+		panic(fmt.Errorf("injected panic in session %s: %s", s.id, msg.reason))
+	default:
+		if s.closing {
+			s.returnCreditOf(msg)
+			return
+		}
+		s.receiveOpen(ctx, msg)
+	}
+}
+
+func (s *session) start(ctx actor.Context) {
+	s.core.metrics.sessionsOpen.Add(1)
+	s.core.metrics.SessionsOpened.Inc()
+	s.publishSummary()
+	writer := wire.NewWriter(s.conn.conn, s.core.config.MaxBodyBytes+deliverFrameSlackBytes)
+	writer.SetTrace(s.core.config.Trace, s.conn.id)
+	self := ctx.Self()
+	s.core.connections.Add(2)
+	go func() {
+		defer s.core.connections.Done()
+		s.conn.readLoop(self)
+	}()
+	go func() {
+		defer s.core.connections.Done()
+		s.conn.writeLoop(writer, func(err error) {
+			s.core.logger.Debug("session write failed", "session", s.id, "err", err)
+		})
+	}()
+}
+
+// receiveOpen handles a message while the connection is open.
+func (s *session) receiveOpen(ctx actor.Context, message any) {
+	if hello, ok := message.(inHello); ok {
+		s.hello(hello.frame)
+		return
+	}
+	if !s.helloDone && isClientFrame(message) {
+		s.refuse(wire.CodeProtocolViolation, "the first frame must be hello")
+		return
+	}
+	switch msg := message.(type) {
+	case inPublish:
+		s.publish(ctx, msg)
+	case publishResult:
+		s.publishAnswered(msg)
+	case inSettle:
+		s.settle(ctx, msg)
+	case deliverBatch:
+		s.deliver(msg)
+	case settleFailed:
+		s.push(msg.failure.frame(0))
+	default:
+		s.receiveControl(ctx, message)
+	}
+}
+
+// isClientFrame reports whether a message came from the reader (as opposed
+// to an answer from another actor).
+func isClientFrame(message any) bool {
+	switch message.(type) {
+	case inDeclare, inPublish, inSubscribe, inUnsubscribe, inSettle, inQueueInfo, inListQueues,
+		inDeleteQueue, inPurgeQueue, inPing, inPong, inPeerError:
+		return true
+	}
+	return false
+}
+
+func (s *session) hello(frame *wire.Hello) {
+	if s.helloDone {
+		s.refuse(wire.CodeProtocolViolation, "a second hello on one connection")
+		return
+	}
+	if !slices.Contains(frame.Versions, wire.ProtocolVersion) {
+		s.refuse(wire.CodeUnsupportedVersion, fmt.Sprintf("the node speaks protocol version %d; hello offered %v",
+			wire.ProtocolVersion, frame.Versions))
+		return
+	}
+	if token := s.core.config.AuthToken; token != "" &&
+		subtle.ConstantTimeCompare(frame.AuthToken, []byte(token)) != 1 {
+		s.refuse(wire.CodeUnauthorized, "the auth token does not match")
+		return
+	}
+	s.helloDone = true
+	s.clientName = clipName(frame.ClientName)
+	state := wire.SessionNew
+	if frame.PreviousSession != "" && s.core.isEarlierIncarnation(frame.PreviousSession) {
+		state = wire.SessionResumedAfterRestart
+	}
+	s.push(&wire.HelloOK{
+		Version: wire.ProtocolVersion, NodeID: s.core.config.NodeID, SessionID: s.id, Session: state,
+		MaxBodyBytes: s.core.config.MaxBodyBytes, ServerVersion: Version,
+	})
+	s.publishSummary()
+}
+
+// refuse answers with a connection error and closes the connection.
+func (s *session) refuse(code wire.Code, message string) {
+	s.core.metrics.ProtocolErrors.Inc()
+	s.core.logger.Info("closing session", "session", s.id, "code", code.String(), "reason", message)
+	s.becomeClosing(&wire.ErrorFrame{Code: code, Message: message})
+}
+
+// becomeClosing sends a final error frame and closes the connection; the
+// session stops when the reader reports the end.
+func (s *session) becomeClosing(final *wire.ErrorFrame) {
+	if s.closing {
+		return
+	}
+	s.closing = true
+	s.conn.closeAfter(final)
+	s.publishSummary()
+}
+
+// connectionEnded: the reader stopped. A frame that broke the stream is
+// answered before the connection closes.
+func (s *session) connectionEnded(ctx actor.Context, msg connectionEnded) {
+	if !s.closing {
+		if frame := endFrameFor(msg); frame != nil {
+			s.core.metrics.ProtocolErrors.Inc()
+			s.core.logger.Info("closing session", "session", s.id, "code", frame.Code.String(), "reason", frame.Message)
+			s.closing = true
+			s.conn.closeAfter(frame)
+		} else {
+			s.closing = true
+			s.conn.closeAfter()
+		}
+	}
+	ctx.Stop(ctx.Self())
+}
+
+// endFrameFor picks the error frame that answers a reader's end, or nil
+// when the stream simply ended or the socket failed.
+func endFrameFor(msg connectionEnded) *wire.ErrorFrame {
+	var netErr net.Error
+	switch {
+	case errors.Is(msg.err, io.EOF), errors.Is(msg.err, net.ErrClosed), errors.As(msg.err, &netErr):
+		return nil
+	case errors.Is(msg.err, wire.ErrUnknownFrame):
+		return wire.UnknownFrameError(msg.tag)
+	case errors.Is(msg.err, errProtocolViolation):
+		return &wire.ErrorFrame{Code: wire.CodeProtocolViolation, Message: msg.err.Error()}
+	}
+	var frameErr *wire.FrameError
+	if errors.As(msg.err, &frameErr) {
+		return wire.ErrorFrameFor(0, msg.err)
+	}
+	return nil
+}
+
+// push queues frames for the client; a client that stopped reading is
+// disconnected.
+func (s *session) push(frames ...wire.Frame) {
+	if err := s.conn.box.push(frames...); err != nil {
+		s.core.logger.Warn("closing session", "session", s.id, "err", err)
+		s.closing = true
+		s.conn.closeNow()
+	}
+}
+
+// watch makes the session learn when a partition stops.
+func (s *session) watch(ctx actor.Context, partition *actor.PID) {
+	if _, ok := s.watched[partition.Id]; !ok {
+		s.watched[partition.Id] = partition
+		ctx.Watch(partition)
+	}
+}
+
+func (s *session) publishSummary() {
+	state := "open"
+	switch {
+	case s.closing:
+		state = "closing"
+	case !s.helloDone:
+		state = "awaiting hello"
+	}
+	s.entry.SetSummary(fmt.Sprintf("%s client=%q conn=%d subscriptions=%d", state, s.clientName,
+		s.conn.id, len(s.subscriptions)))
+}

@@ -1,0 +1,192 @@
+package actors
+
+// The session's request paths: declare, subscribe, unsubscribe, info,
+// list, delete, purge, ping. Each request is checked here, forwarded to the
+// actor that owns the answer, and answered with the request's id when the
+// result comes back.
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+func (s *session) receiveControl(ctx actor.Context, message any) {
+	switch msg := message.(type) {
+	case inDeclare:
+		s.declare(ctx, msg)
+	case declareResult:
+		s.declareAnswered(msg)
+	case inSubscribe:
+		s.subscribe(ctx, msg.frame)
+	case subscribeResult:
+		s.subscribeAnswered(msg)
+	case inUnsubscribe:
+		s.unsubscribe(ctx, msg.frame)
+	case unsubscribeResult:
+		s.unsubscribeAnswered(msg)
+	case subscriptionEnded:
+		if subscription, ok := s.subscriptions[msg.subscriptionID]; ok {
+			delete(s.subscriptions, msg.subscriptionID)
+			s.push(&wire.ErrorFrame{Code: msg.failure.code, Message: fmt.Sprintf(
+				"subscription %d on queue %q ended: %s", msg.subscriptionID, subscription.queue, msg.failure.message)})
+			s.publishSummary()
+		}
+	case partitionNotice:
+		s.push(&wire.ErrorFrame{Code: msg.failure.code, Message: fmt.Sprintf("queue %q: %s", msg.queue, msg.failure.message)})
+	case inQueueInfo:
+		if partition, ok := s.route(msg.frame.RequestID, msg.frame.Queue); ok {
+			ctx.Send(partition, infoRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID})
+		}
+	case infoResult:
+		s.push(&wire.QueueInfoReply{RequestID: msg.requestID, Info: msg.info})
+	case inListQueues:
+		ctx.Send(s.core.queuesManager, listRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID,
+			prefix: msg.frame.Prefix, after: msg.frame.After, limit: int(msg.frame.Limit)})
+	case listResult:
+		s.push(&wire.QueueList{RequestID: msg.requestID, More: msg.more, Queues: msg.queues})
+	case inDeleteQueue:
+		if err := ValidateQueueName(msg.frame.Queue); err != nil {
+			s.push(&wire.ErrorFrame{RequestID: msg.frame.RequestID, Code: wire.CodeInvalidName, Message: err.Error()})
+			return
+		}
+		ctx.Send(s.core.queuesManager, deleteRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID, name: msg.frame.Queue})
+	case deleteResult:
+		s.answer(msg.requestID, msg.removed, msg.failure)
+	case inPurgeQueue:
+		if partition, ok := s.route(msg.frame.RequestID, msg.frame.Queue); ok {
+			ctx.Send(partition, purgeRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID})
+		}
+	case purgeResult:
+		s.answer(msg.requestID, msg.removed, msg.failure)
+	default:
+		s.receiveSessionFrame(message)
+	}
+}
+
+// receiveSessionFrame handles ping, pong and a client's error frame.
+func (s *session) receiveSessionFrame(message any) {
+	switch msg := message.(type) {
+	case inPing:
+		s.push(&wire.Pong{RequestID: msg.frame.RequestID})
+	case inPong:
+	case inPeerError:
+		s.core.logger.Info("client reported an error", "session", s.id, "code", msg.frame.Code.String(),
+			"message", msg.frame.Message)
+		if msg.frame.Code.ClosesConnection() {
+			s.becomeClosing(&wire.ErrorFrame{Code: wire.CodeProtocolViolation,
+				Message: "closing after the client's connection error"})
+		}
+	default:
+		s.core.logger.Error("session got an unexpected message", "session", s.id, "type", fmt.Sprintf("%T", message))
+	}
+}
+
+// route checks a queue name and finds its partition, answering the request
+// with an error when it cannot.
+func (s *session) route(requestID uint64, name string) (*actor.PID, bool) {
+	if err := ValidateQueueName(name); err != nil {
+		s.push(&wire.ErrorFrame{RequestID: requestID, Code: wire.CodeInvalidName, Message: err.Error()})
+		return nil, false
+	}
+	route, ok := s.core.directory.lookup(name)
+	if !ok {
+		s.push(&wire.ErrorFrame{RequestID: requestID, Code: wire.CodeUnknownQueue,
+			Message: fmt.Sprintf("queue %q is not declared", name)})
+		return nil, false
+	}
+	if route.failure.failed() {
+		s.push(route.failure.frame(requestID))
+		return nil, false
+	}
+	return route.pid, true
+}
+
+// answer replies ok with a count, or the failure.
+func (s *session) answer(requestID uint64, count uint64, failure requestFailure) {
+	if failure.failed() {
+		s.push(failure.frame(requestID))
+		return
+	}
+	s.push(&wire.OK{RequestID: requestID, Count: count})
+}
+
+func (s *session) declare(ctx actor.Context, msg inDeclare) {
+	frame := msg.frame
+	if err := ValidateQueueName(frame.Queue); err != nil {
+		s.push(&wire.ErrorFrame{RequestID: frame.RequestID, Code: wire.CodeInvalidName, Message: err.Error()})
+		return
+	}
+	if msg.optionsErr != nil {
+		s.push(&wire.ErrorFrame{RequestID: frame.RequestID, Code: wire.CodeInvalidOptions, Message: msg.optionsErr.Error()})
+		return
+	}
+	ctx.Send(s.core.queuesManager, declareRequest{replyTo: ctx.Self(), requestID: frame.RequestID,
+		name: frame.Queue, options: frame.Options, mode: frame.Mode, modeNamed: frame.Mode != wire.ModeUnset})
+}
+
+func (s *session) declareAnswered(msg declareResult) {
+	switch {
+	case msg.failure.failed():
+		s.push(msg.failure.frame(msg.requestID))
+	case msg.modeNamed:
+		s.push(&wire.DeclareOKMode{RequestID: msg.requestID, Created: msg.created, Mode: msg.mode,
+			Warnings: msg.warnings})
+	default:
+		s.push(&wire.DeclareOK{RequestID: msg.requestID, Created: msg.created})
+	}
+}
+
+func (s *session) subscribe(ctx actor.Context, frame *wire.Subscribe) {
+	partition, ok := s.route(frame.RequestID, frame.Queue)
+	if !ok {
+		return
+	}
+	prefetch := frame.Prefetch
+	if prefetch == 0 {
+		prefetch = DefaultPrefetch
+	}
+	prefetch = min(prefetch, MaxPrefetch)
+	subscription := &sessionSubscription{id: s.core.newID(), queue: frame.Queue, partition: partition}
+	s.subscriptions[subscription.id] = subscription
+	s.watch(ctx, partition)
+	ctx.Send(partition, subscribeRequest{replyTo: ctx.Self(), requestID: frame.RequestID,
+		subscriptionID: subscription.id, prefetch: prefetch, maxFrameBytes: s.clientMaxBody()})
+	s.publishSummary()
+}
+
+// clientMaxBody is the body limit deliveries are split for.
+func (s *session) clientMaxBody() uint32 { return s.core.config.MaxBodyBytes }
+
+func (s *session) subscribeAnswered(msg subscribeResult) {
+	subscription, ok := s.subscriptions[msg.subscriptionID]
+	if !ok {
+		return
+	}
+	if msg.failure.failed() {
+		delete(s.subscriptions, msg.subscriptionID)
+		s.push(msg.failure.frame(msg.requestID))
+		s.publishSummary()
+		return
+	}
+	subscription.ready = true
+	s.push(&wire.SubscribeOK{RequestID: msg.requestID, SubscriptionID: msg.subscriptionID, Prefetch: msg.prefetch})
+}
+
+func (s *session) unsubscribe(ctx actor.Context, frame *wire.Unsubscribe) {
+	subscription, ok := s.subscriptions[frame.SubscriptionID]
+	if !ok {
+		s.push(&wire.ErrorFrame{RequestID: frame.RequestID, Code: wire.CodeUnknownSubscription,
+			Message: fmt.Sprintf("subscription %d is not held by this session", frame.SubscriptionID)})
+		return
+	}
+	delete(s.subscriptions, frame.SubscriptionID)
+	ctx.Send(subscription.partition, unsubscribeRequest{replyTo: ctx.Self(), requestID: frame.RequestID,
+		subscriptionID: frame.SubscriptionID})
+	s.publishSummary()
+}
+
+func (s *session) unsubscribeAnswered(msg unsubscribeResult) {
+	s.answer(msg.requestID, msg.released, msg.failure)
+}

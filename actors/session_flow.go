@@ -1,0 +1,157 @@
+package actors
+
+// The session's hot paths: publishes out to partitions and their answers
+// back as confirm frames; deliveries in from partitions and settles out.
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// deliverFrameSlackBytes is added to the node's body limit for frames the
+// node writes: a deliver frame carries a message as large as the largest
+// publish body plus its delivery fields.
+const deliverFrameSlackBytes = 64 << 10
+
+func (s *session) publish(ctx actor.Context, msg inPublish) {
+	if err := ValidateQueueName(msg.queue); err != nil {
+		s.rejectSeqs(msg.seqs, requestFailure{code: wire.CodeInvalidName, message: err.Error()})
+		return
+	}
+	route, ok := s.core.directory.lookup(msg.queue)
+	if !ok {
+		s.rejectSeqs(msg.seqs, requestFailure{code: wire.CodeUnknownQueue,
+			message: fmt.Sprintf("queue %q is not declared", msg.queue)})
+		return
+	}
+	if route.failure.failed() {
+		s.rejectSeqs(msg.seqs, route.failure)
+		return
+	}
+	partition := route.pid
+	s.watch(ctx, partition)
+	s.nextBatchID++
+	s.pending[s.nextBatchID] = pendingBatch{partition: partition, queue: msg.queue, seqs: msg.seqs}
+	ctx.Send(partition, publishBatch{replyTo: ctx.Self(), batchID: s.nextBatchID, messages: msg.messages, bytes: msg.bytes})
+}
+
+// rejectSeqs negatively confirms a batch the session could not route.
+func (s *session) rejectSeqs(seqs []uint64, failure requestFailure) {
+	s.push(&wire.NegativeConfirm{Ranges: rejectRanges(nil, seqs, failure)})
+	s.conn.returnCredit(len(seqs))
+}
+
+func (s *session) publishAnswered(msg publishResult) {
+	batch, ok := s.pending[msg.batchID]
+	if !ok {
+		return // answered already, when the partition stopped
+	}
+	delete(s.pending, msg.batchID)
+	s.answerBatch(batch, msg.confirmed, msg.boundary, msg.failure)
+}
+
+// answerBatch sends the confirm and negative confirm of one batch and
+// returns its credit.
+func (s *session) answerBatch(batch pendingBatch, confirmed int, boundary wire.Boundary, failure requestFailure) {
+	confirmed = min(max(confirmed, 0), len(batch.seqs))
+	if confirmed > 0 {
+		s.push(&wire.Confirm{Ranges: confirmRanges(nil, batch.seqs[:confirmed], boundary)})
+	}
+	if rest := batch.seqs[confirmed:]; len(rest) > 0 {
+		if !failure.failed() {
+			failure = requestFailure{code: wire.CodeInternal, message: "the publish was neither confirmed nor refused"}
+		}
+		s.push(&wire.NegativeConfirm{Ranges: rejectRanges(nil, rest, failure)})
+	}
+	s.conn.returnCredit(len(batch.seqs))
+}
+
+// confirmRanges appends one range per run of consecutive sequence numbers:
+// a range must cover exactly the published numbers inside it, and numbers
+// between two runs may belong to another queue.
+func confirmRanges(dst []wire.ConfirmRange, seqs []uint64, boundary wire.Boundary) []wire.ConfirmRange {
+	for start := 0; start < len(seqs); {
+		end := runEnd(seqs, start)
+		dst = append(dst, wire.ConfirmRange{First: seqs[start], Last: seqs[end], Boundary: boundary})
+		start = end + 1
+	}
+	return dst
+}
+
+func rejectRanges(dst []wire.RejectRange, seqs []uint64, failure requestFailure) []wire.RejectRange {
+	for start := 0; start < len(seqs); {
+		end := runEnd(seqs, start)
+		dst = append(dst, wire.RejectRange{First: seqs[start], Last: seqs[end], Code: failure.code,
+			Message: failure.message})
+		start = end + 1
+	}
+	return dst
+}
+
+// runEnd returns the index of the last element of the run of consecutive
+// numbers that starts at start.
+func runEnd(seqs []uint64, start int) int {
+	end := start
+	for end+1 < len(seqs) && seqs[end+1] == seqs[end]+1 {
+		end++
+	}
+	return end
+}
+
+func (s *session) settle(ctx actor.Context, msg inSettle) {
+	subscription, ok := s.subscriptions[msg.subscriptionID]
+	if !ok {
+		s.push(&wire.ErrorFrame{Code: wire.CodeUnknownSubscription,
+			Message: fmt.Sprintf("%s of %d tags names subscription %d, which this session does not hold",
+				msg.kind, len(msg.tags), msg.subscriptionID)})
+		return
+	}
+	ctx.Send(subscription.partition, settleRequest{replyTo: ctx.Self(), subscriptionID: msg.subscriptionID,
+		kind: msg.kind, tags: msg.tags, requeue: msg.requeue, delay: msg.delay})
+}
+
+func (s *session) deliver(msg deliverBatch) {
+	if _, ok := s.subscriptions[msg.subscriptionID]; !ok {
+		return // unsubscribed: the partition releases what it held for it
+	}
+	s.push(&wire.Deliver{SubscriptionID: msg.subscriptionID, Deliveries: msg.deliveries})
+}
+
+// partitionStopped answers everything the session still expected from a
+// partition that stopped.
+func (s *session) partitionStopped(partition *actor.PID) {
+	delete(s.watched, partition.Id)
+	for batchID, batch := range s.pending {
+		if batch.partition.Id != partition.Id {
+			continue
+		}
+		delete(s.pending, batchID)
+		s.answerBatch(batch, 0, 0, requestFailure{code: wire.CodeUnknownQueue,
+			message: fmt.Sprintf("queue %q stopped (deleted, or the node is shutting down) before the publish was confirmed", batch.queue)})
+	}
+	for id, subscription := range s.subscriptions {
+		if subscription.partition.Id != partition.Id {
+			continue
+		}
+		delete(s.subscriptions, id)
+		s.push(&wire.ErrorFrame{Code: wire.CodeUnknownQueue,
+			Message: fmt.Sprintf("subscription %d ended: queue %q stopped", id, subscription.queue)})
+	}
+	s.publishSummary()
+}
+
+// returnCreditOf returns the publish credit a message carried when the
+// session drops it while closing.
+func (s *session) returnCreditOf(message any) {
+	if publish, ok := message.(inPublish); ok {
+		s.conn.returnCredit(len(publish.seqs))
+	}
+	if result, ok := message.(publishResult); ok {
+		if batch, ok := s.pending[result.batchID]; ok {
+			delete(s.pending, result.batchID)
+			s.conn.returnCredit(len(batch.seqs))
+		}
+	}
+}

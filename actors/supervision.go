@@ -1,0 +1,158 @@
+package actors
+
+// Supervision policy, stated once for the whole tree.
+//
+//   - The root actor (node) runs under fatalGuardian. Any failure that reaches
+//     the guardian is one the node cannot contain: the guardian hands it to
+//     the broker's fatal function on a new goroutine (HandleFailure runs on
+//     the failing actor's goroutine and must not block) and never escalates,
+//     because escalating from a guardian panics inside the library's recover
+//     path.
+//   - Every supervisor has a failurePolicy: a decider, a restart budget
+//     (maxRestarts within a window) and what to do when the budget is spent.
+//     A reason that wraps ErrFatal always escalates. Node's children escalate
+//     when their budget is spent, which ends at the guardian; partitions are
+//     stopped and recorded as failed by their manager, which keeps serving
+//     every other queue; sessions are never restarted (their state is a
+//     connection), they are stopped and their connection closed.
+//   - Each decision is published on the actor system's event stream and
+//     reported to the policy's observe hook, so no actor stops or restarts
+//     without its supervisor knowing why.
+//   - panicLogging is the outermost receiver middleware of every actor: it
+//     logs the panic value and stack, then re-panics so the library's
+//     mailbox recovers it and supervision proceeds.
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// ErrFatal marks a failure the node cannot contain. Panicking with an error
+// that wraps it (fmt.Errorf("...: %w", ErrFatal)) escalates through every
+// supervisor to the guardian, which stops the process with a non-zero exit.
+var ErrFatal = errors.New("actors: failure the node cannot contain")
+
+// failureError turns a recovered panic value into an error.
+func failureError(reason any) error {
+	if err, ok := reason.(error); ok {
+		return err
+	}
+	return fmt.Errorf("panic: %v", reason)
+}
+
+// fatalGuardian supervises the root actor. Whatever reaches it ends the
+// process through fatal.
+type fatalGuardian struct {
+	fatal  func(error)
+	logger *slog.Logger
+}
+
+var _ actor.SupervisorStrategy = (*fatalGuardian)(nil)
+
+// HandleFailure runs on the failing actor's goroutine: it must not block and
+// must never escalate. The failed actor stays suspended; the fatal function
+// decides how the process ends.
+func (g *fatalGuardian) HandleFailure(system *actor.ActorSystem, _ actor.Supervisor, child *actor.PID,
+	_ *actor.RestartStatistics, reason any, _ any) {
+	err := fmt.Errorf("actors: %s failed and the node cannot contain it: %w", child.Id, failureError(reason))
+	g.logger.Error("fatal failure reached the guardian", "actor", child.Id, "err", err)
+	system.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: actor.StopDirective})
+	go g.fatal(err)
+}
+
+// failurePolicy is the supervisor strategy of one level of the tree.
+type failurePolicy struct {
+	level       string        // for logs: "node", "queues", "sessions", "partition"
+	maxRestarts int           // restarts allowed within the window before exhausted applies
+	window      time.Duration // the restart budget window
+	// decide picks the directive for a non-fatal failure: Restart, Stop or
+	// Escalate (Resume is never used: a panicking actor's state is suspect).
+	decide func(err error) actor.Directive
+	// exhausted replaces Restart once the budget is spent: Stop or Escalate.
+	exhausted actor.Directive
+	// observe, when set, learns every decision. It runs on the supervisor's
+	// goroutine and must not block (send a message, bump a counter).
+	observe func(child *actor.PID, err error, directive actor.Directive)
+	logger  *slog.Logger
+}
+
+var _ actor.SupervisorStrategy = (*failurePolicy)(nil)
+
+// HandleFailure applies the policy to one failed child.
+func (p *failurePolicy) HandleFailure(system *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID,
+	stats *actor.RestartStatistics, reason any, _ any) {
+	err := failureError(reason)
+	directive := p.directiveFor(err, stats)
+	p.logger.Warn("supervisor decided", "level", p.level, "actor", child.Id,
+		"directive", directive.String(), "err", err)
+	if directive != actor.EscalateDirective {
+		system.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: directive})
+	}
+	if p.observe != nil {
+		p.observe(child, err, directive)
+	}
+	switch directive {
+	case actor.RestartDirective:
+		supervisor.RestartChildren(child)
+	case actor.StopDirective:
+		supervisor.StopChildren(child)
+	case actor.EscalateDirective:
+		supervisor.EscalateFailure(err, nil)
+	default:
+		panic(fmt.Sprintf("actors: policy %s produced directive %v", p.level, directive))
+	}
+}
+
+// directiveFor is the pure decision: fatal reasons escalate, restarts are
+// counted against the budget, and a spent budget becomes exhausted.
+func (p *failurePolicy) directiveFor(err error, stats *actor.RestartStatistics) actor.Directive {
+	if errors.Is(err, ErrFatal) {
+		return actor.EscalateDirective
+	}
+	directive := p.decide(err)
+	if directive != actor.RestartDirective {
+		return directive
+	}
+	stats.Fail()
+	if stats.NumberOfFailures(p.window) > p.maxRestarts {
+		stats.Reset()
+		return p.exhausted
+	}
+	return actor.RestartDirective
+}
+
+// alwaysRestart is the decider of levels whose children can be rebuilt from
+// durable state (partitions reopen their log).
+func alwaysRestart(error) actor.Directive { return actor.RestartDirective }
+
+// alwaysStop is the decider of levels whose children cannot be rebuilt
+// (sessions: their state is a connection the client must re-establish).
+func alwaysStop(error) actor.Directive { return actor.StopDirective }
+
+// alwaysEscalate is the decider of an actor whose children are part of it
+// (a partition's log writer and sync scheduler): their failure is the
+// partition's failure.
+func alwaysEscalate(error) actor.Directive { return actor.EscalateDirective }
+
+// panicLogging logs a panic's value and stack, then re-panics so the mailbox
+// recovers it and supervision takes over.
+func panicLogging(logger *slog.Logger, kind string) actor.ReceiverMiddleware {
+	return func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(ctx actor.ReceiverContext, envelope *actor.MessageEnvelope) {
+			defer func() {
+				if reason := recover(); reason != nil {
+					logger.Error("actor panicked", "actor", ctx.Self().Id, "kind", kind,
+						"message", fmt.Sprintf("%T", envelope.Message), "reason", fmt.Sprint(reason),
+						"stack", string(debug.Stack()))
+					panic(reason)
+				}
+			}()
+			next(ctx, envelope)
+		}
+	}
+}

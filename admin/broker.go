@@ -1,0 +1,167 @@
+package admin
+
+// BrokerNode adapts a running actors.Broker to Node. It only translates:
+// every figure comes from the broker's own reports (queue infos gathered
+// from the partitions, the actor registry, the broker's health and metrics
+// set), so what the endpoint shows is what the broker says.
+//
+// What the broker does not report yet is left out rather than guessed:
+// QueueStatus.Consumers stays null (the broker reports only a count), and
+// SyncQueue answers errors.ErrUnsupported (the endpoint then answers 501)
+// until the broker has a method SyncQueue(name string) error, which this
+// adapter uses as soon as it exists. A queue has one partition today, so
+// fenced queues are reported as partition 0.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/fibrilmq/fibril/actors"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// rootActorPath is the path of the broker's root actor, whose start time
+// is the node's.
+const rootActorPath = "node"
+
+// BrokerNode is a Node (and QueueSyncer) backed by an actors.Broker.
+type BrokerNode struct {
+	broker    *actors.Broker
+	createdAt time.Time // fallback start time when the root actor is not listed
+}
+
+// NewBrokerNode adapts broker, which must be started.
+func NewBrokerNode(broker *actors.Broker) *BrokerNode {
+	return &BrokerNode{broker: broker, createdAt: broker.Config().Clock()}
+}
+
+// brokerQueueSyncer is the explicit-sync method the adapter uses when the
+// broker has it.
+type brokerQueueSyncer interface {
+	SyncQueue(name string) error
+}
+
+// NodeInfo implements Node.
+func (n *BrokerNode) NodeInfo() NodeInfo {
+	config := n.broker.Config()
+	started := n.createdAt
+	if root, ok := n.broker.Registry().Lookup(rootActorPath); ok && !root.StartedAt.IsZero() {
+		started = root.StartedAt
+	}
+	settings := map[string]any{
+		"max_body_bytes":       config.MaxBodyBytes,
+		"client_auth_required": config.AuthToken != "",
+	}
+	if config.SegmentBytes != 0 {
+		settings["segment_bytes"] = config.SegmentBytes
+	}
+	return NodeInfo{
+		NodeID:       config.NodeID,
+		Version:      actors.Version,
+		StartedAt:    started,
+		DataDir:      config.DataDir,
+		Listen:       map[string]string{"client": n.broker.Addr().String()},
+		SyncInterval: n.broker.SyncInterval(),
+		Settings:     settings,
+	}
+}
+
+// Queues implements Node.
+func (n *BrokerNode) Queues() []QueueStatus {
+	infos := n.broker.Queues()
+	queues := make([]QueueStatus, 0, len(infos))
+	for i := range infos {
+		queues = append(queues, queueStatusOf(&infos[i]))
+	}
+	return queues
+}
+
+// Queue implements Node.
+func (n *BrokerNode) Queue(name string) (QueueStatus, bool) {
+	info, ok := n.broker.QueueInfo(name)
+	if !ok {
+		return QueueStatus{}, false
+	}
+	return queueStatusOf(&info), true
+}
+
+// queueStatusOf translates the broker's queue info field by field; the
+// boundaries mean the same on both sides.
+func queueStatusOf(info *wire.QueueInfo) QueueStatus {
+	options := info.Options
+	return QueueStatus{
+		Name:   info.Name,
+		Mode:   info.Mode.String(),
+		Policy: info.Policy,
+		Options: QueueOptions{
+			LeaseTimeoutMs: uint64(options.LeaseTimeoutMs), MaxDeliveries: uint64(options.MaxDeliveries),
+			DeadLetterQueue: options.DeadLetterQueue, MessageTTLMs: options.MessageTTLMs,
+			MaxLength: options.MaxLength, MaxBytes: options.MaxBytes, Overflow: string(options.Overflow),
+			RedeliveryDelayMs: uint64(options.RedeliveryDelayMs), Policy: options.Policy,
+			Replicas: uint64(options.Replicas),
+		},
+		Counts: QueueCounts{Ready: info.Ready, Leased: info.Leased, Delayed: info.Delayed,
+			DeadLettered: info.DeadLettered},
+		WrittenNext:     info.WrittenNext,
+		DurableNext:     info.DurableNext,
+		UnsyncedRecords: info.UnsyncedRecords,
+		UnsyncedBytes:   info.UnsyncedBytes,
+		LastSyncUnixMs:  info.LastSyncUnixMs,
+		SyncIntervalMs:  uint64(info.SyncIntervalMs),
+		SyncPending:     info.SyncPending,
+		LastSyncError:   info.LastSyncError,
+		Fenced:          info.Fenced,
+		FenceError:      info.FenceError,
+		ConsumerCount:   int(info.Consumers),
+	}
+}
+
+// Actors implements Node.
+func (n *BrokerNode) Actors() []ActorInfo {
+	snapshot := n.broker.Registry().Snapshot()
+	infos := make([]ActorInfo, 0, len(snapshot))
+	for _, actor := range snapshot {
+		infos = append(infos, ActorInfo{Path: actor.Path, Kind: actor.Kind, MailboxDepth: actor.MailboxDepth,
+			Summary: actor.Summary, Restarts: actor.Restarts, StartedAt: actor.StartedAt})
+	}
+	return infos
+}
+
+// Health implements Node.
+func (n *BrokerNode) Health() Health {
+	health := n.broker.Health()
+	fenced := make([]FencedPartition, 0, len(health.Queues))
+	for _, queue := range health.Queues {
+		fenced = append(fenced, FencedPartition{Queue: queue.Name, Partition: 0, Error: queue.Error})
+	}
+	return Health{Fatal: health.Fatal, Fenced: fenced}
+}
+
+// SetSyncInterval implements Node.
+func (n *BrokerNode) SetSyncInterval(interval time.Duration) error {
+	if err := n.broker.SetSyncInterval(interval); err != nil {
+		if errors.Is(err, actors.ErrInvalidConfig) {
+			return fmt.Errorf("%w: %w", ErrInvalidSetting, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// SyncQueue implements QueueSyncer when the broker can sync a queue on
+// request; see the file comment.
+func (n *BrokerNode) SyncQueue(name string) error {
+	if _, ok := n.broker.QueueInfo(name); !ok {
+		return fmt.Errorf("%w: %s", ErrNoSuchQueue, name)
+	}
+	syncer, ok := any(n.broker).(brokerQueueSyncer)
+	if !ok {
+		return fmt.Errorf("admin: this broker cannot sync a queue on request: %w", errors.ErrUnsupported)
+	}
+	return syncer.SyncQueue(name)
+}
+
+// WritePrometheus implements Node.
+func (n *BrokerNode) WritePrometheus(w io.Writer) { n.broker.Metrics().WritePrometheus(w) }

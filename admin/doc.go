@@ -1,0 +1,42 @@
+// Package admin is Fibril's HTTP debug and admin endpoint: what an operator
+// reads and changes on a running node over HTTP.
+//
+// The endpoint knows the node only through the Node interface it declares
+// (node.go), so it can be built and tested without a broker; broker.go
+// adapts the actors.Broker to it. Start binds a listener (loopback only
+// unless Options.AllowNonLoopback) and serves, with fasthttp:
+//
+//	GET  /                          dashboard: queues, modes, counts, unsynced records, health; refreshes itself
+//	GET  /debug/actors              live actor tree: JSON, or HTML when the client prefers text/html
+//	GET  /api/node                  node id, version, uptime, data dir, listen addresses, settings
+//	GET  /api/queues                every queue's status
+//	GET  /api/queues/{name}         one queue's status; 404 JSON for an unknown queue
+//	POST /api/queues/{name}/sync    sync the queue's log now (when the node is a QueueSyncer)
+//	GET  /api/settings/sync-interval
+//	PUT  /api/settings/sync-interval  body "250ms", "0" (off) or {"interval_ms":250}
+//	GET  /api/cluster               cluster status (when the node is a ClusterNode)
+//	GET  /healthz                   200 when every partition serves; 503 naming each fenced one
+//	GET  /metrics                   Prometheus text format
+//
+// Every progress figure says which boundary it means: written_next and
+// unsynced_records count what reached the OS, durable_next what an fsync
+// covered; a durable field never carries written progress.
+//
+// Access: the endpoint binds to loopback by default. When Options.Token is
+// set, writes (PUT, POST) need it as "Authorization: Bearer <token>" (or as
+// the password of HTTP Basic, so a browser can prompt for it); with
+// Options.ProtectReads, reads need it too, /healthz and /metrics included.
+// While bound to loopback the endpoint also refuses requests whose Host
+// header names anything but a loopback address (a page served from a
+// rebound DNS name cannot read it), and refuses writes whose Origin is
+// another site.
+//
+// A node's command starts it after the broker and closes it first:
+//
+//	server, err := admin.Start(addr, admin.NewBrokerNode(broker), admin.Options{Logger: logger})
+//	if err != nil { ... }
+//	defer server.Close()
+//
+// Pages carry no external assets: styles and the dashboard script are
+// inline and pinned by a Content-Security-Policy hash.
+package admin

@@ -1,0 +1,165 @@
+package admin
+
+// The endpoint's view of a node. These structs are what the JSON endpoints
+// serve, so their JSON names are part of the admin API: units come last
+// (sync_interval_ms, unsynced_bytes) and every progress field names its
+// boundary. written_next is the log offset after the last record handed to
+// the OS (write(2) returned); durable_next is the offset after the last
+// record an fsync covered.
+//
+// Invariant: durable_next <= written_next, and unsynced_records counts the
+// records in [durable_next, written_next).
+
+import (
+	"errors"
+	"io"
+	"time"
+)
+
+// Node is everything the endpoint reads and changes on a node.
+// Implementations MUST be safe for concurrent use; each call runs on the
+// goroutine of one HTTP request and may wait briefly for the node's actors,
+// but MUST NOT wait without bound.
+type Node interface {
+	// NodeInfo describes the node and its settings.
+	NodeInfo() NodeInfo
+	// Queues returns every queue's status, in any order (the endpoint sorts
+	// by name).
+	Queues() []QueueStatus
+	// Queue returns one queue's status; false when no queue has that name.
+	Queue(name string) (QueueStatus, bool)
+	// Actors returns every live actor, flat; the endpoint builds the tree
+	// from the paths. A stopped actor MUST NOT be listed.
+	Actors() []ActorInfo
+	// Health reports fenced partitions and any fatal failure.
+	Health() Health
+	// SetSyncInterval changes the background sync interval of every open
+	// log, live, and of every log opened later; 0 turns background sync
+	// off. An error wrapping ErrInvalidSetting becomes a 400.
+	SetSyncInterval(interval time.Duration) error
+	// WritePrometheus writes the node's metrics in the Prometheus text
+	// format.
+	WritePrometheus(w io.Writer)
+}
+
+// QueueSyncer is an optional capability of a Node: POST
+// /api/queues/{name}/sync is served only when the node has it.
+type QueueSyncer interface {
+	// SyncQueue syncs the queue's log and returns once everything written
+	// before the call is durable. It returns an error wrapping
+	// ErrNoSuchQueue for an unknown queue, and one wrapping
+	// errors.ErrUnsupported when it cannot sync on request after all (the
+	// endpoint answers 501).
+	SyncQueue(name string) error
+}
+
+// ClusterNode is an optional capability of a Node: GET /api/cluster and
+// the dashboard's cluster section are served only when the node has it.
+type ClusterNode interface {
+	// ClusterStatus returns a value that encodes to JSON.
+	ClusterStatus() any
+}
+
+// ErrNoSuchQueue is wrapped by a Node's errors about a queue it does not
+// have; the endpoint answers 404.
+var ErrNoSuchQueue = errors.New("admin: no such queue")
+
+// ErrInvalidSetting is wrapped by a Node's errors about a setting value it
+// refuses; the endpoint answers 400.
+var ErrInvalidSetting = errors.New("admin: invalid setting")
+
+// NodeInfo describes a node.
+type NodeInfo struct {
+	NodeID    string
+	Version   string
+	StartedAt time.Time // the endpoint reports uptime from it
+	DataDir   string
+	// Listen maps a listener's role ("client", "peer", "raft") to its
+	// address. The endpoint adds its own as "http".
+	Listen map[string]string
+	// SyncInterval is the node-wide background sync interval in force;
+	// 0 means off.
+	SyncInterval time.Duration
+	// Settings holds the node's other settings as JSON-ready values whose
+	// keys carry their unit ("max_body_bytes").
+	Settings map[string]any
+}
+
+// QueueStatus is one queue as the endpoint reports it.
+type QueueStatus struct {
+	Name    string       `json:"name"`
+	Mode    string       `json:"mode"` // "durable" or "buffered"
+	Policy  string       `json:"policy,omitempty"`
+	Options QueueOptions `json:"options"`
+	Counts  QueueCounts  `json:"counts"`
+
+	WrittenNext     uint64 `json:"written_next"`     // offset after the last record handed to the OS
+	DurableNext     uint64 `json:"durable_next"`     // offset after the last fsynced record
+	UnsyncedRecords uint64 `json:"unsynced_records"` // written, not yet durable
+	UnsyncedBytes   uint64 `json:"unsynced_bytes"`   // written, not yet durable
+	LastSyncUnixMs  int64  `json:"last_sync_unix_ms"`
+	SyncIntervalMs  uint64 `json:"sync_interval_ms"` // this log's background sync target; 0 = off
+	SyncPending     bool   `json:"sync_pending"`
+	LastSyncError   string `json:"last_sync_error,omitempty"`
+
+	Fenced     bool   `json:"fenced"` // refuses publishes after a storage fault
+	FenceError string `json:"fence_error,omitempty"`
+
+	// ConsumerCount is the number of live subscriptions. Consumers lists
+	// them when the node reports details; null means it does not.
+	ConsumerCount int              `json:"consumer_count"`
+	Consumers     []ConsumerStatus `json:"consumers"`
+}
+
+// QueueCounts are a queue's message counts.
+type QueueCounts struct {
+	Ready        uint64 `json:"ready"`         // selectable now
+	Leased       uint64 `json:"leased"`        // delivered, not yet settled
+	Delayed      uint64 `json:"delayed"`       // waiting out a nack or redelivery delay
+	DeadLettered uint64 `json:"dead_lettered"` // since the queue was declared
+}
+
+// QueueOptions are a queue's declaration options; unset ones are omitted.
+type QueueOptions struct {
+	LeaseTimeoutMs    uint64 `json:"lease_timeout_ms,omitempty"`
+	MaxDeliveries     uint64 `json:"max_deliveries,omitempty"`
+	DeadLetterQueue   string `json:"dead_letter_queue,omitempty"`
+	MessageTTLMs      uint64 `json:"message_ttl_ms,omitempty"`
+	MaxLength         uint64 `json:"max_length,omitempty"`
+	MaxBytes          uint64 `json:"max_bytes,omitempty"`
+	Overflow          string `json:"overflow,omitempty"`
+	RedeliveryDelayMs uint64 `json:"redelivery_delay_ms,omitempty"`
+	Policy            string `json:"policy,omitempty"`
+	Replicas          uint64 `json:"replicas,omitempty"`
+}
+
+// ConsumerStatus is one subscription on a queue.
+type ConsumerStatus struct {
+	Session     string `json:"session"`     // the session's actor path or id
+	Prefetch    uint64 `json:"prefetch"`    // most deliveries held unsettled at once
+	Outstanding uint64 `json:"outstanding"` // deliveries held unsettled now
+}
+
+// ActorInfo is one live actor.
+type ActorInfo struct {
+	Path         string // hierarchical, "/"-separated: "node/queues/orders/0/log"
+	Kind         string // "session", "partition", "log", ...
+	MailboxDepth int    // user messages waiting now
+	Summary      string // one line the actor published about its state
+	Restarts     uint64
+	StartedAt    time.Time
+}
+
+// Health is a node's health. The node serves when Fatal is empty and no
+// partition is fenced.
+type Health struct {
+	Fatal  string // a failure the node could not contain; empty when none
+	Fenced []FencedPartition
+}
+
+// FencedPartition is one queue partition that refuses publishes.
+type FencedPartition struct {
+	Queue     string `json:"queue"`
+	Partition int    `json:"partition"`
+	Error     string `json:"error"`
+}

@@ -1,0 +1,263 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// Client is a connection to a Fibril node (and, after redirects, to the
+// nodes that own the queues it uses). It is safe for concurrent use.
+//
+// Goroutines: per connection one reader and one writer; per node address
+// one supervisor that reconnects; one per subscription with a handler; one
+// for the Confirms channel when it is enabled. None per message.
+type Client struct {
+	options Options
+	ctx     context.Context // canceled by Close
+	cancel  context.CancelFunc
+
+	nextRequestID atomic.Uint64
+	nextPublishID atomic.Uint64
+	window        *window
+	confirms      *confirmPump // nil unless Options.Confirms
+
+	home      *link
+	routesMu  sync.Mutex
+	routes    map[string]*link // queues owned away from home, by queue name
+	links     map[string]*link // redirect targets, by address
+	closed    bool             // guarded by routesMu
+	closeOnce sync.Once
+	resending sync.WaitGroup // goroutines re-sending redirected publishes
+
+	randomMu sync.Mutex
+	random   *rand.Rand
+}
+
+// Dial connects to the first of options.Addresses that answers hello and
+// returns a Client that keeps a connection up from then on: when it breaks,
+// pending requests fail at once with ErrConnectionLost and a supervisor
+// reconnects with backoff, rotating through the addresses. Dial itself
+// fails when no address answers.
+func Dial(ctx context.Context, options Options) (*Client, error) {
+	if len(options.Addresses) == 0 {
+		return nil, ErrNoAddresses
+	}
+	options = options.withDefaults()
+	clientCtx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		options: options, ctx: clientCtx, cancel: cancel,
+		window: newWindow(options.MaxPendingPublishes),
+		routes: make(map[string]*link), links: make(map[string]*link),
+		random: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+	}
+	if options.Confirms {
+		c.confirms = newConfirmPump(options.MaxPendingPublishes, c.window)
+	}
+	c.home = newLink(c, options.Addresses)
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	var failures []error
+	for _, address := range options.Addresses {
+		first, err := c.connect(clientCtx, c.home, address, "")
+		if err == nil {
+			c.home.start(first)
+			return c, nil
+		}
+		failures = append(failures, err)
+	}
+	cancel()
+	if c.confirms != nil {
+		c.confirms.stop()
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return nil, fmt.Errorf("client: dial: %w", errors.Join(failures...))
+}
+
+// Session returns the session of the home connection (the one Dial made),
+// and false while it is reconnecting.
+func (c *Client) Session() (Session, bool) {
+	return c.home.currentSession()
+}
+
+// Close ends the Client. It first unsubscribes every subscription (after
+// the settles already made, which are sent; the node releases what is
+// still unsettled), waiting at most a second for the node, then cuts the
+// connections. Everything still pending fails with ErrClosed: requests,
+// publishes (their futures, and the Confirms channel, which delivers those
+// outcomes and is then closed), publishes waiting for room, and
+// subscriptions (their channels are closed; Err reports ErrClosed). Close
+// does not wait for handler goroutines to return. Call Flush first to
+// wait for outstanding confirms.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.unsubscribeAll()
+		c.routesMu.Lock()
+		c.closed = true
+		links := []*link{c.home}
+		for _, l := range c.links {
+			links = append(links, l)
+		}
+		c.routesMu.Unlock()
+		c.cancel()
+		for _, l := range links {
+			l.awaitStopped()
+		}
+		c.resending.Wait()
+		for _, l := range links {
+			for _, s := range l.takeSubscriptions() {
+				s.finish(ErrClosed)
+			}
+		}
+		c.window.close()
+		if c.confirms != nil {
+			c.confirms.stop()
+		}
+	})
+	return nil
+}
+
+// unsubscribeAll ends every subscription on the node, all at once, within
+// closeGrace.
+func (c *Client) unsubscribeAll() {
+	c.routesMu.Lock()
+	links := []*link{c.home}
+	for _, l := range c.links {
+		links = append(links, l)
+	}
+	c.routesMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
+	var ending sync.WaitGroup
+	for _, l := range links {
+		l.mu.Lock()
+		subscriptions := l.subscriptionsLocked()
+		l.mu.Unlock()
+		for _, s := range subscriptions {
+			ending.Add(1)
+			go func() {
+				defer ending.Done()
+				s.end(ctx, ErrClosed)
+			}()
+		}
+	}
+	ending.Wait()
+}
+
+// isClosed reports whether Close has been called.
+func (c *Client) isClosed() bool { return c.ctx.Err() != nil }
+
+// randomFloat returns a random number in [0, 1) for backoff jitter.
+func (c *Client) randomFloat() float64 {
+	c.randomMu.Lock()
+	defer c.randomMu.Unlock()
+	return c.random.Float64()
+}
+
+// call describes one request for roundTrip.
+type call struct {
+	queue        string                     // routes the request; "" goes home
+	build        func(id uint64) wire.Frame // the frame with its request id
+	link         *link                      // overrides routing by queue
+	subscription *Subscription              // subscribe: to bind on subscribe-ok
+	unsubscribe  *binding                   // unsubscribe: to unbind on ok
+}
+
+// roundTrip sends a request to the node that owns its queue, following
+// redirects, and returns the reply.
+func (c *Client) roundTrip(ctx context.Context, request call) (reply, error) {
+	target := request.link
+	if target == nil {
+		target = c.linkFor(request.queue)
+	}
+	for redirects := 0; ; redirects++ {
+		connection, err := target.connection(ctx)
+		if err != nil {
+			return reply{}, err
+		}
+		answer, err := connection.request(ctx, request)
+		if err != nil || answer.redirect == nil {
+			return answer, err
+		}
+		if redirects >= c.options.MaxRedirects {
+			return reply{}, fmt.Errorf("%w: queue %q, last sent to %s", ErrTooManyRedirects,
+				answer.redirect.Queue, answer.redirect.Address)
+		}
+		queue := request.queue
+		if queue == "" {
+			queue = answer.redirect.Queue
+		}
+		if target = c.learnRoute(queue, answer.redirect.Address); target == nil {
+			return reply{}, ErrClosed
+		}
+	}
+}
+
+// linkFor returns the link that serves a queue: its owner's, once a
+// redirect has named one, and home otherwise.
+func (c *Client) linkFor(queue string) *link {
+	if routed := c.routedLink(queue); routed != nil {
+		return routed
+	}
+	return c.home
+}
+
+// routedLink returns the link a redirect named for the queue, or nil.
+func (c *Client) routedLink(queue string) *link {
+	c.routesMu.Lock()
+	defer c.routesMu.Unlock()
+	return c.routes[queue]
+}
+
+// learnRoute records that address owns queue and returns the link to it,
+// starting one when needed; nil once the Client is closed. A redirect back
+// to the address home is connected to clears the route.
+func (c *Client) learnRoute(queue, address string) *link {
+	homeAddress := c.home.currentAddress()
+	c.routesMu.Lock()
+	defer c.routesMu.Unlock()
+	if c.closed {
+		return nil
+	}
+	if address == homeAddress {
+		delete(c.routes, queue)
+		return c.home
+	}
+	target := c.links[address]
+	if target == nil {
+		target = newLink(c, []string{address})
+		c.links[address] = target
+		target.start(nil)
+	}
+	if queue != "" {
+		c.routes[queue] = target
+	}
+	return target
+}
+
+// resend publishes again, on target, messages a node refused with
+// not_owner (so they were not stored). It runs on its own goroutine, one
+// per redirect event, so a reader never waits for another node's dial.
+func (c *Client) resend(futures []*PublishFuture, target *link) {
+	c.resending.Add(1)
+	go func() {
+		defer c.resending.Done()
+		for _, future := range futures {
+			future.redirects++
+			if future.redirects > c.options.MaxRedirects {
+				c.finishPublish(future, Confirm{Err: fmt.Errorf("%w: queue %q", ErrTooManyRedirects, future.queue)})
+				continue
+			}
+			if err := c.sendPublish(c.ctx, future, target); err != nil {
+				c.finishPublish(future, Confirm{Err: err})
+			}
+		}
+	}()
+}

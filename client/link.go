@@ -1,0 +1,315 @@
+package client
+
+// A link is the Client's relationship with one node (the home link may
+// name several addresses for it): the connection in use, if any, the
+// subscriptions it carries, and the supervisor goroutine that replaces
+// the connection when it breaks.
+//
+// The supervisor's cycle: connect (with backoff between failed rounds);
+// publish the connection; bring every subscription of the link back onto
+// it; serve (keepalive pings) until it ends; withdraw it, wait for its
+// reader and writer to exit, drop the deliveries that arrived on it and
+// were not yet received (they are stale: the node hands them out again);
+// repeat until the Client closes.
+//
+// Invariant: a subscription in subs is either bound to current, or will be
+// bound again by the supervisor's next pass (it resubscribes everything not
+// bound to the connection it just published).
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/fibrilmq/fibril/wire"
+)
+
+type link struct {
+	client    *Client
+	addresses []string
+
+	mu            sync.Mutex
+	current       *conn                      // nil while (re)connecting
+	changed       chan struct{}              // closed and replaced on every change below
+	attempted     bool                       // a connect attempt has finished
+	lastFailure   error                      // why the last connection or attempt failed
+	session       Session                    // of the last connection
+	subscriptions map[*Subscription]struct{} // established subscriptions routed here
+	nextAddress   int                        // where the next reconnect round starts
+
+	started bool
+	stopped chan struct{} // closed when the supervisor returns
+}
+
+func newLink(c *Client, addresses []string) *link {
+	return &link{
+		client: c, addresses: addresses,
+		changed:       make(chan struct{}),
+		subscriptions: make(map[*Subscription]struct{}),
+		stopped:       make(chan struct{}),
+	}
+}
+
+// start runs the supervisor; first is a connection already made, or nil.
+func (l *link) start(first *conn) {
+	l.mu.Lock()
+	l.started = true
+	if first != nil {
+		l.current, l.session, l.attempted = first, first.session, true
+	}
+	l.mu.Unlock()
+	go l.supervise(first)
+}
+
+// awaitStopped waits for the supervisor to return (after Close).
+func (l *link) awaitStopped() {
+	l.mu.Lock()
+	started := l.started
+	l.mu.Unlock()
+	if started {
+		<-l.stopped
+	}
+}
+
+// connection returns the live connection. While the link has never
+// finished an attempt it waits for one; afterwards, while reconnecting, it
+// fails at once with ErrConnectionLost unless Options.WaitForReconnect.
+func (l *link) connection(ctx context.Context) (*conn, error) {
+	for {
+		l.mu.Lock()
+		current, changed, attempted, lastFailure := l.current, l.changed, l.attempted, l.lastFailure
+		l.mu.Unlock()
+		switch {
+		case l.client.isClosed():
+			return nil, ErrClosed
+		case current != nil && !current.isDead():
+			return current, nil
+		case current == nil && attempted && !l.client.options.WaitForReconnect:
+			return nil, connectionLost(lastFailure)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-l.client.ctx.Done():
+			return nil, ErrClosed
+		}
+	}
+}
+
+// notifyLocked wakes everyone waiting for a change. Lock must be held.
+func (l *link) notifyLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+func (l *link) currentSession() (Session, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.session, l.current != nil
+}
+
+func (l *link) currentAddress() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.current == nil {
+		return ""
+	}
+	return l.current.session.Address
+}
+
+func (l *link) supervise(first *conn) {
+	defer close(l.stopped)
+	current := first
+	failures := 0
+	for {
+		if current == nil {
+			current = l.reconnect(&failures)
+			if current == nil {
+				return
+			}
+		}
+		failures = 0
+		l.becomeConnected(current)
+		l.resubscribe(current)
+		reason := l.serve(current)
+		l.becomeDisconnected(current, reason)
+		if l.client.isClosed() {
+			return
+		}
+		current = nil
+	}
+}
+
+// reconnect tries every address in turn, backing off between failed
+// rounds; nil when the Client closes first. A link that has connected
+// before waits one backoff step before its first round, so a node that
+// accepts and drops connections is not hammered.
+func (l *link) reconnect(failures *int) *conn {
+	l.mu.Lock()
+	waitFirst := l.session.SessionID != ""
+	l.mu.Unlock()
+	options := l.client.options
+	for {
+		if waitFirst || *failures > 0 {
+			delay := backoffDelay(*failures, options.Backoff.Initial, options.Backoff.Max, l.client.randomFloat)
+			timer := time.NewTimer(delay)
+			select {
+			case <-timer.C:
+			case <-l.client.ctx.Done():
+				timer.Stop()
+				return nil
+			}
+		}
+		waitFirst = false
+		for range l.addresses {
+			l.mu.Lock()
+			address := l.addresses[l.nextAddress%len(l.addresses)]
+			l.nextAddress++
+			previous := l.session.SessionID
+			l.mu.Unlock()
+			connected, err := l.client.connect(l.client.ctx, l, address, previous)
+			if err == nil {
+				return connected
+			}
+			if l.client.isClosed() {
+				return nil
+			}
+			l.noteFailure(address, err)
+		}
+		*failures++
+	}
+}
+
+func (l *link) noteFailure(address string, err error) {
+	l.mu.Lock()
+	l.attempted, l.lastFailure = true, err
+	l.notifyLocked()
+	l.mu.Unlock()
+	if l.client.options.OnDisconnect != nil {
+		l.client.options.OnDisconnect(address, err)
+	}
+}
+
+func (l *link) becomeConnected(c *conn) {
+	l.mu.Lock()
+	l.current, l.session, l.attempted, l.lastFailure = c, c.session, true, nil
+	for i, address := range l.addresses {
+		if address == c.session.Address {
+			l.nextAddress = i // reconnect to the same node first
+		}
+	}
+	l.notifyLocked()
+	l.mu.Unlock()
+	if l.client.options.OnConnect != nil {
+		l.client.options.OnConnect(c.session)
+	}
+}
+
+// serve waits for the connection to end, pinging it every keepalive
+// interval, and returns why it ended.
+func (l *link) serve(c *conn) error {
+	var tick <-chan time.Time
+	if interval := l.client.options.KeepaliveInterval; interval > 0 {
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		tick = ticker.C
+	}
+	for {
+		select {
+		case <-c.done:
+			return c.failure
+		case <-l.client.ctx.Done():
+			c.closeGracefully(ErrClosed)
+			return ErrClosed
+		case <-tick:
+			l.keepalive(c)
+		}
+	}
+}
+
+// keepalive pings; an unanswered ping ends the connection.
+func (l *link) keepalive(c *conn) {
+	ctx, cancel := context.WithTimeout(l.client.ctx, l.client.options.KeepaliveInterval)
+	defer cancel()
+	_, err := c.request(ctx, call{build: func(id uint64) wire.Frame { return &wire.Ping{RequestID: id} }})
+	if err != nil && ctx.Err() == context.DeadlineExceeded {
+		c.fail(connectionLost(errKeepaliveTimeout))
+	}
+}
+
+// becomeDisconnected withdraws the connection and cleans up after it.
+func (l *link) becomeDisconnected(c *conn, reason error) {
+	l.mu.Lock()
+	if l.current == c {
+		l.current = nil
+	}
+	l.lastFailure = reason
+	l.notifyLocked()
+	subscriptions := l.subscriptionsLocked()
+	l.mu.Unlock()
+	<-c.readerDone
+	<-c.writerDone
+	for _, s := range subscriptions {
+		s.dropStale(c)
+	}
+	if l.client.options.OnDisconnect != nil && reason != ErrClosed {
+		l.client.options.OnDisconnect(c.session.Address, reason)
+	}
+}
+
+// resubscribe binds every subscription of the link to the connection.
+func (l *link) resubscribe(c *conn) {
+	l.mu.Lock()
+	subscriptions := l.subscriptionsLocked()
+	l.mu.Unlock()
+	for _, s := range subscriptions {
+		if c.isDead() {
+			return
+		}
+		if !s.boundTo(c) {
+			s.reestablish(l)
+		}
+	}
+}
+
+func (l *link) subscriptionsLocked() []*Subscription {
+	subscriptions := make([]*Subscription, 0, len(l.subscriptions))
+	for s := range l.subscriptions {
+		subscriptions = append(subscriptions, s)
+	}
+	return subscriptions
+}
+
+// adopt records an established subscription on this link. It reports
+// whether the subscription's binding is on the link's live connection; if
+// not, the caller binds it again (or, with keepStale, leaves that to the
+// supervisor's next pass).
+func (l *link) adopt(s *Subscription, b *binding, keepStale bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s.isEnded() {
+		return true // unsubscribed meanwhile: nothing to keep
+	}
+	live := l.current == b.conn && !b.conn.isDead()
+	if live || keepStale {
+		l.subscriptions[s] = struct{}{}
+	}
+	return live
+}
+
+// forget removes a subscription from the link.
+func (l *link) forget(s *Subscription) {
+	l.mu.Lock()
+	delete(l.subscriptions, s)
+	l.mu.Unlock()
+}
+
+// takeSubscriptions empties the link's subscriptions (Close).
+func (l *link) takeSubscriptions() []*Subscription {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	subscriptions := l.subscriptionsLocked()
+	clear(l.subscriptions)
+	return subscriptions
+}

@@ -1,0 +1,154 @@
+package client
+
+import (
+	"context"
+	"net"
+	"time"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultMaxPendingPublishes = 4096
+	DefaultWriteQueueLength    = 1024
+	DefaultMaxRedirects        = 4
+	DefaultDialTimeout         = 5 * time.Second
+	DefaultKeepaliveInterval   = 30 * time.Second
+	DefaultBackoffInitial      = 50 * time.Millisecond
+	DefaultBackoffMax          = 5 * time.Second
+	DefaultMaxBatchMessages    = 1024
+)
+
+// Options configure a Client. Every zero value means its default.
+type Options struct {
+	// Addresses of the nodes to connect to (host:port), tried in order on
+	// the first dial and in rotation on every reconnect. At least one.
+	Addresses []string
+	// AuthToken is sent in hello; empty when the node needs none.
+	AuthToken []byte
+	// ClientName is free text the node shows in logs and the dashboard.
+	ClientName string
+
+	// MaxPendingPublishes bounds the publishes in flight (sent or queued,
+	// not yet confirmed) across the whole Client; Publish and PublishAsync
+	// wait for room. With Confirms set, a publish also holds its place until
+	// its confirm has been received from the Confirms channel.
+	MaxPendingPublishes int
+	// WriteQueueLength bounds each connection's queue of frames waiting for
+	// its writer goroutine.
+	WriteQueueLength int
+	// MaxBatchMessages bounds the messages the writer packs into one
+	// publish frame (messages to the same queue that are queued together
+	// travel in one frame).
+	MaxBatchMessages int
+	// MaxBodyBytes is the largest frame body this client accepts (told to
+	// the node in hello). 0 means 16 MiB.
+	MaxBodyBytes uint32
+
+	// Confirms, when set, makes Confirms() return a channel that receives
+	// the outcome of every PublishAsync, in the order outcomes complete.
+	// The channel must be drained: publishes wait for room while their
+	// confirms sit unreceived (they never stall the connection).
+	Confirms bool
+
+	// WaitForReconnect makes requests made while a connection is being
+	// re-established wait for it (bounded by their context) instead of
+	// failing at once with ErrConnectionLost.
+	WaitForReconnect bool
+	// Backoff paces reconnect attempts.
+	Backoff Backoff
+	// DialTimeout bounds one connection attempt, hello included.
+	DialTimeout time.Duration
+	// KeepaliveInterval is how often each connection pings the node; a
+	// ping unanswered within the interval closes the connection (and so
+	// triggers a reconnect). Negative turns keepalive off.
+	KeepaliveInterval time.Duration
+	// MaxRedirects bounds how many redirects one request follows.
+	MaxRedirects int
+
+	// OnConnect is called after every successful hello (the first one and
+	// each reconnect, on the home connection and on redirect targets),
+	// from the connection's supervising goroutine; keep it short.
+	OnConnect func(Session)
+	// OnDisconnect is called when a connection ends, or an attempt to make
+	// one fails, with the address and the reason.
+	OnDisconnect func(address string, err error)
+	// OnError receives node errors that answer no request (request id 0,
+	// for example unknown_delivery_tag, or a subscription the node ended).
+	// It is called from a connection's reader goroutine; keep it short.
+	OnError func(error)
+
+	// Dialer opens the byte stream to an address; nil means TCP. Tests use
+	// it to inject failures.
+	Dialer func(ctx context.Context, address string) (net.Conn, error)
+}
+
+// Backoff is the reconnect schedule: the n-th consecutive failed round of
+// attempts waits a random duration in [d/2, d], where d = Initial·2ⁿ capped
+// at Max.
+type Backoff struct {
+	Initial time.Duration
+	Max     time.Duration
+}
+
+// Session describes the session hello-ok opened.
+type Session struct {
+	Address       string // the address dialed
+	NodeID        string // the node serving the connection
+	SessionID     string // opaque; the SDK names it when it reconnects
+	Resumed       bool   // the node restarted since the session named in hello: held deliveries are stale, unconfirmed publishes have an unknown outcome
+	ServerVersion string
+	MaxBodyBytes  uint32 // the largest body the node accepts
+}
+
+// withDefaults returns a copy with every zero value replaced by its default.
+func (o Options) withDefaults() Options {
+	if o.MaxPendingPublishes <= 0 {
+		o.MaxPendingPublishes = DefaultMaxPendingPublishes
+	}
+	if o.WriteQueueLength <= 0 {
+		o.WriteQueueLength = DefaultWriteQueueLength
+	}
+	if o.MaxBatchMessages <= 0 {
+		o.MaxBatchMessages = DefaultMaxBatchMessages
+	}
+	if o.Backoff.Initial <= 0 {
+		o.Backoff.Initial = DefaultBackoffInitial
+	}
+	if o.Backoff.Max <= 0 {
+		o.Backoff.Max = DefaultBackoffMax
+	}
+	if o.Backoff.Max < o.Backoff.Initial {
+		o.Backoff.Max = o.Backoff.Initial
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.KeepaliveInterval == 0 {
+		o.KeepaliveInterval = DefaultKeepaliveInterval
+	}
+	if o.MaxRedirects <= 0 {
+		o.MaxRedirects = DefaultMaxRedirects
+	}
+	if o.Dialer == nil {
+		dialer := &net.Dialer{}
+		o.Dialer = func(ctx context.Context, address string) (net.Conn, error) {
+			return dialer.DialContext(ctx, "tcp", address)
+		}
+	}
+	return o
+}
+
+// backoffDelay is the wait before reconnect round `failures` (0 for the
+// first retry): uniformly random in [d/2, d] with d = initial·2^failures
+// capped at max. random returns a value in [0, 1).
+func backoffDelay(failures int, initial, max time.Duration, random func() float64) time.Duration {
+	ceiling := initial
+	for i := 0; i < failures && ceiling < max; i++ {
+		ceiling *= 2
+	}
+	if ceiling > max {
+		ceiling = max
+	}
+	half := ceiling / 2
+	return half + time.Duration(random()*float64(ceiling-half))
+}

@@ -1,0 +1,396 @@
+package client
+
+// Publishing. A publish takes a place in the Client's window (bounded by
+// MaxPendingPublishes), gets a client-wide publish number, and goes to the
+// outbox of the connection that serves its queue; the writer gives it a
+// wire sequence number and packs it with its neighbours. The confirm
+// (a range, with its boundary) completes the future. A publish refused
+// with not_owner was not stored, so it is sent again to the owner the
+// redirect names; a publish whose connection ends has an unknown outcome
+// and fails with ErrConnectionLost.
+//
+// Invariant: every future is completed exactly once (a second completion
+// panics), and each completion returns its window place, at once or, for
+// publishes reported on the Confirms channel, when the application has
+// received the confirm.
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// Boundary says which progress a confirm stands on.
+type Boundary = wire.Boundary
+
+// Boundaries a confirm can stand on: the queue's mode decides.
+const (
+	// BoundaryWritten: the required copies handed the message to the OS
+	// (buffered queues). Power loss on all of them before the next sync
+	// can lose it.
+	BoundaryWritten = wire.BoundaryWritten
+	// BoundaryDurable: the required copies fsynced the message (durable
+	// queues).
+	BoundaryDurable = wire.BoundaryDurable
+)
+
+// Message is what a publish carries.
+type Message struct {
+	Payload   []byte
+	Headers   Headers
+	MessageID string // empty: the node assigns one
+}
+
+// Confirm is the outcome of one publish.
+type Confirm struct {
+	Seq      uint64   // the publish number (PublishFuture.Seq); increases with every publish of the Client
+	Queue    string   // the queue published to
+	Boundary Boundary // when Err is nil: written (buffered queue) or durable (durable queue)
+	// Err is nil when the message was stored. A *ServerError means the
+	// node refused it and did not store it (see IsRetryable); an error
+	// matching ErrConnectionLost means the outcome is unknown (it may or
+	// may not have been stored); ErrClosed means the Client was closed.
+	Err error
+}
+
+// PublishFuture is a publish in flight.
+type PublishFuture struct {
+	seq          uint64
+	queue        string
+	messageID    []byte
+	headers      []wire.Header
+	payload      []byte
+	encodedBytes int  // the message's size inside a publish frame
+	notify       bool // report the outcome on the Confirms channel
+	redirects    int
+
+	wireSeq uint64 // set by the writer that sends it
+
+	completed atomic.Bool
+	result    Confirm
+	done      chan struct{}
+}
+
+// Seq returns the publish number, which the Confirm repeats.
+func (f *PublishFuture) Seq() uint64 { return f.seq }
+
+// Queue returns the queue published to.
+func (f *PublishFuture) Queue() string { return f.queue }
+
+// Done is closed when the outcome is known.
+func (f *PublishFuture) Done() <-chan struct{} { return f.done }
+
+// Wait waits for the outcome. The error is the Confirm's Err, or ctx's
+// error when ctx ends first (the publish stays in flight).
+func (f *PublishFuture) Wait(ctx context.Context) (Confirm, error) {
+	select {
+	case <-f.done:
+		return f.result, f.result.Err
+	case <-ctx.Done():
+		return Confirm{Seq: f.seq, Queue: f.queue}, ctx.Err()
+	}
+}
+
+// Publish publishes one message and waits for its confirm. The returned
+// Confirm says which boundary the message reached; the error is the
+// Confirm's Err (or ctx's).
+func (c *Client) Publish(ctx context.Context, queue string, message Message) (Confirm, error) {
+	future, err := c.publish(ctx, queue, message, false)
+	if err != nil {
+		return Confirm{Queue: queue, Err: err}, err
+	}
+	return future.Wait(ctx)
+}
+
+// PublishAsync queues one message for publishing and returns at once with
+// its future; ctx bounds only the wait for room in the window and the
+// outbox. Publishes pipeline: many are in flight at once, and those queued
+// together for one queue share a frame. The message's Payload and header
+// values must not be modified until the future is done (they are sent
+// again if the queue's owner moved). With Options.Confirms the outcome is
+// also sent on the Confirms channel.
+func (c *Client) PublishAsync(ctx context.Context, queue string, message Message) (*PublishFuture, error) {
+	return c.publish(ctx, queue, message, c.confirms != nil)
+}
+
+// Confirms returns the channel of PublishAsync outcomes, in the order they
+// complete, when Options.Confirms is set; nil otherwise. Receive from it
+// steadily: a publish keeps its window place until its confirm has been
+// received here. After Close it delivers the remaining outcomes (failed
+// with ErrClosed), then is closed.
+func (c *Client) Confirms() <-chan Confirm {
+	if c.confirms == nil {
+		return nil
+	}
+	return c.confirms.out
+}
+
+// Flush waits until no publish is in flight (every one made before the
+// call, and any made concurrently, has its outcome).
+func (c *Client) Flush(ctx context.Context) error {
+	return c.window.awaitIdle(ctx)
+}
+
+func (c *Client) publish(ctx context.Context, queue string, message Message, notify bool) (*PublishFuture, error) {
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	future, err := newPublishFuture(queue, message, notify)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.window.acquire(ctx); err != nil {
+		return nil, err
+	}
+	future.seq = c.nextPublishID.Add(1)
+	if err := c.sendPublish(ctx, future, c.linkFor(queue)); err != nil {
+		future.notify = false
+		c.finishPublish(future, Confirm{Err: err})
+		return nil, err
+	}
+	return future, nil
+}
+
+// sendPublish hands a publish to the connection of target.
+func (c *Client) sendPublish(ctx context.Context, future *PublishFuture, target *link) error {
+	connection, err := target.connection(ctx)
+	if err != nil {
+		return err
+	}
+	if publishFrameOverhead+len(future.queue)+future.encodedBytes > int(connection.peerMaxBody) {
+		return ErrMessageTooLarge
+	}
+	return connection.enqueue(ctx, outbound{publish: future})
+}
+
+// finishPublish completes a future and returns its window place (or hands
+// the outcome to the Confirms channel, which returns it on receipt).
+func (c *Client) finishPublish(future *PublishFuture, result Confirm) {
+	if !future.completed.CompareAndSwap(false, true) {
+		panic("client: publish completed twice")
+	}
+	result.Seq, result.Queue = future.seq, future.queue
+	future.result = result
+	future.payload, future.headers, future.messageID = nil, nil, nil
+	close(future.done)
+	if future.notify {
+		c.confirms.push(result)
+	} else {
+		c.window.release()
+	}
+}
+
+func newPublishFuture(queue string, message Message, notify bool) (*PublishFuture, error) {
+	if err := checkName("queue name", queue); err != nil {
+		return nil, err
+	}
+	if message.MessageID != "" {
+		if err := checkName("message id", message.MessageID); err != nil {
+			return nil, err
+		}
+	}
+	future := &PublishFuture{queue: queue, payload: message.Payload, notify: notify, done: make(chan struct{})}
+	size := 8 + 2 + len(message.MessageID) + 2 + 4 + len(message.Payload)
+	if message.MessageID != "" {
+		future.messageID = []byte(message.MessageID)
+	}
+	if len(message.Headers) > 0 {
+		if len(message.Headers) > 0xffff {
+			return nil, ErrMessageTooLarge
+		}
+		future.headers = make([]wire.Header, len(message.Headers))
+		for i, header := range message.Headers {
+			if header.Key != "" {
+				if err := checkName("header key", header.Key); err != nil {
+					return nil, err
+				}
+			}
+			future.headers[i] = wire.Header{Key: []byte(header.Key), Value: header.Value}
+			size += 2 + len(header.Key) + 4 + len(header.Value)
+		}
+	}
+	future.encodedBytes = size
+	if size > wire.DefaultMaxBodyBytes {
+		return nil, ErrMessageTooLarge
+	}
+	return future, nil
+}
+
+// checkName refuses a string the protocol cannot carry: empty, longer than
+// a string field, or not UTF-8 (which the node would take as a malformed
+// frame and close the connection for).
+func checkName(what, name string) error {
+	switch {
+	case name == "":
+		return errorf(ErrInvalidConfig, "%s is empty", what)
+	case len(name) > wire.MaxStringBytes:
+		return errorf(ErrInvalidConfig, "%s is %d bytes, over the limit of %d", what, len(name), wire.MaxStringBytes)
+	case !utf8.ValidString(name):
+		return errorf(ErrInvalidConfig, "%s is not valid UTF-8", what)
+	}
+	return nil
+}
+
+// window bounds the publishes in flight. Waiters are served in order.
+type window struct {
+	mu          sync.Mutex
+	limit, held int
+	waiters     []*windowWaiter
+	idle        []chan struct{} // Flush callers, woken when held reaches 0
+	closed      bool
+}
+
+// windowWaiter is a publisher waiting for a place; release hands one over
+// (granted) or close wakes it without one.
+type windowWaiter struct {
+	wake    chan struct{}
+	granted bool // guarded by window.mu
+}
+
+func newWindow(limit int) *window { return &window{limit: limit} }
+
+func (w *window) acquire(ctx context.Context) error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	if w.held < w.limit && len(w.waiters) == 0 {
+		w.held++
+		w.mu.Unlock()
+		return nil
+	}
+	waiter := &windowWaiter{wake: make(chan struct{})}
+	w.waiters = append(w.waiters, waiter)
+	w.mu.Unlock()
+	select {
+	case <-waiter.wake:
+	case <-ctx.Done():
+	}
+	w.mu.Lock()
+	granted := waiter.granted
+	if !granted {
+		for i, other := range w.waiters {
+			if other == waiter {
+				w.waiters = append(w.waiters[:i], w.waiters[i+1:]...)
+				break
+			}
+		}
+	}
+	closed := w.closed
+	w.mu.Unlock()
+	switch {
+	case granted && (closed || ctx.Err() != nil):
+		w.release() // a place arrived too late: give it back
+	case granted:
+		return nil
+	}
+	if closed {
+		return ErrClosed
+	}
+	return ctx.Err()
+}
+
+// release returns a place: to the first waiter, or to the pool.
+func (w *window) release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.held <= 0 {
+		panic("client: window released more places than it held")
+	}
+	if len(w.waiters) > 0 && !w.closed {
+		waiter := w.waiters[0]
+		w.waiters = w.waiters[1:]
+		waiter.granted = true
+		close(waiter.wake)
+		return
+	}
+	w.held--
+	if w.held == 0 {
+		for _, idle := range w.idle {
+			close(idle)
+		}
+		w.idle = nil
+	}
+}
+
+// awaitIdle waits until no place is held.
+func (w *window) awaitIdle(ctx context.Context) error {
+	w.mu.Lock()
+	if w.held == 0 {
+		w.mu.Unlock()
+		return nil
+	}
+	idle := make(chan struct{})
+	w.idle = append(w.idle, idle)
+	w.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// close wakes every waiter without a place.
+func (w *window) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	for _, waiter := range w.waiters {
+		close(waiter.wake)
+	}
+	w.waiters = nil
+}
+
+// confirmPump delivers PublishAsync outcomes on the Confirms channel. Its
+// buffer holds as many outcomes as the window has places, and an outcome
+// keeps its place until the application receives it, so push never finds
+// the buffer full and the reader that completes a publish never waits.
+type confirmPump struct {
+	in       chan Confirm
+	out      chan Confirm
+	window   *window
+	stopping chan struct{}
+}
+
+func newConfirmPump(places int, w *window) *confirmPump {
+	p := &confirmPump{in: make(chan Confirm, places), out: make(chan Confirm), window: w, stopping: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+func (p *confirmPump) push(result Confirm) {
+	select {
+	case p.in <- result:
+	default:
+		panic("client: confirm buffer full; the window invariant is broken")
+	}
+}
+
+// stop ends the pump once every outcome pushed so far has been received.
+func (p *confirmPump) stop() { close(p.stopping) }
+
+func (p *confirmPump) run() {
+	defer close(p.out)
+	for {
+		select {
+		case result := <-p.in:
+			p.out <- result
+			p.window.release()
+		case <-p.stopping:
+			for {
+				select {
+				case result := <-p.in:
+					p.out <- result
+					p.window.release()
+				default:
+					return
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fibrilmq/fibril/actors"
+	"github.com/fibrilmq/fibril/admin"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+	exitFatal = 70
+)
+
+// fatalCloseTimeout bounds the best-effort close after a fatal failure.
+const fatalCloseTimeout = 10 * time.Second
+
+// startHTTP starts the HTTP debug/admin endpoint on the --http address.
+func startHTTP(broker *actors.Broker, addr string, flags serveFlags) (io.Closer, error) {
+	return admin.Start(addr, admin.NewBrokerNode(broker), admin.Options{
+		Token:            flags.httpToken,
+		ProtectReads:     flags.httpProtectReads,
+		AllowNonLoopback: flags.httpAllowNonLoopback,
+		Logger:           broker.Config().Logger,
+	})
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "fibril %s (protocol %d)\n", actors.Version, wire.ProtocolVersion)
+		return exitOK
+	case "help", "-h", "--help":
+		usage(stdout)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "fibril: unknown command %q\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  fibril serve [flags]   run a node; "fibril serve -h" lists the flags
+  fibril version         print the version
+`)
+}
+
+// serveFlags are the flags of `fibril serve`.
+type serveFlags struct {
+	data, listen, http string
+	syncInterval       time.Duration
+	authToken          string
+	configFile, nodeID string
+	recordTrace        string
+	logLevel           string
+	maxBodyBytes       uint
+	// HTTP endpoint access.
+	httpToken            string
+	httpProtectReads     bool
+	httpAllowNonLoopback bool
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
+	var f serveFlags
+	set := flag.NewFlagSet("fibril serve", flag.ContinueOnError)
+	set.SetOutput(stderr)
+	set.StringVar(&f.data, "data", actors.DefaultDataDir, "data directory")
+	set.StringVar(&f.listen, "listen", actors.DefaultListenAddr, "client listener address (host:port; port 0 picks one)")
+	set.StringVar(&f.http, "http", actors.DefaultHTTPAddr, "HTTP debug/admin endpoint address")
+	set.DurationVar(&f.syncInterval, "sync-interval", actors.DefaultSyncInterval,
+		"background sync interval of every queue log; 0 turns it off and leaves syncing to the OS")
+	set.StringVar(&f.authToken, "auth-token", os.Getenv("FIBRIL_AUTH_TOKEN"),
+		"token every client must present (default: $FIBRIL_AUTH_TOKEN; empty: none)")
+	set.StringVar(&f.configFile, "config", "", "cluster config file (cluster mode)")
+	set.StringVar(&f.nodeID, "node", "", "this node's id in the cluster config (cluster mode)")
+	set.StringVar(&f.recordTrace, "record-trace", "", "record every client frame to this trace file")
+	set.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	set.UintVar(&f.maxBodyBytes, "max-body-bytes", wire.DefaultMaxBodyBytes, "largest frame body accepted")
+	set.StringVar(&f.httpToken, "http-token", os.Getenv("FIBRIL_HTTP_TOKEN"),
+		"bearer token for HTTP writes (default: $FIBRIL_HTTP_TOKEN; empty: none)")
+	set.BoolVar(&f.httpProtectReads, "http-protect-reads", false, "require the HTTP token for reads too")
+	set.BoolVar(&f.httpAllowNonLoopback, "http-allow-non-loopback", false,
+		"allow the HTTP endpoint on a non-loopback address")
+	if err := set.Parse(args); err != nil {
+		return f, err
+	}
+	if set.NArg() > 0 {
+		return f, fmt.Errorf("unexpected arguments: %s", strings.Join(set.Args(), " "))
+	}
+	if f.syncInterval < 0 {
+		return f, fmt.Errorf("--sync-interval must not be negative")
+	}
+	if f.configFile != "" || f.nodeID != "" {
+		return f, errClusterUnavailable
+	}
+	return f, nil
+}
+
+// errClusterUnavailable answers --config and --node until cluster mode is
+// wired into the server.
+var errClusterUnavailable = errors.New("cluster mode (--config, --node) is not available yet in this build; " +
+	"run without them for a single node")
+
+func serve(args []string, stdout, stderr io.Writer) int {
+	flags, err := parseServeFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
+		return exitUsage
+	}
+	logger, err := newLogger(stderr, flags.logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
+		return exitUsage
+	}
+	config := actors.DefaultConfig()
+	config.DataDir, config.ListenAddr, config.HTTPAddr = flags.data, flags.listen, flags.http
+	config.SyncInterval, config.AuthToken, config.Logger = flags.syncInterval, flags.authToken, logger
+	config.MaxBodyBytes = uint32(min(flags.maxBodyBytes, 1<<30))
+	stopTrace, err := maybeRecordTrace(&config, flags.recordTrace)
+	if err != nil {
+		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
+		return exitError
+	}
+	defer stopTrace()
+
+	broker, err := actors.Start(config)
+	if err != nil {
+		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(stdout, "fibril: serving clients on %s (data %s, background sync %s)\n",
+		broker.Addr(), config.DataDir, describeSync(config.SyncInterval))
+	httpServer, err := maybeStartHTTP(broker, config.HTTPAddr, flags, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "fibril serve: HTTP endpoint on %s: %v\n", config.HTTPAddr, err)
+		closeWithin(broker, fatalCloseTimeout, logger)
+		return exitError
+	}
+	status := waitForShutdown(broker, logger)
+	if httpServer != nil {
+		_ = httpServer.Close()
+	}
+	if status == exitFatal {
+		closeWithin(broker, fatalCloseTimeout, logger)
+		return exitFatal
+	}
+	if err := broker.Close(); err != nil {
+		logger.Error("shutdown was not clean", "err", err)
+		return exitError
+	}
+	fmt.Fprintln(stdout, "fibril: stopped")
+	return status
+}
+
+func describeSync(interval time.Duration) string {
+	if interval == 0 {
+		return "off (the OS decides when written data reaches the disk)"
+	}
+	return "every " + interval.String()
+}
+
+// maybeStartHTTP starts the HTTP endpoint unless --http is empty. A bad
+// address stops start-up: an operator who asked for the endpoint gets it
+// or a clear error.
+func maybeStartHTTP(broker *actors.Broker, addr string, flags serveFlags, stdout io.Writer) (io.Closer, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	server, err := startHTTP(broker, addr, flags)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stdout, "fibril: HTTP endpoint on %s\n", addr)
+	return server, nil
+}
+
+// waitForShutdown blocks until a signal (clean shutdown) or a fatal
+// failure. A second signal exits at once.
+func waitForShutdown(broker *actors.Broker, logger *slog.Logger) int {
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case sig := <-signals:
+		logger.Info("shutting down", "signal", sig.String())
+		go func() {
+			sig := <-signals
+			logger.Error("second signal; exiting without a clean shutdown", "signal", sig.String())
+			os.Exit(exitError)
+		}()
+		return exitOK
+	case <-broker.Fatal():
+		logger.Error("stopping after a fatal failure", "err", broker.FatalError())
+		return exitFatal
+	}
+}
+
+// closeWithin closes the broker but gives up after timeout.
+func closeWithin(broker *actors.Broker, timeout time.Duration, logger *slog.Logger) {
+	done := make(chan error, 1)
+	go func() { done <- broker.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			logger.Error("close after the fatal failure reported", "err", err)
+		}
+	case <-time.After(timeout):
+		logger.Error("close after the fatal failure did not finish in time")
+	}
+}
+
+// maybeRecordTrace starts a trace recorder when a file is named.
+func maybeRecordTrace(config *actors.Config, file string) (stop func(), err error) {
+	if file == "" {
+		return func() {}, nil
+	}
+	out, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("--record-trace: %w", err)
+	}
+	recorder, err := wire.NewRecorder(out, wire.RecorderOptions{Label: "fibril client listener"})
+	if err != nil {
+		_ = out.Close()
+		return nil, fmt.Errorf("--record-trace: %w", err)
+	}
+	traceSwitch := &wire.TraceSwitch{}
+	traceSwitch.Start(recorder)
+	config.Trace = traceSwitch
+	return func() {
+		if running := traceSwitch.Stop(); running != nil {
+			_ = running.Close()
+		}
+		_ = out.Close()
+	}, nil
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var parsed slog.Level
+	if err := parsed.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: parsed})), nil
+}
