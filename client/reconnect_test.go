@@ -277,7 +277,7 @@ func TestCloseLeavesNoGoroutineBehind(t *testing.T) {
 	owner := startServer(t, clienttest.Config{NodeID: "owner"})
 	server.Redirect("far", "owner", owner.Addr())
 	c, err := client.Dial(guardedContext(t), client.Options{Addresses: []string{server.Addr()}, Confirms: true,
-		KeepaliveInterval: time.Millisecond})
+		KeepaliveInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
