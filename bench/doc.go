@@ -24,6 +24,8 @@
 //   - floors.go: loopback TCP round trip, write(2) and write+fdatasync.
 //   - cpu.go: broker CPU from /proc/PID/stat or a metrics endpoint.
 //   - report.go: the markdown tables and the JSON report.
+//   - replay.go: the publishes of a recorded trace (wire's trace format)
+//     as the Planned publishes of a replay case.
 //   - fake.go: FakeDriver, an in-memory broker with delays and faults.
 //   - platform_linux.go: fdatasync, USER_HZ and the pacer's precise sleep.
 //
@@ -39,5 +41,9 @@
 //	report.WriteJSON(jsonFile)
 //
 // A replay builds its publishes from a recorded trace and runs them as one
-// case made by ReplayCase, through the same runner and report.
+// case made by ReplayCase, through the same runner and report:
+//
+//	planned, summary, err := bench.ReadTracePublishes(traceFile)
+//	replay, err := bench.ReplayCase("replay", planned, speed)
+//	opts.Cases, opts.Trace = []bench.Case{replay}, &summary
 package bench

@@ -8,6 +8,12 @@ package bench
 //     process; the client writes one message of MessageBytes and reads the
 //     same number of bytes back, one message in flight. Samples are whole
 //     round trips.
+//   - The same round trip after an idle gap (IdleGap, 10 ms by default):
+//     the client sleeps before each one, so both sides wake from idle, as
+//     every hop of a broker does at 100 messages per second. On a virtual
+//     machine waking a sleeping thread costs far more than a busy round
+//     trip, and this row shows how much. It is printed beside the others
+//     but not used in the p50 multiples.
 //   - write(2): one MessageBytes write appended to a fresh file in Dir, the
 //     server's data directory (by default the system temp directory). Each
 //     write extends the file, as a log append does without preallocation.
@@ -34,6 +40,9 @@ const (
 	DefaultFloorRoundTrips   = 10_000
 	DefaultFloorWrites       = 10_000
 	DefaultFloorSyncedWrites = 1_000
+	// DefaultFloorIdleRoundTrips round trips 10 ms apart take about 2 s.
+	DefaultFloorIdleRoundTrips = 200
+	DefaultFloorIdleGap        = 10 * time.Millisecond
 )
 
 // FloorOptions configure MeasureFloors.
@@ -45,12 +54,16 @@ type FloorOptions struct {
 	RoundTrips   int
 	Writes       int
 	SyncedWrites int
+	// IdleRoundTrips round trips are timed IdleGap apart; 0 skips them.
+	IdleRoundTrips int
+	IdleGap        time.Duration
 }
 
 // DefaultFloorOptions returns the floor options of `fibrilctl bench`.
 func DefaultFloorOptions() FloorOptions {
 	return FloorOptions{MessageBytes: DefaultMessageBytes, RoundTrips: DefaultFloorRoundTrips,
-		Writes: DefaultFloorWrites, SyncedWrites: DefaultFloorSyncedWrites}
+		Writes: DefaultFloorWrites, SyncedWrites: DefaultFloorSyncedWrites,
+		IdleRoundTrips: DefaultFloorIdleRoundTrips, IdleGap: DefaultFloorIdleGap}
 }
 
 // Floors are the measured floors of this machine.
@@ -58,8 +71,11 @@ type Floors struct {
 	Dir               string  `json:"dir"`
 	MessageBytes      int     `json:"message_bytes"`
 	LoopbackRoundTrip Summary `json:"loopback_tcp_round_trip"`
-	Write             Summary `json:"write"`
-	WriteSync         Summary `json:"write_fdatasync"`
+	// IdleRoundTrip is empty when it was not measured.
+	IdleRoundTrip Summary       `json:"loopback_tcp_round_trip_after_idle"`
+	IdleGap       time.Duration `json:"idle_gap_ns,omitempty"`
+	Write         Summary       `json:"write"`
+	WriteSync     Summary       `json:"write_fdatasync"`
 }
 
 // StorageFloor returns the median storage operation a confirm in the mode
@@ -79,7 +95,8 @@ func (f *Floors) PathFloor(mode Mode) time.Duration {
 
 // MeasureFloors measures the three floors in turn.
 func MeasureFloors(ctx context.Context, opts FloorOptions) (*Floors, error) {
-	if opts.MessageBytes <= 0 || opts.RoundTrips <= 0 || opts.Writes <= 0 || opts.SyncedWrites <= 0 {
+	if opts.MessageBytes <= 0 || opts.RoundTrips <= 0 || opts.Writes <= 0 || opts.SyncedWrites <= 0 ||
+		opts.IdleRoundTrips < 0 || (opts.IdleRoundTrips > 0 && opts.IdleGap <= 0) {
 		return nil, fmt.Errorf("%w: floors %+v", ErrInvalidOptions, opts)
 	}
 	if opts.Dir == "" {
@@ -89,6 +106,12 @@ func MeasureFloors(ctx context.Context, opts FloorOptions) (*Floors, error) {
 	var err error
 	if floors.LoopbackRoundTrip, err = MeasureLoopbackRoundTrip(ctx, opts.MessageBytes, opts.RoundTrips); err != nil {
 		return nil, err
+	}
+	if opts.IdleRoundTrips > 0 {
+		floors.IdleGap = opts.IdleGap
+		if floors.IdleRoundTrip, err = measureRoundTrips(ctx, opts.MessageBytes, opts.IdleRoundTrips, opts.IdleGap); err != nil {
+			return nil, err
+		}
 	}
 	if floors.Write, err = MeasureWrites(ctx, opts.Dir, opts.MessageBytes, opts.Writes, false); err != nil {
 		return nil, err
@@ -104,6 +127,11 @@ func untimedCount(count int) int { return max(1, count/10) }
 // MeasureLoopbackRoundTrip times count round trips of messageBytes each way
 // through an in-process echo server on 127.0.0.1.
 func MeasureLoopbackRoundTrip(ctx context.Context, messageBytes, count int) (Summary, error) {
+	return measureRoundTrips(ctx, messageBytes, count, 0)
+}
+
+// measureRoundTrips times count round trips, sleeping gap before each.
+func measureRoundTrips(ctx context.Context, messageBytes, count int, gap time.Duration) (Summary, error) {
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return Summary{}, fmt.Errorf("bench: loopback floor: %w", err)
@@ -120,6 +148,9 @@ func MeasureLoopbackRoundTrip(ctx context.Context, messageBytes, count int) (Sum
 	recorder := NewRecorder(count)
 	clock := NewRealClock()
 	for i := 0; i < untimedCount(count)+count && err == nil; i++ {
+		if gap > 0 {
+			time.Sleep(gap)
+		}
 		started := clock.Now()
 		if _, err = conn.Write(message); err == nil {
 			_, err = io.ReadFull(conn, reply)
@@ -202,10 +233,14 @@ func (f *Floors) writeMarkdown(b *strings.Builder) {
 		summary Summary
 	}{
 		{"loopback TCP round trip", f.LoopbackRoundTrip},
+		{fmt.Sprintf("loopback TCP round trip, %v apart", f.IdleGap), f.IdleRoundTrip},
 		{"write(2), appending", f.Write},
 		{"write(2) + fdatasync, appending", f.WriteSync},
 	} {
 		s := row.summary
+		if s.Count == 0 {
+			continue
+		}
 		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", row.name, s.Count,
 			microseconds(s.At(P50)), microseconds(s.At(P99)), microseconds(s.At(P999)), microseconds(s.Max))
 	}

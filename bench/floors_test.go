@@ -3,9 +3,11 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A small measurement of each floor: the counts, the cleanup and the table.
@@ -14,7 +16,8 @@ import (
 //
 //	FIBRIL_FLOORS=1 go test ./bench -run Floors -v
 func TestFloors(t *testing.T) {
-	opts := FloorOptions{Dir: t.TempDir(), MessageBytes: 1024, RoundTrips: 200, Writes: 200, SyncedWrites: 20}
+	opts := FloorOptions{Dir: t.TempDir(), MessageBytes: 1024, RoundTrips: 200, Writes: 200, SyncedWrites: 20,
+		IdleRoundTrips: 5, IdleGap: time.Millisecond}
 	if os.Getenv("FIBRIL_FLOORS") == "1" {
 		opts = DefaultFloorOptions()
 		opts.Dir = os.Getenv("FIBRIL_FLOORS_DIR")
@@ -28,6 +31,7 @@ func TestFloors(t *testing.T) {
 		count   int
 	}{
 		"round trip": {floors.LoopbackRoundTrip, opts.RoundTrips},
+		"idle":       {floors.IdleRoundTrip, opts.IdleRoundTrips},
 		"write":      {floors.Write, opts.Writes},
 		"write+sync": {floors.WriteSync, opts.SyncedWrites},
 	} {
@@ -47,7 +51,8 @@ func TestFloors(t *testing.T) {
 	}
 	var b strings.Builder
 	floors.writeMarkdown(&b)
-	if !strings.Contains(b.String(), "| write(2) + fdatasync, appending | ") {
+	if !strings.Contains(b.String(), "| write(2) + fdatasync, appending | ") ||
+		!strings.Contains(b.String(), fmt.Sprintf("| loopback TCP round trip, %v apart | %d |", opts.IdleGap, opts.IdleRoundTrips)) {
 		t.Errorf("floor table:\n%s", b.String())
 	}
 	t.Logf("floors:\n%s", b.String())
@@ -56,6 +61,10 @@ func TestFloors(t *testing.T) {
 func TestFloorsInvalid(t *testing.T) {
 	if _, err := MeasureFloors(context.Background(), FloorOptions{MessageBytes: 1}); !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("zero counts: %v", err)
+	}
+	noGap := FloorOptions{MessageBytes: 1, RoundTrips: 1, Writes: 1, SyncedWrites: 1, IdleRoundTrips: 1}
+	if _, err := MeasureFloors(context.Background(), noGap); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("idle round trips without a gap: %v", err)
 	}
 	if _, err := MeasureWrites(context.Background(), "/nonexistent/dir", 10, 1, false); err == nil {
 		t.Error("write floor in a missing directory did not fail")

@@ -53,9 +53,14 @@ type Counts struct {
 	Redelivered uint64 `json:"redelivered"`
 	// Unexpected counts deliveries that are not messages of this run.
 	Unexpected uint64 `json:"unexpected"`
-	// BoundaryMismatch counts confirms that named another boundary than
-	// the queue's mode promises.
+	// BoundaryMismatch counts confirms that named a weaker boundary than
+	// the queue's mode promises (written for a durable queue), or one the
+	// benchmark does not know.
 	BoundaryMismatch uint64 `json:"boundary_mismatch"`
+	// AboveBoundary counts confirms that named a stronger boundary than
+	// the mode needs: a buffered queue's message that the node had already
+	// synced when it confirmed it, which the confirm reports as durable.
+	AboveBoundary uint64 `json:"above_boundary"`
 	// ConfirmAnomalies counts confirms for a seq never sent or already
 	// confirmed: a driver defect.
 	ConfirmAnomalies uint64 `json:"confirm_anomalies"`
@@ -167,14 +172,29 @@ func (l *ledger) onConfirm(seq uint64, at time.Duration, boundary Boundary, err 
 	if l.delivered.has(seq) {
 		l.deliveredConfirmed++
 	}
-	if boundary != l.expectedBoundary {
+	switch strength, expected := boundaryStrength(boundary), boundaryStrength(l.expectedBoundary); {
+	case strength == 0 || strength < expected:
 		l.counts.BoundaryMismatch++
+	case strength > expected:
+		l.counts.AboveBoundary++
 	}
 	intended := time.Duration(l.intendedNanos[seq])
 	if l.measured(intended) {
 		l.confirmLatency.Record(at - intended)
 		l.confirmRate.observe(at)
 	}
+}
+
+// boundaryStrength orders the boundaries: written 1, durable 2, and 0 for
+// a boundary the benchmark does not know.
+func boundaryStrength(b Boundary) int {
+	switch b {
+	case BoundaryWritten:
+		return 1
+	case BoundaryDurable:
+		return 2
+	}
+	return 0
 }
 
 // onDeliver records a delivery that arrived at at. header is nil when the

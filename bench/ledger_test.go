@@ -15,6 +15,8 @@ func TestLedgerCountsAndLatencies(t *testing.T) {
 	l.onSent(2, 110, 112, true)
 	l.onSent(3, 120, 150, true) // sent 30 ns late
 	l.onSent(4, 130, 150, true)
+	l.onSent(5, 140, 150, true)
+	l.onSent(6, 150, 150, true)
 
 	l.onConfirm(0, 60, BoundaryDurable, nil)   // warm-up: counted, not measured
 	l.onConfirm(1, 105, BoundaryDurable, nil)  // 5
@@ -22,6 +24,8 @@ func TestLedgerCountsAndLatencies(t *testing.T) {
 	l.onConfirm(3, 0, "", errors.New("nope"))  // failed
 	l.onConfirm(3, 190, BoundaryDurable, nil)  // a second confirm: anomaly
 	l.onConfirm(42, 190, BoundaryDurable, nil) // never sent: anomaly
+	l.onConfirm(5, 150, "boundary_9", nil)     // 10, unknown boundary
+	l.onConfirm(6, 160, BoundaryDurable, nil)  // 10
 	if l.settled() {
 		t.Fatal("settled with publish 4 unconfirmed")
 	}
@@ -34,34 +38,36 @@ func TestLedgerCountsAndLatencies(t *testing.T) {
 	deliver(2, 110, 140, false) // 30
 	deliver(2, 110, 301, false) // duplicate, unflagged
 	deliver(3, 120, 200, true)  // a failed publish may still arrive: 80, flagged
+	deliver(5, 140, 150, false) // 10
+	deliver(6, 150, 160, false) // 10
 	l.onDeliver(nil, 210, false)
 	l.onDeliver(&PayloadHeader{RunTag: 8, Seq: 1}, 211, false)
-	l.onDeliver(&PayloadHeader{RunTag: 9, Seq: 5}, 212, false)
+	l.onDeliver(&PayloadHeader{RunTag: 9, Seq: 7}, 212, false)
 	// Publish 0 is confirmed but never delivered: lost. Publish 4 is never
 	// confirmed.
 
 	got := l.close()
 	want := Counts{
-		Published: 5, Measured: 4, Confirmed: 3, PublishFailed: 1, Unconfirmed: 1,
-		Delivered: 3, Lost: 1, Duplicated: 2, DuplicatedUnflagged: 1, Redelivered: 2,
-		Unexpected: 3, BoundaryMismatch: 1, ConfirmAnomalies: 2,
+		Published: 7, Measured: 6, Confirmed: 5, PublishFailed: 1, Unconfirmed: 1,
+		Delivered: 5, Lost: 1, Duplicated: 2, DuplicatedUnflagged: 1, Redelivered: 2,
+		Unexpected: 3, BoundaryMismatch: 2, ConfirmAnomalies: 2,
 	}
 	if got.counts != want {
 		t.Errorf("counts\n got %+v\nwant %+v", got.counts, want)
 	}
-	if s := got.confirm; s.Count != 2 || s.Min != 5 || s.Max != 20 || s.At(P50) != 5 {
-		t.Errorf("confirm latency %+v, want samples 5 and 20", s)
+	if s := got.confirm; s.Count != 4 || s.Min != 5 || s.Max != 20 || s.At(P50) != 10 {
+		t.Errorf("confirm latency %+v, want samples 5, 20, 10, 10", s)
 	}
-	if s := got.delivery; s.Count != 3 || s.Min != 8 || s.Max != 80 || s.At(P50) != 30 {
-		t.Errorf("delivery latency %+v, want samples 8, 30, 80", s)
+	if s := got.delivery; s.Count != 5 || s.Min != 8 || s.Max != 80 || s.At(P50) != 10 {
+		t.Errorf("delivery latency %+v, want samples 8, 30, 80, 10, 10", s)
 	}
-	if s := got.sendLag; s.Count != 4 || s.Max != 30 || s.Min != 0 || s.At(P50) != 2 {
-		t.Errorf("send lag %+v, want samples 0, 2, 30, 20", s)
+	if s := got.sendLag; s.Count != 6 || s.Max != 30 || s.Min != 0 || s.At(P50) != 2 {
+		t.Errorf("send lag %+v, want samples 0, 2, 30, 20, 10, 0", s)
 	}
-	// Two measured confirms in the window from 100 to 200 ns; three
+	// Four measured confirms in the window from 100 to 200 ns; five
 	// measured first deliveries, the last at 200.
-	if got.confirmPerSecond != 2/(100e-9) || got.deliveriesPerSecond != 3/(100e-9) {
-		t.Errorf("rates %v and %v, want %v and %v", got.confirmPerSecond, got.deliveriesPerSecond, 2/(100e-9), 3/(100e-9))
+	if got.confirmPerSecond != 4/(100e-9) || got.deliveriesPerSecond != 5/(100e-9) {
+		t.Errorf("rates %v and %v, want %v and %v", got.confirmPerSecond, got.deliveriesPerSecond, 4/(100e-9), 5/(100e-9))
 	}
 }
 
@@ -71,7 +77,7 @@ func TestLedgerSettled(t *testing.T) {
 	l.onSent(1, 1, 1, false)
 	l.onDeliver(&PayloadHeader{RunTag: 1, Seq: 0}, 2, false) // delivery before its confirm
 	l.onConfirm(0, 3, BoundaryWritten, nil)
-	l.onConfirm(1, 3, BoundaryWritten, nil)
+	l.onConfirm(1, 3, BoundaryDurable, nil) // stronger than a buffered queue needs
 	if l.settled() {
 		t.Fatal("settled with publish 1 undelivered")
 	}
@@ -79,7 +85,8 @@ func TestLedgerSettled(t *testing.T) {
 	if !l.settled() {
 		t.Fatal("not settled with everything confirmed and delivered")
 	}
-	if got := l.close(); got.counts.Lost != 0 || got.counts.Delivered != 2 || got.sendLag.Count != 0 {
+	if got := l.close(); got.counts.Lost != 0 || got.counts.Delivered != 2 || got.sendLag.Count != 0 ||
+		got.counts.AboveBoundary != 1 || got.counts.BoundaryMismatch != 0 {
 		t.Errorf("counts %+v, send lag %+v (unpaced publishes have no lag)", got.counts, got.sendLag)
 	}
 }

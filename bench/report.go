@@ -41,6 +41,7 @@ type Report struct {
 type Settings struct {
 	Server            string        `json:"server,omitempty"`
 	DataDir           string        `json:"data_dir,omitempty"`
+	Trace             *TraceSummary `json:"trace,omitempty"`
 	Cases             []Case        `json:"cases"`
 	Modes             []Mode        `json:"modes"`
 	Order             string        `json:"order"`
@@ -60,6 +61,10 @@ type Settings struct {
 	NumCPU            int           `json:"num_cpu"`
 	GOMAXPROCS        int           `json:"gomaxprocs"`
 	Hostname          string        `json:"hostname,omitempty"`
+	// LoadAverageStart and LoadAverageEnd are /proc/loadavg's 1, 5 and 15
+	// minute figures when the benchmark started and ended.
+	LoadAverageStart string `json:"load_average_start,omitempty"`
+	LoadAverageEnd   string `json:"load_average_end,omitempty"`
 }
 
 // Result is one run of one case in one mode.
@@ -81,13 +86,16 @@ type Result struct {
 	DeliveriesPerSecond float64 `json:"deliveries_per_second"`
 	TargetPerSecond     float64 `json:"target_per_second,omitempty"`
 	// Broker CPU over the measured part of the run; absent without a meter.
-	CPUSeconds           *float64      `json:"broker_cpu_seconds,omitempty"`
-	CPUSecondsPerMillion *float64      `json:"broker_cpu_seconds_per_million,omitempty"`
-	RunFor               time.Duration `json:"run_for_ns"`
-	StopReason           StopReason    `json:"stop_reason"`
-	DrainTimedOut        bool          `json:"drain_timed_out"`
-	Notes                []string      `json:"notes,omitempty"`
-	Error                string        `json:"error,omitempty"`
+	CPUSeconds           *float64 `json:"broker_cpu_seconds,omitempty"`
+	CPUSecondsPerMillion *float64 `json:"broker_cpu_seconds_per_million,omitempty"`
+	// The benchmark process's own CPU over the same span, when metered.
+	ClientCPUSeconds           *float64      `json:"client_cpu_seconds,omitempty"`
+	ClientCPUSecondsPerMillion *float64      `json:"client_cpu_seconds_per_million,omitempty"`
+	RunFor                     time.Duration `json:"run_for_ns"`
+	StopReason                 StopReason    `json:"stop_reason"`
+	DrainTimedOut              bool          `json:"drain_timed_out"`
+	Notes                      []string      `json:"notes,omitempty"`
+	Error                      string        `json:"error,omitempty"`
 }
 
 func (r *Result) failed(err error) (Result, error) {
@@ -121,7 +129,8 @@ func (r *Result) fill(t tally) {
 		{c.PublishFailed, "publishes failed"},
 		{c.Unconfirmed, "publishes never confirmed"},
 		{c.Unexpected, "deliveries that were not messages of this run"},
-		{c.BoundaryMismatch, fmt.Sprintf("confirms not at the %s boundary", r.Mode.Boundary())},
+		{c.BoundaryMismatch, fmt.Sprintf("confirms below the %s boundary or at an unknown one", r.Mode.Boundary())},
+		{c.AboveBoundary, fmt.Sprintf("confirms above the %s boundary (already synced when confirmed; not an error)", r.Mode.Boundary())},
 		{c.ConfirmAnomalies, "confirms for an unknown or already confirmed publish"},
 	} {
 		if count.value > 0 {
@@ -141,10 +150,16 @@ func (r *Result) fillCPU(start time.Duration, startErr error, end time.Duration,
 	case startErr != nil || endErr != nil:
 		r.Notes = append(r.Notes, fmt.Sprintf("broker CPU not read: %v", firstError(startErr, endErr)))
 	case r.Counts.Measured > 0:
-		seconds := (end - start).Seconds()
-		perMillion := seconds / float64(r.Counts.Measured) * 1e6
-		r.CPUSeconds, r.CPUSecondsPerMillion = &seconds, &perMillion
+		r.CPUSeconds, r.CPUSecondsPerMillion = perMillion(end-start, r.Counts.Measured)
 	}
+}
+
+// perMillion returns a CPU time in seconds and in seconds per million of
+// messages.
+func perMillion(cpu time.Duration, messages uint64) (seconds, secondsPerMillion *float64) {
+	total := cpu.Seconds()
+	per := total / float64(messages) * 1e6
+	return &total, &per
 }
 
 func firstError(errs ...error) error {
@@ -182,9 +197,16 @@ func milliseconds(d time.Duration) string {
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	s := r.Settings
-	fmt.Fprintf(&b, "Settings: %d-byte messages, warm-up %v, %v measured per run, order: %s", s.MessageBytes, s.Warmup, s.Duration, s.Order)
+	if s.Trace != nil {
+		writeReplaySettings(&b, s)
+	} else {
+		fmt.Fprintf(&b, "Settings: %d-byte messages, warm-up %v, %v measured per run, order: %s", s.MessageBytes, s.Warmup, s.Duration, s.Order)
+	}
 	if s.Server != "" {
 		fmt.Fprintf(&b, ", server %s", s.Server)
+	}
+	if s.LoadAverageStart != "" {
+		fmt.Fprintf(&b, ", load average %s at the start and %s at the end", s.LoadAverageStart, s.LoadAverageEnd)
 	}
 	fmt.Fprintf(&b, ".\nPercentiles: %s. A range low-high spans the per-run values of the runs of one mode.\n\n", s.Percentiles)
 	if r.Floors != nil {
@@ -192,13 +214,13 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	groups := r.groups()
 	b.WriteString("Publish to confirm, ms from the intended publish time\n\n")
-	b.WriteString("| case | mode | runs | p50 | p99 | p99.9 | max | p50 / floor | confirms/s | broker CPU s per M msgs | sender lag p99 |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| case | mode | runs | p50 | p99 | p99.9 | max | p50 / floor | confirms/s | broker CPU s per M msgs | client CPU s per M msgs | sender lag p99 |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, g := range groups {
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", g.caseName, g.mode, len(g.runs),
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", g.caseName, g.mode, len(g.runs),
 			g.latency(confirmOf, P50), g.latency(confirmOf, P99), g.latency(confirmOf, P999), g.max(confirmOf),
 			g.multiple(confirmOf, r.Floors), g.figure(func(r Result) (float64, bool) { return r.ConfirmsPerSecond, true }, "%.1f"),
-			g.figure(cpuOf, "%.2f"), g.latency(sendLagOf, P99))
+			g.figure(cpuOf, "%.2f"), g.figure(clientCPUOf, "%.2f"), g.latency(sendLagOf, P99))
 	}
 	b.WriteString("\nPublish to delivery, ms from the intended publish time (first deliveries)\n\n")
 	b.WriteString("| case | mode | runs | p50 | p99 | p99.9 | max | p50 / floor | deliveries/s | lost | duplicated |\n")
@@ -213,6 +235,22 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	r.writeNotes(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeReplaySettings describes a replay's trace instead of a duration.
+func writeReplaySettings(b *strings.Builder, s Settings) {
+	t := s.Trace
+	speed := 1.0
+	if len(s.Cases) > 0 && s.Cases[0].Shape.ReplaySpeed > 0 {
+		speed = s.Cases[0].Shape.ReplaySpeed
+	}
+	name := t.File
+	if name == "" {
+		name = "a trace"
+	}
+	fmt.Fprintf(b, "Settings: replay of %s (%q): %d publishes of %d-%d bytes in %d frames from %d connections over %v, at speed %g; warm-up %v, order: %s",
+		name, t.Label, t.Publishes, max(t.MinPayloadBytes, PayloadHeaderBytes), max(t.MaxPayloadBytes, PayloadHeaderBytes),
+		t.PublishFrames, t.PublishingConnections, t.Span, speed, s.Warmup, s.Order)
 }
 
 func (r *Report) writeNotes(b *strings.Builder) {
@@ -258,6 +296,13 @@ func (r *Report) groups() []group {
 func confirmOf(r Result) Summary  { return r.Confirm }
 func deliveryOf(r Result) Summary { return r.Delivery }
 func sendLagOf(r Result) Summary  { return r.SendLag }
+
+func clientCPUOf(r Result) (float64, bool) {
+	if r.ClientCPUSecondsPerMillion == nil {
+		return 0, false
+	}
+	return *r.ClientCPUSecondsPerMillion, true
+}
 
 func cpuOf(r Result) (float64, bool) {
 	if r.CPUSecondsPerMillion == nil {

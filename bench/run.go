@@ -27,6 +27,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -64,11 +65,16 @@ type Options struct {
 	QueuePrefix string
 	// CPU reads the broker's CPU time; nil reports no CPU figure.
 	CPU CPUMeter
+	// ClientCPU reads the benchmark process's own CPU time, which shares
+	// the machine with a local broker; nil reports no figure.
+	ClientCPU CPUMeter
 	// Floors, when measured before the run, are copied into the report.
 	Floors *Floors
 	// Server and DataDir are recorded in the report's settings.
 	Server  string
 	DataDir string
+	// Trace describes the trace a replay's case was read from.
+	Trace *TraceSummary
 	// Progress, when set, receives a line as each run starts and ends.
 	Progress io.Writer
 }
@@ -162,6 +168,8 @@ type runner struct {
 	driver Driver
 	opts   Options
 	clock  Clock
+	// cleanupTimeout overrides the package's for tests; 0 means the default.
+	cleanupTimeout time.Duration
 }
 
 func (r runner) run(ctx context.Context) (*Report, error) {
@@ -176,7 +184,23 @@ func (r runner) run(ctx context.Context) (*Report, error) {
 		}
 		r.progressf("bench: run %d/%d %s %s: %s\n", spec.Ordinal, len(specs), spec.Case.Name, spec.Mode, result.oneLine())
 	}
+	report.Settings.LoadAverageEnd = readLoadAverage()
 	return report, nil
+}
+
+// readLoadAverage returns the 1, 5 and 15 minute load averages of
+// /proc/loadavg, or "" where there is none: a busy machine makes for
+// noisy tails, and the report says how busy it was.
+func readLoadAverage() string {
+	content, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	fields := strings.Fields(string(content))
+	if len(fields) < 3 {
+		return ""
+	}
+	return strings.Join(fields[:3], " ")
 }
 
 func (r runner) progressf(format string, args ...any) {
@@ -188,13 +212,14 @@ func (r runner) progressf(format string, args ...any) {
 func (r runner) settings() Settings {
 	hostname, _ := os.Hostname()
 	settings := Settings{
-		Server: r.opts.Server, DataDir: r.opts.DataDir,
+		Server: r.opts.Server, DataDir: r.opts.DataDir, Trace: r.opts.Trace,
 		Cases: r.opts.Cases, Modes: r.opts.Modes, Order: "single",
 		MessageBytes: r.opts.MessageBytes, Warmup: r.opts.Warmup, Duration: r.opts.Duration,
 		Prefetch: r.opts.Prefetch, MaxMessagesPerRun: r.opts.MaxMessages, DrainTimeout: r.opts.DrainTimeout,
 		QueuePrefix: r.opts.QueuePrefix, Percentiles: PercentileMethod,
 		StartedAt: time.Now().UTC(), GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
 		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Hostname: hostname,
+		LoadAverageStart: readLoadAverage(),
 	}
 	if len(r.opts.Modes) == 2 {
 		settings.Order = "ABBA per case"
@@ -232,9 +257,9 @@ func (r runner) runOne(ctx context.Context, spec RunSpec) (result Result, err er
 	if err := r.driver.Declare(ctx, queue, spec.Mode); err != nil {
 		return result.failed(fmt.Errorf("bench: declare %s: %w", queue, err))
 	}
-	cleanup, cancelCleanup := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancelCleanup()
 	defer func() {
+		cleanup, cancel := r.cleanupContext(ctx)
+		defer cancel()
 		if err := r.driver.Delete(cleanup, queue); err != nil {
 			result.Notes = append(result.Notes, fmt.Sprintf("delete %s: %v", queue, err))
 		}
@@ -254,16 +279,33 @@ func (r runner) runOne(ctx context.Context, spec RunSpec) (result Result, err er
 		result.DrainTimedOut = r.waitDrained(ctx, col)
 		publishing.err = ctx.Err()
 	}
-	cpuEnd, cpuEndErr := r.readCPU(cleanup)
-	if err := stop(cleanup); err != nil {
+	finishing, cancelFinishing := r.cleanupContext(ctx)
+	cpuEnd, cpuEndErr := r.readCPU(finishing)
+	clientEnd, clientEndErr := readMeter(finishing, r.opts.ClientCPU)
+	if err := stop(finishing); err != nil {
 		result.Notes = append(result.Notes, fmt.Sprintf("stop subscription: %v", err))
 	}
+	cancelFinishing()
 	result.fill(col.finish())
 	result.fillCPU(publishing.cpuStart, publishing.cpuStartErr, cpuEnd, cpuEndErr, publishing.cpuStarted)
+	if publishing.cpuStarted && publishing.clientStartErr == nil && clientEndErr == nil && result.Counts.Measured > 0 {
+		result.ClientCPUSeconds, result.ClientCPUSecondsPerMillion = perMillion(clientEnd-publishing.clientStart, result.Counts.Measured)
+	}
 	if publishing.err != nil {
 		return result.failed(publishing.err)
 	}
 	return result, nil
+}
+
+// cleanupContext bounds one step of a run's ending by cleanupTimeout from
+// now, even when the run's context was cancelled. It is made when the step
+// starts, never earlier, so a run longer than the timeout still gets it.
+func (r runner) cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	timeout := r.cleanupTimeout
+	if timeout <= 0 {
+		timeout = cleanupTimeout
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), timeout)
 }
 
 // publishing is what the publishing phase of a run reports.
@@ -273,6 +315,9 @@ type publishing struct {
 	cpuStarted  bool
 	cpuStart    time.Duration
 	cpuStartErr error
+	// clientStart is the benchmark's own CPU time at the same moment.
+	clientStart    time.Duration
+	clientStartErr error
 }
 
 // publish paces the run's publishes through the collector and the driver.
@@ -286,6 +331,7 @@ func (r runner) publish(ctx context.Context, col *collector, spec RunSpec, queue
 		if !outcome.cpuStarted && intended >= measureFrom {
 			outcome.cpuStarted = true
 			outcome.cpuStart, outcome.cpuStartErr = r.readCPU(ctx)
+			outcome.clientStart, outcome.clientStartErr = readMeter(ctx, r.opts.ClientCPU)
 		}
 		size := r.opts.MessageBytes
 		if planned.SizeBytes > 0 {
@@ -325,10 +371,14 @@ func (r runner) waitDrained(ctx context.Context, col *collector) (timedOut bool)
 }
 
 func (r runner) readCPU(ctx context.Context) (time.Duration, error) {
-	if r.opts.CPU == nil {
+	return readMeter(ctx, r.opts.CPU)
+}
+
+func readMeter(ctx context.Context, meter CPUMeter) (time.Duration, error) {
+	if meter == nil {
 		return 0, errNoCPUMeter
 	}
-	return r.opts.CPU.CPUTime(ctx)
+	return meter.CPUTime(ctx)
 }
 
 var errNoCPUMeter = errors.New("bench: no CPU meter")

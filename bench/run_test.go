@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -257,6 +258,53 @@ func TestRunCancelledCleansUp(t *testing.T) {
 		t.Fatalf("cancelled run: %v, %+v", err, report)
 	}
 	if _, err := fake.queue(report.Runs[0].Queue); !errors.Is(err, ErrFakeNoQueue) {
+		t.Errorf("queue left behind: %v", err)
+	}
+}
+
+// cleanupWatcher notes the state of the contexts a run ends with.
+type cleanupWatcher struct {
+	*FakeDriver
+	mu       sync.Mutex
+	seenErrs []error // ctx.Err() of every stop and Delete
+}
+
+func (w *cleanupWatcher) note(err error) {
+	w.mu.Lock()
+	w.seenErrs = append(w.seenErrs, err)
+	w.mu.Unlock()
+}
+
+func (w *cleanupWatcher) Subscribe(ctx context.Context, queue string, prefetch int, onDeliver DeliverFunc) (StopFunc, error) {
+	stop, err := w.FakeDriver.Subscribe(ctx, queue, prefetch, onDeliver)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error { w.note(ctx.Err()); return stop(ctx) }, nil
+}
+
+func (w *cleanupWatcher) Delete(ctx context.Context, queue string) error {
+	w.note(ctx.Err())
+	return w.FakeDriver.Delete(ctx, queue)
+}
+
+// A run that lasts longer than the cleanup timeout must still stop its
+// subscription and delete its queue with a live context.
+func TestRunLongerThanTheCleanupTimeoutCleansUp(t *testing.T) {
+	watcher := &cleanupWatcher{FakeDriver: NewFakeDriver(FakeOptions{})}
+	opts := shortOptions([]Case{fixedRateCase(200, PacedWindow)}, []Mode{ModeBuffered})
+	r := runner{driver: watcher, opts: opts, clock: NewRealClock(), cleanupTimeout: 20 * time.Millisecond}
+	report, err := r.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run := report.Runs[0]; len(run.Notes) != 0 {
+		t.Errorf("notes %q", run.Notes)
+	}
+	if len(watcher.seenErrs) != 2 || watcher.seenErrs[0] != nil || watcher.seenErrs[1] != nil {
+		t.Errorf("stop and delete saw context errors %v", watcher.seenErrs)
+	}
+	if _, err := watcher.queue(report.Runs[0].Queue); !errors.Is(err, ErrFakeNoQueue) {
 		t.Errorf("queue left behind: %v", err)
 	}
 }
