@@ -204,7 +204,7 @@ func (b *Broker) SetSyncInterval(interval time.Duration) error {
 // partition and waits for the answers (at most a few seconds for a queue
 // that does not answer, which is then reported fenced).
 func (b *Broker) Queues() []wire.QueueInfo {
-	return gatherInfos(b.core.system, b.core.directory.snapshot())
+	return b.core.withClusterInfos(gatherInfos(b.core.system, b.core.directory.snapshot()))
 }
 
 // QueueInfo returns one queue's info.
@@ -213,7 +213,7 @@ func (b *Broker) QueueInfo(name string) (wire.QueueInfo, bool) {
 	if !ok {
 		return wire.QueueInfo{}, false
 	}
-	return gatherInfos(b.core.system, []queueRoute{route})[0], true
+	return b.core.withClusterInfo(gatherInfos(b.core.system, []queueRoute{route})[0]), true
 }
 
 // injectedPanic makes the actor that receives it panic (fault injection).

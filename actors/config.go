@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fibrilmq/fibril/cluster"
 	"github.com/fibrilmq/fibril/storage/vfs"
 	"github.com/fibrilmq/fibril/wire"
 )
@@ -67,6 +68,11 @@ type Config struct {
 	// contain. The default records it for Broker.Fatal; cmd/fibril then
 	// exits non-zero.
 	Fatal func(error)
+	// Cluster, when set, makes the broker one node of a cluster (see
+	// cluster.go): the catalog decides which queues exist and which node
+	// owns each. The caller starts the node before the broker and closes it
+	// after Broker.Close. NodeID defaults to the cluster node's id.
+	Cluster *cluster.Node
 }
 
 // DefaultConfig returns the configuration of `fibril serve` with no flags.
@@ -110,5 +116,5 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
-	return c, nil
+	return c.checkClusterConfig()
 }

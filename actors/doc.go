@@ -12,11 +12,14 @@
 //	        ├── log            log actor: watches the log's frontiers and latch (log_watcher.go)
 //	        └── sync           background sync scheduler (sync_scheduler.go)
 //
-// The log and sync children need the partition's *log.Log; storage/queue
-// does not expose it yet, so they run only once it does (syncControlOf,
-// logOf). Until then the log runs its own background-sync ticker at the
-// interval it opened with, and the partition refreshes the log metrics
-// from queue info once a second.
+// The log and sync children use the partition's *log.Log, which
+// storage/queue exposes (queue.Queue.Log): logs open with external ticks,
+// the sync scheduler drives their background sync and carries a live
+// interval change to every open log, and the log actor reports a latch
+// (a failed background sync) to the partition at once. A queue over
+// another log implementation (none in this build) would fall back to the
+// log's own ticker and a once-a-second metrics refresh (logOf,
+// syncControlOf).
 //
 // Every actor is a thin shell: the logic it serializes lives in
 // storage/log, storage/queue and wire, and each Receive only turns messages

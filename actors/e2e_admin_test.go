@@ -49,8 +49,14 @@ func TestPurgeDeleteAndList(t *testing.T) {
 	if reply.Count != 2 {
 		t.Fatalf("delete removed %d, want 2", reply.Count)
 	}
-	// The subscription on the deleted queue ended with an error.
-	c.waitFor("subscription ended", isErrorCode(wire.CodeUnknownQueue))
+	// The subscription on the deleted queue ended, and the frame names it.
+	ended := c.waitFor("subscription ended", func(frame wire.Frame) bool {
+		_, ok := frame.(*wire.SubscriptionEnded)
+		return ok
+	}).(*wire.SubscriptionEnded)
+	if ended.SubscriptionID != sub || ended.Code != wire.CodeUnknownQueue {
+		t.Fatalf("subscription ended %+v, want subscription %d", ended, sub)
+	}
 	for _, out := range c.awaitOutcomes(c.publish("beta", "z")) {
 		if out.code != wire.CodeUnknownQueue {
 			t.Fatalf("publish after delete %+v", out)

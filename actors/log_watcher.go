@@ -83,15 +83,24 @@ func (w *logWatcher) refresh(ctx actor.Context) {
 	w.metrics.durableLagRecord.Store(status.DurableLagRecords)
 	w.metrics.durableLagBytes.Store(uint64(max(status.DurableLagBytes, 0)))
 	w.metrics.latched.Store(status.Latched)
-	summary := fmt.Sprintf("written=%d durable=%d lag=%d records/%d bytes sync_pending=%v",
-		status.Frontiers.Written, status.Frontiers.Durable, status.DurableLagRecords, status.DurableLagBytes,
-		status.SyncPending)
-	if status.Latched {
-		summary = fmt.Sprintf("latched: %v; %s", status.LastError, summary)
-		if !w.reported {
-			w.reported = true
-			ctx.Send(w.partition, logLatched{err: fmt.Errorf("log latched: %w", status.LastError)})
-		}
+	values := [SummaryValuesMax]int64{int64(status.Frontiers.Written), int64(status.Frontiers.Durable),
+		int64(status.DurableLagRecords), status.DurableLagBytes, 0}
+	if status.SyncPending {
+		values[4] = 1
 	}
-	w.entry.SetSummary(summary)
+	if !status.Latched {
+		// Every durable move lands here: format only when the registry is read.
+		w.entry.SetSummaryValues(&logWatcherSummary, values[:5]...)
+		return
+	}
+	w.entry.SetSummary(fmt.Sprintf("latched: %v; %s", status.LastError, logWatcherSummary(values)))
+	if !w.reported {
+		w.reported = true
+		ctx.Send(w.partition, logLatched{err: fmt.Errorf("log latched: %w", status.LastError)})
+	}
+}
+
+// logWatcherSummary formats refresh's values.
+var logWatcherSummary SummaryFormat = func(v [SummaryValuesMax]int64) string {
+	return fmt.Sprintf("written=%d durable=%d lag=%d records/%d bytes sync_pending=%v", v[0], v[1], v[2], v[3], v[4] != 0)
 }

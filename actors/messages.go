@@ -92,6 +92,7 @@ type publishResult struct {
 
 type subscribeRequest struct {
 	replyTo        *actor.PID
+	sessionID      string // for queue info's consumer list
 	requestID      uint64
 	subscriptionID uint64
 	prefetch       uint32

@@ -182,6 +182,8 @@ func (p *partition) Receive(ctx actor.Context) {
 		panic(fmt.Errorf("injected panic in partition %s: %s", p.home.name, msg.reason))
 	case infoRequest:
 		p.info(ctx, msg) // answered in every state: a request future waits for it
+	case consumersRequest:
+		p.consumers(ctx) // answered in every state, like info
 	default:
 		if p.state == partitionOpening {
 			p.hold(ctx, msg)
@@ -242,6 +244,8 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 			p.syncInterval = msg.interval
 			ctx.Send(p.syncPID, msg)
 		}
+	case syncRequest:
+		p.syncNow(ctx, msg)
 	default:
 		p.core.logger.Error("partition got an unexpected message", "queue", p.home.name,
 			"type", fmt.Sprintf("%T", message))
@@ -340,9 +344,11 @@ func (p *partition) spawnStorageActors(ctx actor.Context) {
 	if !ok {
 		return
 	}
-	interval, clock := p.syncInterval, p.core.config.Clock
+	interval, clock, syncSeconds := p.syncInterval, p.core.config.Clock, p.metrics.syncSeconds
 	props := p.core.registry.props("sync", p.core.logger, func(entry *Entry) actor.Actor {
-		return newSyncScheduler(entry, control, interval, clock)
+		scheduler := newSyncScheduler(entry, control, interval, clock)
+		scheduler.syncSeconds = syncSeconds
+		return scheduler
 	})
 	pid, err := ctx.SpawnNamed(props, "sync")
 	if err != nil {
@@ -499,6 +505,8 @@ func (p *partition) refuse(ctx actor.Context, message any, failure requestFailur
 		ctx.Send(msg.replyTo, purgeResult{requestID: msg.requestID, failure: failure})
 	case deadLetterPublish:
 		ctx.Send(msg.source, deadLettersRefused{offsets: msg.offsets(), failure: failure})
+	case syncRequest:
+		ctx.Send(msg.replyTo, syncDone{err: fmt.Errorf("%w: %s", ErrQueueNotServing, failure.message)})
 	}
 }
 
@@ -527,13 +535,23 @@ func (p *partition) maybeFence(ctx actor.Context, err error) bool {
 	return true
 }
 
+// publishSummary runs after every batch: it stores counters, and the
+// registry formats them only when read (registry.go). A fence is rare and
+// carries its error text, so it is formatted at once.
 func (p *partition) publishSummary() {
-	text := fmt.Sprintf("%s %s tickets=%d busy=%d subscriptions=%d", p.state, p.home.options.Mode,
-		len(p.tickets), len(p.busy), p.home.subscribers.len())
 	if p.state == partitionFenced {
-		text += fmt.Sprintf(" fence=%q", p.fenceErr.Error())
+		p.entry.SetSummary(fmt.Sprintf("%s %s tickets=%d busy=%d subscriptions=%d fence=%q", p.state,
+			p.home.options.Mode, len(p.tickets), len(p.busy), p.home.subscribers.len(), p.fenceErr.Error()))
+		return
 	}
-	p.entry.SetSummary(text)
+	p.entry.SetSummaryValues(&partitionSummary, int64(p.state), int64(p.home.options.Mode),
+		int64(len(p.tickets)), int64(len(p.busy)), int64(p.home.subscribers.len()))
+}
+
+// partitionSummary formats publishSummary's values.
+var partitionSummary SummaryFormat = func(v [SummaryValuesMax]int64) string {
+	return fmt.Sprintf("%s %s tickets=%d busy=%d subscriptions=%d", partitionState(v[0]), queue.Mode(v[1]),
+		v[2], v[3], v[4])
 }
 
 // boundaryOf is the boundary a mode's confirms stand on.

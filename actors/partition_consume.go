@@ -45,10 +45,14 @@ type heldDelivery struct {
 type subscription struct {
 	id            uint64
 	session       *actor.PID
+	sessionID     string // the session's id, as hello-ok gave it
 	prefetch      int
-	maxFrameBytes int
-	held          map[uint64]heldDelivery // by delivery tag
-	leasing       int
+	maxFrameBytes int // deliver frames are packed up to this body size
+	// clientMaxBodyBytes is the largest body the client accepts; a single
+	// delivery over it ends the subscription (message_size.go).
+	clientMaxBodyBytes int
+	held               map[uint64]heldDelivery // by delivery tag
+	leasing            int
 }
 
 func (s *subscription) credit() int { return s.prefetch - len(s.held) - s.leasing }
@@ -129,9 +133,10 @@ func (p *partition) subscribe(ctx actor.Context, msg subscribeRequest) {
 		return
 	}
 	p.home.subscribers.add(&subscription{
-		id: msg.subscriptionID, session: msg.replyTo, prefetch: int(msg.prefetch),
-		maxFrameBytes: int(min(msg.maxFrameBytes, deliverFrameBytesMax)),
-		held:          make(map[uint64]heldDelivery),
+		id: msg.subscriptionID, session: msg.replyTo, sessionID: msg.sessionID, prefetch: int(msg.prefetch),
+		maxFrameBytes:      int(min(msg.maxFrameBytes, deliverFrameBytesMax)),
+		clientMaxBodyBytes: int(msg.maxFrameBytes),
+		held:               make(map[uint64]heldDelivery),
 	})
 	ctx.Watch(msg.replyTo)
 	ctx.Send(msg.replyTo, subscribeResult{requestID: msg.requestID, subscriptionID: msg.subscriptionID, prefetch: msg.prefetch})
@@ -212,40 +217,55 @@ func (p *partition) dispatch(ctx actor.Context) {
 	}
 }
 
-// handOutDeliveries tags applied leases and sends them to their sessions.
+// handOutDeliveries tags applied leases and sends them to their sessions,
+// in deliver frames whose bodies stay within each subscription's frame
+// size (and so within its client's limit).
 func (p *partition) handOutDeliveries(ctx actor.Context, deliveries []queue.Delivery) {
 	if len(deliveries) == 0 {
 		return
 	}
 	var orphans map[uint64][]uint64 // holder → offsets with no subscription left
+	orphan := func(holder, offset uint64) {
+		if orphans == nil {
+			orphans = make(map[uint64][]uint64)
+		}
+		orphans[holder] = append(orphans[holder], offset)
+	}
 	var batch []wire.Delivery
 	var batchSub *subscription
-	batchBytes := 0
+	batchBytes := wire.DeliverHeadBytes
 	flush := func() {
 		if len(batch) > 0 {
 			ctx.Send(batchSub.session, deliverBatch{subscriptionID: batchSub.id, deliveries: batch})
 		}
-		batch, batchBytes = nil, 0
+		batch, batchBytes = nil, wire.DeliverHeadBytes
 	}
 	for i := range deliveries {
 		d := &deliveries[i]
 		sub, ok := p.home.subscribers.byID[d.Holder]
 		if !ok {
-			if orphans == nil {
-				orphans = make(map[uint64][]uint64)
-			}
-			orphans[d.Holder] = append(orphans[d.Holder], d.Offset)
+			orphan(d.Holder, d.Offset)
 			continue
 		}
-		if sub != batchSub || batchBytes+len(d.Payload) > sub.maxFrameBytes {
+		sub.leasing = max(sub.leasing-1, 0)
+		delivery := wireDelivery(0, d)
+		size := delivery.EncodedBytes()
+		if wire.DeliverHeadBytes+size > sub.clientMaxBodyBytes {
+			if batchSub == sub {
+				batch, batchSub, batchBytes = nil, nil, wire.DeliverHeadBytes // released with the subscription
+			}
+			p.endOversized(ctx, sub, d.Offset, wire.DeliverHeadBytes+size)
+			orphan(d.Holder, d.Offset)
+			continue
+		}
+		if sub != batchSub || (len(batch) > 0 && batchBytes+size > sub.maxFrameBytes) {
 			flush()
 			batchSub = sub
 		}
-		sub.leasing = max(sub.leasing-1, 0)
-		tag := p.home.subscribers.newTag(p.core)
-		sub.held[tag] = heldDelivery{offset: d.Offset, deadlineMs: d.Deadline.UnixMilli()}
-		batch = append(batch, wireDelivery(tag, d))
-		batchBytes += len(d.Payload) + 64
+		delivery.DeliveryTag = p.home.subscribers.newTag(p.core)
+		sub.held[delivery.DeliveryTag] = heldDelivery{offset: d.Offset, deadlineMs: d.Deadline.UnixMilli()}
+		batch = append(batch, delivery)
+		batchBytes += size
 		p.metrics.deliveries.Inc()
 		p.metrics.deliveryBytes.Add(len(d.Payload))
 		if d.Redelivered {
@@ -322,11 +342,15 @@ func (p *partition) applySettle(ctx actor.Context, msg settleRequest, sub *subsc
 	case settleDiscard:
 		_, err = p.q.Discard(sub.id, offsets)
 	case settleNack:
-		if !msg.requeue && p.home.options.DeadLetterQueue == "" {
+		switch {
+		case msg.requeue:
+			_, err = p.q.Nack(sub.id, offsets, msg.delay)
+		case p.home.options.DeadLetterQueue == "":
 			// Without a dead-letter queue, a nack without requeue drops.
 			_, err = p.q.Discard(sub.id, offsets)
-		} else {
-			_, err = p.q.Nack(sub.id, offsets, msg.delay)
+		default:
+			// With one, it dead-letters at once, the attempt counted.
+			_, err = p.q.Reject(sub.id, offsets)
 		}
 	}
 	if err != nil {

@@ -194,6 +194,14 @@ func (p *partition) checkpointRan(ctx actor.Context, msg checkpointRan) {
 // info answers with the queue's state; every progress field names its
 // boundary.
 func (p *partition) info(ctx actor.Context, msg infoRequest) {
+	if p.state == partitionOpen {
+		// The queue fences itself when it finds its log latched (a failed
+		// background sync) before the log actor's report arrives: follow
+		// it now, so the answer and the partition agree.
+		if fenced := p.q.Info().Fenced; fenced != nil {
+			p.becomeFenced(ctx, fenced)
+		}
+	}
 	result := infoResult{requestID: msg.requestID, info: p.queueInfo()}
 	if msg.replyTo == nil {
 		ctx.Respond(result)
@@ -221,6 +229,11 @@ func (p *partition) queueInfo() wire.QueueInfo {
 	info.WrittenNext, info.DurableNext = state.Written, state.Durable
 	info.UnsyncedRecords, info.UnsyncedBytes = state.UnsyncedRecords, state.UnsyncedBytes
 	info.SyncPending = state.SyncPending
+	// The log's own report: the interval it runs with, and its last error.
+	info.SyncIntervalMs = uint32(state.SyncInterval / time.Millisecond)
+	if state.LastError != nil {
+		info.LastSyncError = state.LastError.Error()
+	}
 	if !state.LastSync.IsZero() {
 		info.LastSyncUnixMs = state.LastSync.UnixMilli()
 	}

@@ -95,6 +95,8 @@ type queuesManager struct {
 	recovering int // recovered queues still opening
 	recovered  bool
 	stopping   bool // the manager is stopping: partitions end with it
+
+	cluster *clusterQueues // cluster mode only (cluster_queues.go)
 }
 
 func newQueuesManager(entry *Entry, core *brokerCore, ready chan<- error) *queuesManager {
@@ -123,6 +125,7 @@ func (m *queuesManager) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		m.scan(ctx)
+		m.maybeStartCluster(ctx)
 	case recoveredQueues:
 		m.recover(ctx, msg)
 	case declareRequest:
@@ -152,10 +155,13 @@ func (m *queuesManager) Receive(ctx actor.Context) {
 		}
 	case *actor.Stopping, *actor.Restarting:
 		m.stopping = true
+		m.stopCluster()
 	case *actor.Terminated:
 		if !m.stopping {
 			m.partitionTerminated(msg.Who)
 		}
+	default:
+		m.receiveCluster(ctx, msg)
 	}
 	m.publishSummary()
 }
@@ -194,6 +200,7 @@ func (m *queuesManager) maybeRecoveredOne(record *queueRecord) {
 func (m *queuesManager) maybeRecovered() {
 	if !m.recovered && m.recovering == 0 {
 		m.recovered = true
+		m.maybeWatchCatalog()
 		if m.ready != nil {
 			close(m.ready)
 			m.ready = nil
@@ -231,6 +238,7 @@ func (m *queuesManager) partitionReady(ctx actor.Context, msg partitionReady) {
 	m.maybeRecoveredOne(record)
 	record.state = queueReady
 	m.core.directory.set(msg.name, msg.pid)
+	m.maybeSettleClusterWaiters(record)
 	for _, waiting := range m.queues {
 		m.maybeAnswerWaiters(ctx, waiting)
 	}
@@ -272,6 +280,7 @@ func (m *queuesManager) becomeFailed(record *queueRecord, failure requestFailure
 	record.state = queueFailed
 	record.failure = failure
 	m.core.directory.fail(record.name, record.pid, failure)
+	m.maybeSettleClusterWaiters(record)
 	m.core.logger.Error("queue failed", "queue", record.name, "reason", failure.message)
 }
 
@@ -320,6 +329,7 @@ func (m *queuesManager) delete(ctx actor.Context, msg deleteRequest) {
 	record.waiters = nil
 	record.state = queueDeleting
 	m.core.directory.remove(msg.name)
+	m.maybeSettleClusterWaiters(record)
 	if !record.stopped {
 		ctx.Send(record.pid, prepareDelete{})
 		return
@@ -368,9 +378,9 @@ func (m *queuesManager) list(ctx actor.Context, msg listRequest) {
 	for i, name := range names {
 		routes[i] = queueRoute{name: name, pid: m.queues[name].pid, failure: m.queues[name].failure}
 	}
-	system := ctx.ActorSystem()
+	system, core := ctx.ActorSystem(), m.core
 	go func() {
-		infos := gatherInfos(system, routes)
+		infos := core.withClusterInfos(gatherInfos(system, routes))
 		system.Root.Send(msg.replyTo, listResult{requestID: msg.requestID, more: more, queues: infos})
 	}()
 }
@@ -390,6 +400,11 @@ func (m *queuesManager) handoff(ctx actor.Context, msg deadLetterHandoff) {
 		return
 	}
 	record, ok := m.queues[msg.target]
+	if !ok && m.cluster != nil {
+		refuse(requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
+			"dead-letter queue %q is not open on this node; dead letters do not move between cluster nodes yet", msg.target)})
+		return
+	}
 	if !ok {
 		record = m.spawnQueue(ctx, msg.target, queue.Options{})
 	}

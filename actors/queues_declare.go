@@ -39,6 +39,10 @@ func (m *queuesManager) declare(ctx actor.Context, msg declareRequest) {
 		refuse(wire.CodeInvalidName, "%v", err)
 		return
 	}
+	if m.cluster != nil {
+		m.clusterDeclare(ctx, msg) // through the catalog (cluster_queues.go)
+		return
+	}
 	requested, err := storageOptions(msg.name, msg.options, msg.mode)
 	if err != nil {
 		refuse(wire.CodeInvalidOptions, "%v", err)

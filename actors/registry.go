@@ -10,9 +10,16 @@ package actors
 // grouping nodes.
 //
 // Each entry holds its actor's mailbox (read for the current depth), a
-// one-line summary the actor publishes when its state changes, and a restart
-// count. Reads never touch actor state: the summary is an atomic pointer the
-// owning actor replaces.
+// one-line summary of the actor's state, and a restart count. Reads never
+// touch actor state. A summary is either text the actor replaced
+// (SetSummary, for changes an operator cares about and that are rare) or
+// lazy (SetSummaryValues): the actor stores a few integers atomically, as
+// often as it likes, and the registry formats them only when it is read,
+// so a hot path never formats text. The values of a lazy summary are each
+// current when read; a reader may see them from two neighbouring moments.
+//
+// Each entry also owns its actor's keep-alive dispatcher (dispatcher.go),
+// which props installs and the lifecycle middleware retires on Stopped.
 
 import (
 	"log/slog"
@@ -65,20 +72,69 @@ func NewRegistry(clock func() time.Time) *Registry {
 // Entry is one actor's row in the registry. Its owning actor publishes its
 // summary through SetSummary; everything else is maintained by the registry.
 type Entry struct {
-	kind      string
-	path      string       // set when the actor first handles Started
-	startedAt time.Time    // set with path
-	mailbox   atomic.Value // holds mailboxHolder
-	summary   atomic.Pointer[string]
-	restarts  atomic.Uint64
+	kind       string
+	path       string       // set when the actor first handles Started
+	startedAt  time.Time    // set with path
+	mailbox    atomic.Value // holds mailboxHolder
+	summary    atomic.Pointer[string]
+	format     atomic.Pointer[SummaryFormat] // set: the summary is lazy
+	values     [SummaryValuesMax]atomic.Int64
+	restarts   atomic.Uint64
+	dispatcher *keepAliveDispatcher
 }
 
 type mailboxHolder struct{ mailbox actor.Mailbox }
 
-// SetSummary publishes a one-line description of the actor's state. Cheap
-// enough to call on every state change that matters to an operator; callers
-// should still avoid formatting it per message on hot paths.
-func (e *Entry) SetSummary(summary string) { e.summary.Store(&summary) }
+// SummaryValuesMax is how many integers a lazy summary carries.
+const SummaryValuesMax = 6
+
+// SummaryFormat turns a lazy summary's values into its text. It runs on
+// the reader's goroutine: it may use only its argument and data that never
+// changes.
+type SummaryFormat func(values [SummaryValuesMax]int64) string
+
+// SetSummary publishes a one-line description of the actor's state and
+// ends a lazy summary. It formats and allocates: keep it for rare changes,
+// never per message or per batch.
+func (e *Entry) SetSummary(summary string) {
+	e.summary.Store(&summary)
+	e.format.Store(nil)
+}
+
+// SetSummaryValues makes the summary lazy: format (a pointer to a
+// package-level variable, so the call does not allocate) turns values into
+// text when the registry is read. Values past SummaryValuesMax panic;
+// missing ones are zero. Cheap enough for every batch: a few atomic stores.
+func (e *Entry) SetSummaryValues(format *SummaryFormat, values ...int64) {
+	if len(values) > SummaryValuesMax {
+		panic("actors: too many summary values")
+	}
+	for i := range e.values {
+		var value int64
+		if i < len(values) {
+			value = values[i]
+		}
+		e.values[i].Store(value)
+	}
+	if e.format.Load() != format {
+		e.format.Store(format)
+	}
+}
+
+// Summary returns the actor's summary now (formatted here when lazy).
+func (e *Entry) Summary() string {
+	if format := e.format.Load(); format != nil {
+		var values [SummaryValuesMax]int64
+		for i := range values {
+			values[i] = e.values[i].Load()
+		}
+		return (*format)(values)
+	}
+	if summary := e.summary.Load(); summary != nil {
+		return *summary
+	}
+	return ""
+}
 
 // Path returns the actor's hierarchical id once it has started.
 func (e *Entry) Path() string { return e.path }
@@ -88,9 +144,7 @@ func (e *Entry) info() ActorInfo {
 	if holder, ok := e.mailbox.Load().(mailboxHolder); ok {
 		info.MailboxDepth = holder.mailbox.UserMessageCount()
 	}
-	if summary := e.summary.Load(); summary != nil {
-		info.Summary = *summary
-	}
+	info.Summary = e.Summary()
 	return info
 }
 
@@ -159,18 +213,21 @@ func sortTree(node *ActorNode) {
 
 // props builds the Props for one spawn of an actor of the given kind: the
 // actor is made by producer (called again on every restart) with its
-// registry entry, its mailbox is recorded for depth reads, and the
-// middlewares log panics and keep the registry in step with the actor's
-// life. Props must not be reused for a second spawn.
+// registry entry, its mailbox is recorded for depth reads, it runs on its
+// own keep-alive dispatcher (dispatcher.go; an option given here, such as
+// the sessions' synchronized dispatcher, replaces it), and the middlewares
+// log panics and keep the registry in step with the actor's life. Props
+// must not be reused for a second spawn: the dispatcher serves one mailbox.
 func (r *Registry) props(kind string, logger *slog.Logger, producer func(*Entry) actor.Actor,
 	options ...actor.PropsOption) *actor.Props {
-	entry := &Entry{kind: kind}
+	entry := &Entry{kind: kind, dispatcher: newKeepAliveDispatcher(dispatcherThroughput, dispatcherIdle)}
 	base := []actor.PropsOption{
 		actor.WithMailbox(func() actor.Mailbox {
 			mailbox := actor.Unbounded()()
 			entry.mailbox.Store(mailboxHolder{mailbox: mailbox})
 			return mailbox
 		}),
+		actor.WithDispatcher(entry.dispatcher),
 		actor.WithReceiverMiddleware(panicLogging(logger, kind), r.lifecycle(entry)),
 	}
 	return actor.PropsFromProducer(func() actor.Actor { return producer(entry) }, append(base, options...)...)
@@ -192,6 +249,9 @@ func (r *Registry) lifecycle(entry *Entry) actor.ReceiverMiddleware {
 				}
 			case *actor.Stopped:
 				r.remove(entry)
+				next(ctx, envelope)
+				entry.dispatcher.retire()
+				return
 			}
 			next(ctx, envelope)
 		}

@@ -55,11 +55,15 @@ type session struct {
 	helloDone  bool
 	closing    bool
 	clientName string
+	// clientMaxBodyBytes is the largest body the client accepts, from its
+	// hello (0 there means the protocol default).
+	clientMaxBodyBytes uint32
 
 	nextBatchID   uint64
 	pending       map[uint64]pendingBatch
 	subscriptions map[uint64]*sessionSubscription
 	watched       map[string]*actor.PID // partitions watched, by PID id
+	cluster       clusterSession        // cluster mode only (cluster_session.go)
 }
 
 func newSession(entry *Entry, core *brokerCore, conn *connection, number uint64) *session {
@@ -176,6 +180,10 @@ func (s *session) hello(frame *wire.Hello) {
 	}
 	s.helloDone = true
 	s.clientName = clipName(frame.ClientName)
+	s.clientMaxBodyBytes = frame.MaxBodyBytes
+	if s.clientMaxBodyBytes == 0 {
+		s.clientMaxBodyBytes = wire.DefaultMaxBodyBytes
+	}
 	state := wire.SessionNew
 	if frame.PreviousSession != "" && s.core.isEarlierIncarnation(frame.PreviousSession) {
 		state = wire.SessionResumedAfterRestart

@@ -29,18 +29,22 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 	case subscriptionEnded:
 		if subscription, ok := s.subscriptions[msg.subscriptionID]; ok {
 			delete(s.subscriptions, msg.subscriptionID)
-			s.push(&wire.ErrorFrame{Code: msg.failure.code, Message: fmt.Sprintf(
-				"subscription %d on queue %q ended: %s", msg.subscriptionID, subscription.queue, msg.failure.message)})
+			s.push(&wire.SubscriptionEnded{SubscriptionID: msg.subscriptionID, Code: msg.failure.code,
+				Message: fmt.Sprintf("subscription %d on queue %q ended: %s", msg.subscriptionID,
+					subscription.queue, msg.failure.message)})
 			s.publishSummary()
 		}
 	case partitionNotice:
 		s.push(&wire.ErrorFrame{Code: msg.failure.code, Message: fmt.Sprintf("queue %q: %s", msg.queue, msg.failure.message)})
 	case inQueueInfo:
+		if s.maybeClusterRoute(ctx, msg.frame.Queue, msg) {
+			return
+		}
 		if partition, ok := s.route(msg.frame.RequestID, msg.frame.Queue); ok {
 			ctx.Send(partition, infoRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID})
 		}
 	case infoResult:
-		s.push(&wire.QueueInfoReply{RequestID: msg.requestID, Info: msg.info})
+		s.push(&wire.QueueInfoReply{RequestID: msg.requestID, Info: s.core.withClusterInfo(msg.info)})
 	case inListQueues:
 		ctx.Send(s.core.queuesManager, listRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID,
 			prefix: msg.frame.Prefix, after: msg.frame.After, limit: int(msg.frame.Limit)})
@@ -51,17 +55,25 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 			s.push(&wire.ErrorFrame{RequestID: msg.frame.RequestID, Code: wire.CodeInvalidName, Message: err.Error()})
 			return
 		}
+		if s.clusterDelete(ctx, msg) {
+			return
+		}
 		ctx.Send(s.core.queuesManager, deleteRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID, name: msg.frame.Queue})
 	case deleteResult:
 		s.answer(msg.requestID, msg.removed, msg.failure)
 	case inPurgeQueue:
+		if s.maybeClusterRoute(ctx, msg.frame.Queue, msg) {
+			return
+		}
 		if partition, ok := s.route(msg.frame.RequestID, msg.frame.Queue); ok {
 			ctx.Send(partition, purgeRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID})
 		}
 	case purgeResult:
 		s.answer(msg.requestID, msg.removed, msg.failure)
 	default:
-		s.receiveSessionFrame(message)
+		if !s.receiveCluster(ctx, message) {
+			s.receiveSessionFrame(message)
+		}
 	}
 }
 
@@ -139,6 +151,9 @@ func (s *session) declareAnswered(msg declareResult) {
 }
 
 func (s *session) subscribe(ctx actor.Context, frame *wire.Subscribe) {
+	if s.maybeClusterRoute(ctx, frame.Queue, inSubscribe{frame: frame}) {
+		return
+	}
 	partition, ok := s.route(frame.RequestID, frame.Queue)
 	if !ok {
 		return
@@ -151,13 +166,16 @@ func (s *session) subscribe(ctx actor.Context, frame *wire.Subscribe) {
 	subscription := &sessionSubscription{id: s.core.newID(), queue: frame.Queue, partition: partition}
 	s.subscriptions[subscription.id] = subscription
 	s.watch(ctx, partition)
-	ctx.Send(partition, subscribeRequest{replyTo: ctx.Self(), requestID: frame.RequestID,
+	ctx.Send(partition, subscribeRequest{replyTo: ctx.Self(), sessionID: s.id, requestID: frame.RequestID,
 		subscriptionID: subscription.id, prefetch: prefetch, maxFrameBytes: s.clientMaxBody()})
 	s.publishSummary()
 }
 
-// clientMaxBody is the body limit deliveries are split for.
-func (s *session) clientMaxBody() uint32 { return s.core.config.MaxBodyBytes }
+// clientMaxBody is the body limit deliveries are kept within: the client's
+// own (from its hello), and never more than the node's writer takes.
+func (s *session) clientMaxBody() uint32 {
+	return min(s.clientMaxBodyBytes, s.core.config.MaxBodyBytes+deliverFrameSlackBytes)
+}
 
 func (s *session) subscribeAnswered(msg subscribeResult) {
 	subscription, ok := s.subscriptions[msg.subscriptionID]

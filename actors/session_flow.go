@@ -20,6 +20,12 @@ func (s *session) publish(ctx actor.Context, msg inPublish) {
 		s.rejectSeqs(msg.seqs, requestFailure{code: wire.CodeInvalidName, message: err.Error()})
 		return
 	}
+	if msg = s.withoutOversized(msg); len(msg.seqs) == 0 {
+		return
+	}
+	if s.maybeClusterRoute(ctx, msg.queue, msg) {
+		return
+	}
 	route, ok := s.core.directory.lookup(msg.queue)
 	if !ok {
 		s.rejectSeqs(msg.seqs, requestFailure{code: wire.CodeUnknownQueue,
@@ -136,7 +142,7 @@ func (s *session) partitionStopped(partition *actor.PID) {
 			continue
 		}
 		delete(s.subscriptions, id)
-		s.push(&wire.ErrorFrame{Code: wire.CodeUnknownQueue,
+		s.push(&wire.SubscriptionEnded{SubscriptionID: id, Code: wire.CodeUnknownQueue,
 			Message: fmt.Sprintf("subscription %d ended: queue %q stopped", id, subscription.queue)})
 	}
 	s.publishSummary()
@@ -145,6 +151,7 @@ func (s *session) partitionStopped(partition *actor.PID) {
 // returnCreditOf returns the publish credit a message carried when the
 // session drops it while closing.
 func (s *session) returnCreditOf(message any) {
+	s.returnStashedCredit(message)
 	if publish, ok := message.(inPublish); ok {
 		s.conn.returnCredit(len(publish.seqs))
 	}

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -8,12 +10,54 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// fakeSyncTarget records what the scheduler asks of a log.
+// fakeSyncTarget records what the scheduler asks of a log. An explicit
+// Sync waits for a result on release, when release is set.
 type fakeSyncTarget struct {
 	mu        sync.Mutex
 	ticks     int
 	intervals []time.Duration
+	syncs     int
 	ticked    chan struct{}
+	release   chan error
+}
+
+func (f *fakeSyncTarget) Sync(ctx context.Context) error {
+	f.mu.Lock()
+	f.syncs++
+	f.mu.Unlock()
+	if f.release == nil {
+		return nil
+	}
+	select {
+	case err := <-f.release:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (f *fakeSyncTarget) syncCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.syncs
+}
+
+// countingHistogram counts observations.
+type countingHistogram struct {
+	mu     sync.Mutex
+	values []float64
+}
+
+func (h *countingHistogram) Update(value float64) {
+	h.mu.Lock()
+	h.values = append(h.values, value)
+	h.mu.Unlock()
+}
+
+func (h *countingHistogram) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.values)
 }
 
 func (f *fakeSyncTarget) Tick(time.Time) {
@@ -78,4 +122,61 @@ func TestSyncSchedulerTicksAndFollowsTheInterval(t *testing.T) {
 	if period := tickPeriod(2 * time.Millisecond); period != time.Millisecond {
 		t.Fatalf("tick period floor is %v", period)
 	}
+}
+
+// Explicit syncs run one at a time off the mailbox: requests that arrive
+// while one runs share the next one (which starts after they asked), every
+// request is answered by message with its sync's result, and every sync is
+// timed.
+func TestSyncSchedulerRunsExplicitSyncs(t *testing.T) {
+	system := newActorSystem(discardLogger())
+	registry := NewRegistry(nil)
+	target := &fakeSyncTarget{ticked: make(chan struct{}, 1), release: make(chan error)}
+	histogram := &countingHistogram{}
+	props := registry.props("sync", discardLogger(), func(entry *Entry) actor.Actor {
+		scheduler := newSyncScheduler(entry, target, 0, time.Now)
+		scheduler.syncSeconds = histogram
+		return scheduler
+	})
+	pid, err := system.Root.SpawnNamed(props, "sync")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = system.Root.StopFuture(pid).Wait() }()
+	replies := make(chan error, 3)
+	replier := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if done, ok := ctx.Message().(syncDone); ok {
+			replies <- done.err
+		}
+	}))
+
+	system.Root.Send(pid, syncNow{replyTo: replier})
+	waitFor(t, "the first sync to start", func() bool { return target.syncCount() == 1 })
+	system.Root.Send(pid, syncNow{replyTo: replier})
+	system.Root.Send(pid, syncNow{replyTo: replier})
+	target.release <- nil
+	if err := <-replies; err != nil {
+		t.Fatalf("first sync answered %v", err)
+	}
+	waitFor(t, "the second sync to start", func() bool { return target.syncCount() == 2 })
+	failure := errors.New("disk gone")
+	target.release <- failure
+	for range 2 {
+		select {
+		case err := <-replies:
+			if !errors.Is(err, failure) {
+				t.Fatalf("a waiter of the second sync got %v", err)
+			}
+		case <-time.After(testWait):
+			t.Fatal("a waiter was never answered")
+		}
+	}
+	if syncs := target.syncCount(); syncs != 2 {
+		t.Fatalf("%d syncs for 3 requests, two of them waiting together", syncs)
+	}
+	waitFor(t, "both syncs timed", func() bool { return histogram.count() == 2 })
+	waitFor(t, "the summary to count both syncs", func() bool {
+		info, ok := registry.Lookup("sync")
+		return ok && info.Summary == "background sync off; 2 explicit syncs"
+	})
 }

@@ -19,7 +19,7 @@ func sampleQueue() QueueStatus {
 		WrittenNext: 40, DurableNext: 31, UnsyncedRecords: 9, UnsyncedBytes: 1234,
 		LastSyncUnixMs: 1_700_000_000_123, SyncIntervalMs: 100,
 		ConsumerCount: 1,
-		Consumers:     []ConsumerStatus{{Session: "node/sessions/7", Prefetch: 64, Outstanding: 2}},
+		Consumers:     []ConsumerStatus{{Session: "node/sessions/7", Subscription: 9, Prefetch: 64, Outstanding: 2}},
 	}
 }
 
@@ -82,7 +82,8 @@ func TestQueueStatusShapeNamesItsBoundaries(t *testing.T) {
 		t.Fatalf("options keys (unset ones must be omitted) %v", got)
 	}
 	consumer := object["consumers"].([]any)[0].(map[string]any)
-	if !reflect.DeepEqual(consumer, map[string]any{"session": "node/sessions/7", "prefetch": 64.0, "outstanding": 2.0}) {
+	if !reflect.DeepEqual(consumer, map[string]any{"session": "node/sessions/7", "subscription_id": 9.0,
+		"prefetch": 64.0, "outstanding": 2.0}) {
 		t.Fatalf("consumer %v", consumer)
 	}
 

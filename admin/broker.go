@@ -5,12 +5,17 @@ package admin
 // from the partitions, the actor registry, the broker's health and metrics
 // set), so what the endpoint shows is what the broker says.
 //
-// What the broker does not report yet is left out rather than guessed:
-// QueueStatus.Consumers stays null (the broker reports only a count), and
-// SyncQueue answers errors.ErrUnsupported (the endpoint then answers 501)
-// until the broker has a method SyncQueue(name string) error, which this
-// adapter uses as soon as it exists. A queue has one partition today, so
-// fenced queues are reported as partition 0.
+// QueueStatus.Consumers comes from the broker's list of a queue's
+// subscriptions (Broker.QueueConsumers), asked right after its queue info,
+// so the count and the list can differ by a subscription that came or went
+// in between. SyncQueue uses the broker's SyncQueue(name string) error when
+// the broker has it, and answers errors.ErrUnsupported (the endpoint then
+// answers 501) otherwise. A queue has one partition today, so fenced queues
+// are reported as partition 0.
+//
+// In a cluster (NodeFor), the adapter is a ClusterBrokerNode, which adds
+// the broker's cluster status for /api/cluster; queue statuses then carry
+// the owner, epoch and replica set from the broker's queue info.
 
 import (
 	"errors"
@@ -62,10 +67,23 @@ func (n *BrokerNode) NodeInfo() NodeInfo {
 		Version:      actors.Version,
 		StartedAt:    started,
 		DataDir:      config.DataDir,
-		Listen:       map[string]string{"client": n.broker.Addr().String()},
+		Listen:       listenersOf(n.broker),
 		SyncInterval: n.broker.SyncInterval(),
 		Settings:     settings,
 	}
+}
+
+// listenersOf names the broker's listeners: the client one, and Raft's in a
+// cluster.
+func listenersOf(broker *actors.Broker) map[string]string {
+	listen := map[string]string{"client": broker.Addr().String()}
+	if node := broker.Config().Cluster; node != nil {
+		clusterConfig := node.Config()
+		if self, err := clusterConfig.Node(node.ID()); err == nil {
+			listen["raft"] = self.RaftAddress
+		}
+	}
+	return listen
 }
 
 // Queues implements Node.
@@ -73,7 +91,9 @@ func (n *BrokerNode) Queues() []QueueStatus {
 	infos := n.broker.Queues()
 	queues := make([]QueueStatus, 0, len(infos))
 	for i := range infos {
-		queues = append(queues, queueStatusOf(&infos[i]))
+		status := queueStatusOf(&infos[i])
+		status.Consumers = consumersOf(n.broker, status.Name)
+		queues = append(queues, status)
 	}
 	return queues
 }
@@ -84,7 +104,21 @@ func (n *BrokerNode) Queue(name string) (QueueStatus, bool) {
 	if !ok {
 		return QueueStatus{}, false
 	}
-	return queueStatusOf(&info), true
+	status := queueStatusOf(&info)
+	status.Consumers = consumersOf(n.broker, name)
+	return status, true
+}
+
+// consumersOf lists a queue's subscriptions as the broker reports them;
+// an empty list (never null) when it has none or the queue went away.
+func consumersOf(broker *actors.Broker, name string) []ConsumerStatus {
+	infos, _ := broker.QueueConsumers(name)
+	consumers := make([]ConsumerStatus, 0, len(infos))
+	for _, info := range infos {
+		consumers = append(consumers, ConsumerStatus{Session: info.SessionID, Subscription: info.SubscriptionID,
+			Prefetch: uint64(info.Prefetch), Outstanding: uint64(info.Outstanding)})
+	}
+	return consumers
 }
 
 // queueStatusOf translates the broker's queue info field by field; the
@@ -115,7 +149,48 @@ func queueStatusOf(info *wire.QueueInfo) QueueStatus {
 		Fenced:          info.Fenced,
 		FenceError:      info.FenceError,
 		ConsumerCount:   int(info.Consumers),
+		Owner:           info.Owner,
+		Epoch:           info.Epoch,
+		Replicas:        replicaStatusOf(info.Replicas),
 	}
+}
+
+// replicaStatusOf translates the cluster replica list; nil on a single
+// node.
+func replicaStatusOf(replicas []wire.ReplicaInfo) []ReplicaStatus {
+	if len(replicas) == 0 {
+		return nil
+	}
+	out := make([]ReplicaStatus, len(replicas))
+	for i, replica := range replicas {
+		out[i] = ReplicaStatus{Node: replica.Node, WrittenNext: replica.WrittenNext, DurableNext: replica.DurableNext}
+	}
+	return out
+}
+
+// ClusterBrokerNode adapts a broker that runs in a cluster: a BrokerNode
+// that is also a ClusterNode, so GET /api/cluster and the dashboard's
+// cluster section are served.
+type ClusterBrokerNode struct {
+	*BrokerNode
+}
+
+// NodeFor adapts broker: a *ClusterBrokerNode when it runs in a cluster, a
+// *BrokerNode otherwise.
+func NodeFor(broker *actors.Broker) Node {
+	node := NewBrokerNode(broker)
+	if _, clustered := broker.ClusterStatus(); clustered {
+		return &ClusterBrokerNode{BrokerNode: node}
+	}
+	return node
+}
+
+// ClusterStatus implements ClusterNode: this node's view of the nodes,
+// their liveness as its Raft transport sees them, the catalog revision and
+// the leader of every shard it hosts, and the catalog's queues.
+func (n *ClusterBrokerNode) ClusterStatus() any {
+	status, _ := n.broker.ClusterStatus()
+	return status
 }
 
 // Actors implements Node.
@@ -160,7 +235,11 @@ func (n *BrokerNode) SyncQueue(name string) error {
 	if !ok {
 		return fmt.Errorf("admin: this broker cannot sync a queue on request: %w", errors.ErrUnsupported)
 	}
-	return syncer.SyncQueue(name)
+	err := syncer.SyncQueue(name)
+	if errors.Is(err, actors.ErrUnknownQueue) { // deleted since the check above
+		return fmt.Errorf("%w: %w", ErrNoSuchQueue, err)
+	}
+	return err
 }
 
 // WritePrometheus implements Node.

@@ -109,6 +109,21 @@ type QueueStatus struct {
 	// them when the node reports details; null means it does not.
 	ConsumerCount int              `json:"consumer_count"`
 	Consumers     []ConsumerStatus `json:"consumers"`
+
+	// Cluster fields, omitted on a single node: the owner node, its
+	// ownership epoch and the replica set with each copy's progress as the
+	// owner last heard of it.
+	Owner    string          `json:"owner,omitempty"`
+	Epoch    uint64          `json:"epoch,omitempty"`
+	Replicas []ReplicaStatus `json:"replicas,omitempty"`
+}
+
+// ReplicaStatus is one copy of a queue in a cluster. Until replication is
+// active only the owner holds a copy; followers report zero progress.
+type ReplicaStatus struct {
+	Node        string `json:"node"`
+	WrittenNext uint64 `json:"written_next"` // offset after the last record this copy handed to the OS
+	DurableNext uint64 `json:"durable_next"` // offset after the last record this copy fsynced
 }
 
 // QueueCounts are a queue's message counts.
@@ -135,9 +150,10 @@ type QueueOptions struct {
 
 // ConsumerStatus is one subscription on a queue.
 type ConsumerStatus struct {
-	Session     string `json:"session"`     // the session's actor path or id
-	Prefetch    uint64 `json:"prefetch"`    // most deliveries held unsettled at once
-	Outstanding uint64 `json:"outstanding"` // deliveries held unsettled now
+	Session      string `json:"session"`         // the session's actor path or id
+	Subscription uint64 `json:"subscription_id"` // as subscribe-ok gave it; 0 when the node does not say
+	Prefetch     uint64 `json:"prefetch"`        // most deliveries held unsettled at once
+	Outstanding  uint64 `json:"outstanding"`     // deliveries held unsettled now
 }
 
 // ActorInfo is one live actor.

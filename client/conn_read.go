@@ -87,6 +87,8 @@ func (c *conn) handleFrame(tag wire.Tag, body []byte) {
 		c.handleError(body)
 	case wire.TagRedirect:
 		c.handleRedirect(body)
+	case wire.TagSubscriptionEnded:
+		c.handleSubscriptionEnded(body)
 	case wire.TagDeclareOK, wire.TagDeclareOKMode, wire.TagSubscribeOK, wire.TagQueueInfoReply,
 		wire.TagQueueList, wire.TagOK, wire.TagPong:
 		c.handleReply(tag, body)
@@ -196,6 +198,29 @@ func (c *conn) handleError(body []byte) {
 	}
 	if frame.RequestID == 0 && c.client.options.OnError != nil {
 		c.client.options.OnError(refusal)
+	}
+}
+
+// handleSubscriptionEnded ends a subscription the node ended on its own
+// (queue deleted or fenced, a message over this client's MaxBodyBytes).
+// The node sends nothing more for it, so the binding goes at once, and the
+// Subscription ends with the node's reason instead of being subscribed
+// again after a reconnect.
+func (c *conn) handleSubscriptionEnded(body []byte) {
+	frame := new(wire.SubscriptionEnded)
+	if err := frame.Decode(body); err != nil {
+		c.closeWith(wire.ErrorFrameFor(0, err), connectionLost(err))
+		return
+	}
+	b := c.reading.bindings[frame.SubscriptionID]
+	if b == nil {
+		return // ended here first (an unsubscribe crossed it); nothing is left
+	}
+	delete(c.reading.bindings, frame.SubscriptionID)
+	b.ended.Store(true)
+	if s := b.subscription; s != nil && s.boundTo(c) {
+		c.link.forget(s)
+		s.finish(&ServerError{Code: frame.Code, Message: frame.Message})
 	}
 }
 

@@ -45,7 +45,10 @@
 // connection's writer is free, in batches. A Delivery whose connection
 // ended is stale: settling it returns ErrStaleDelivery, and the node hands
 // the message out again with Redelivered set. After a reconnect the SDK
-// subscribes again on its own.
+// subscribes again on its own. When the node ends a subscription itself
+// (its queue was deleted or fenced, or a message is larger than
+// Options.MaxBodyBytes), the Subscription ends: Done closes and Err
+// returns the node's *ServerError; it is not subscribed again.
 //
 // # Redirects
 //

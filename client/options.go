@@ -41,7 +41,10 @@ type Options struct {
 	// travel in one frame).
 	MaxBatchMessages int
 	// MaxBodyBytes is the largest frame body this client accepts (told to
-	// the node in hello). 0 means 16 MiB.
+	// the node in hello). 0 means 16 MiB, the node's default limit. Keep it
+	// at least as large as the node's (Session.MaxBodyBytes): a message
+	// whose delivery does not fit ends the subscription that meets it (its
+	// Err says so) and stays in the queue for consumers that accept it.
 	MaxBodyBytes uint32
 
 	// Confirms, when set, makes Confirms() return a channel that receives
@@ -73,8 +76,9 @@ type Options struct {
 	// one fails, with the address and the reason.
 	OnDisconnect func(address string, err error)
 	// OnError receives node errors that answer no request (request id 0,
-	// for example unknown_delivery_tag, or a subscription the node ended).
-	// It is called from a connection's reader goroutine; keep it short.
+	// for example unknown_delivery_tag). A subscription the node ends is
+	// reported on that Subscription (Done, Err), not here. It is called
+	// from a connection's reader goroutine; keep it short.
 	OnError func(error)
 
 	// Dialer opens the byte stream to an address; nil means TCP. Tests use

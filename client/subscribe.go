@@ -107,8 +107,10 @@ func (s *Subscription) Deliveries() <-chan *Delivery {
 func (s *Subscription) Done() <-chan struct{} { return s.ending }
 
 // Err returns why the subscription ended (ErrSubscriptionClosed after
-// Unsubscribe, ErrClosed after Client.Close, or the node's refusal of a
-// resubscribe), or nil while it is active.
+// Unsubscribe, ErrClosed after Client.Close, the node's refusal of a
+// resubscribe, or, as a *ServerError, the node's reason when it ended the
+// subscription on its own: queue deleted or fenced, or a message larger
+// than Options.MaxBodyBytes), or nil while it is active.
 func (s *Subscription) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

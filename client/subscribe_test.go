@@ -238,3 +238,57 @@ func TestDeliveryBeyondPrefetchEndsTheConnection(t *testing.T) {
 	serverConn.Load().Send(&wire.Deliver{SubscriptionID: 1, Deliveries: []wire.Delivery{{DeliveryTag: 999, Attempt: 1, Payload: []byte("extra")}}})
 	await(t, server, "the client to reconnect", func(s clienttest.Stats) bool { return s.Hellos == 2 })
 }
+
+// When the node ends a subscription on its own, the SDK ends that
+// Subscription with the node's error (and only that one), its held
+// deliveries turn stale, and the client goes on working.
+func TestSubscriptionEndedByTheNode(t *testing.T) {
+	server := startServer(t, clienttest.Config{})
+	var unsolicited atomic.Int32
+	c := dial(t, client.Options{OnError: func(error) { unsolicited.Add(1) }}, server)
+	declare(t, c, "doomed", client.QueueConfig{})
+	declare(t, c, "kept", client.QueueConfig{})
+	publishN(t, c, "doomed", 2)
+	ctx := guardedContext(t)
+	doomed, err := c.Subscribe(ctx, "doomed", client.SubscribeOptions{Prefetch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := c.Subscribe(ctx, "kept", client.SubscribeOptions{Prefetch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := receive(t, doomed.Deliveries())
+
+	if n := server.EndSubscriptions("doomed", wire.CodeUnknownQueue, `queue "doomed" was deleted`); n != 1 {
+		t.Fatalf("the server ended %d subscriptions", n)
+	}
+	select {
+	case <-doomed.Done():
+	case <-time.After(hangGuard):
+		t.Fatal("the subscription did not end")
+	}
+	var serverError *client.ServerError
+	if err := doomed.Err(); !errors.As(err, &serverError) || serverError.Code != wire.CodeUnknownQueue {
+		t.Fatalf("ended subscription's error %v", err)
+	}
+	for range doomed.Deliveries() { // closed: whatever was buffered is dropped
+	}
+	if err := held.Ack(); !errors.Is(err, client.ErrStaleDelivery) {
+		t.Fatalf("ack of a delivery from the ended subscription: %v", err)
+	}
+	if err := doomed.Unsubscribe(ctx); !errors.Is(err, client.ErrSubscriptionClosed) {
+		t.Fatalf("unsubscribe after the node ended it: %v", err)
+	}
+
+	publishN(t, c, "kept", 1)
+	if d := receive(t, kept.Deliveries()); string(d.Payload) != "m0" {
+		t.Fatalf("the other subscription got %q", d.Payload)
+	}
+	if kept.Err() != nil {
+		t.Fatalf("the other subscription ended: %v", kept.Err())
+	}
+	if unsolicited.Load() != 0 {
+		t.Fatal("the end of a subscription was also reported as an unsolicited error")
+	}
+}

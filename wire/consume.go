@@ -11,15 +11,35 @@
 //	FRL1 release       subscription_id u64, delivery_tags
 //	FDS1 discard       subscription_id u64, delivery_tags
 //	FUS1 unsubscribe   request_id u64, subscription_id u64
+//	FSE1 subscription-ended  subscription_id u64, code u16, message string
 //
 // Invariants a decoder enforces: subscription ids, delivery tags and
 // attempts are never zero. Settles (ack, nack, release, discard) are
-// fire-and-forget: the node sends no reply.
+// fire-and-forget: the node sends no reply. After subscription-ended the
+// node sends nothing more for that subscription.
 package wire
+
+// Sizes of a deliver body's parts, for a node that must keep a deliver
+// frame within its client's max_body_bytes: a body is DeliverHeadBytes plus
+// each delivery's EncodedBytes.
+const (
+	// DeliverHeadBytes is the part of a deliver body outside its
+	// deliveries: subscription_id u64 and the u32 count.
+	DeliverHeadBytes = 8 + 4
+	// DeliveryFixedBytes is the part of one delivery that does not depend
+	// on the message: delivery_tag, incarnation, offset, attempt,
+	// redelivered, publish_unix_nanos, and the length prefixes of
+	// message_id (u16), headers (u16 count) and payload (u32).
+	DeliveryFixedBytes = 8 + 8 + 8 + 4 + 1 + 8 + 2 + 2 + 4
+)
+
+// HeaderFieldBytes is the encoded size of one header with a key and a
+// value of the given lengths: a u16-prefixed key and a u32-prefixed value.
+func HeaderFieldBytes(keyBytes, valueBytes int) int { return 2 + keyBytes + 4 + valueBytes }
 
 // Minimum encoded sizes of list elements, for bounding counts.
 const (
-	minDeliveryBytes = 8 + 8 + 8 + 4 + 1 + 8 + 2 + 2 + 4
+	minDeliveryBytes = DeliveryFixedBytes
 	deliveryTagBytes = 8
 )
 
@@ -89,6 +109,15 @@ type Delivery struct {
 	MessageID        []byte
 	Headers          []Header
 	Payload          []byte
+}
+
+// EncodedBytes is the number of bytes d takes in a deliver body.
+func (d *Delivery) EncodedBytes() int {
+	n := DeliveryFixedBytes + len(d.MessageID) + len(d.Payload)
+	for i := range d.Headers {
+		n += HeaderFieldBytes(len(d.Headers[i].Key), len(d.Headers[i].Value))
+	}
+	return n
 }
 
 // Deliver (FDL1) hands one or more messages to a subscription.
@@ -273,5 +302,35 @@ func (f *Unsubscribe) Decode(body []byte) error {
 	d := newDecoder(TagUnsubscribe, body)
 	f.RequestID = d.nonZeroU64("request_id")
 	f.SubscriptionID = d.nonZeroU64("subscription_id")
+	return d.finish()
+}
+
+// SubscriptionEnded (FSE1) tells the client the node ended one of its
+// subscriptions on its own: the queue was deleted or fenced, its partition
+// stopped, or a message cannot fit a deliver frame under the client's
+// max_body_bytes. The node sends nothing more for the subscription; its
+// unsettled deliveries are released and their tags are stale. Code and
+// Message say why, as in an error frame.
+type SubscriptionEnded struct {
+	SubscriptionID uint64
+	Code           Code
+	Message        string // for people; never parse it
+}
+
+func (*SubscriptionEnded) Tag() Tag { return TagSubscriptionEnded }
+
+func (f *SubscriptionEnded) Encode(dst []byte) []byte {
+	dst, start := beginFrame(dst, TagSubscriptionEnded)
+	dst = appendU64(dst, f.SubscriptionID)
+	dst = appendU16(dst, uint16(f.Code))
+	dst = appendString(dst, "message", f.Message)
+	return endFrame(dst, start)
+}
+
+func (f *SubscriptionEnded) Decode(body []byte) error {
+	d := newDecoder(TagSubscriptionEnded, body)
+	f.SubscriptionID = d.nonZeroU64("subscription_id")
+	f.Code = Code(d.u16("code"))
+	f.Message = d.str("message")
 	return d.finish()
 }

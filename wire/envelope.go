@@ -63,6 +63,10 @@ const (
 	TagProgressWritten Tag = 'F'<<24 | 'Q'<<16 | 'P'<<8 | '2' // FQP2 node (follower to owner)
 )
 
+// TagSubscriptionEnded names FSE1, the node's notice that it ended a
+// subscription on its own (a server frame).
+const TagSubscriptionEnded Tag = 'F'<<24 | 'S'<<16 | 'E'<<8 | '1'
+
 // sender says which side of a connection may send a frame kind.
 type sender uint8
 
@@ -114,6 +118,7 @@ var kinds = []kind{
 	{TagRelease, "release", sentByClient, func() Frame { return new(Release) }},
 	{TagDiscard, "discard", sentByClient, func() Frame { return new(Discard) }},
 	{TagUnsubscribe, "unsubscribe", sentByClient, func() Frame { return new(Unsubscribe) }},
+	{TagSubscriptionEnded, "subscription-ended", sentByServer, func() Frame { return new(SubscriptionEnded) }},
 	{TagGetQueueInfo, "get-queue-info", sentByClient, func() Frame { return new(GetQueueInfo) }},
 	{TagQueueInfoReply, "queue-info", sentByServer, func() Frame { return new(QueueInfoReply) }},
 	{TagListQueues, "list-queues", sentByClient, func() Frame { return new(ListQueues) }},

@@ -119,6 +119,8 @@ func FuzzDecodePush(f *testing.F)            { fuzzDecoder(f, TagPush) }
 func FuzzDecodeProgress(f *testing.F)        { fuzzDecoder(f, TagProgress) }
 func FuzzDecodeProgressWritten(f *testing.F) { fuzzDecoder(f, TagProgressWritten) }
 
+func FuzzDecodeSubscriptionEnded(f *testing.F) { fuzzDecoder(f, TagSubscriptionEnded) }
+
 // FuzzReader feeds a byte stream to a Reader with a small limit and
 // decodes every frame it yields.
 func FuzzReader(f *testing.F) {

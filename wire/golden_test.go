@@ -81,6 +81,9 @@ func goldenCases() []goldenCase {
 		{"FRL1_release", "two tags", &Release{Settle{SubscriptionID: 1, DeliveryTags: []uint64{4, 5}}}},
 		{"FDS1_discard", "one tag", &Discard{Settle{SubscriptionID: 1, DeliveryTags: []uint64{6}}}},
 		{"FUS1_unsubscribe", "subscription 1", &Unsubscribe{RequestID: 4, SubscriptionID: 1}},
+		{"FSE1_subscription_ended", "the node ended subscription 1: its queue was deleted",
+			&SubscriptionEnded{SubscriptionID: 1, Code: CodeUnknownQueue,
+				Message: `queue "orders" stopped (deleted, or the node is shutting down)`}},
 		{"FIQ1_get_queue_info", "queue orders", &GetQueueInfo{RequestID: 5, Queue: "orders"}},
 		{"FIR1_queue_info", "a durable queue on a single node", &QueueInfoReply{RequestID: 5, Info: QueueInfo{
 			Name: "orders", Mode: ModeDurable, Options: QueueOptions{LeaseTimeoutMs: 30000, MaxDeliveries: 5},

@@ -215,6 +215,8 @@ func (g *generator) frame(tag Tag) Frame {
 		return &Nack{SubscriptionID: g.id(), Requeue: g.rng.Intn(2) == 0, DelayMs: g.rng.Uint32(), DeliveryTags: g.tags()}
 	case TagUnsubscribe:
 		return &Unsubscribe{RequestID: g.id(), SubscriptionID: g.id()}
+	case TagSubscriptionEnded:
+		return &SubscriptionEnded{SubscriptionID: g.id(), Code: Code(g.rng.Intn(65536)), Message: g.text(10)}
 	case TagGetQueueInfo:
 		return &GetQueueInfo{RequestID: g.id(), Queue: g.text(5)}
 	case TagQueueInfoReply:
@@ -352,5 +354,21 @@ func checkRejectsDamage(t *testing.T, g *generator, tag Tag, frame Frame, body [
 	extended := append(append([]byte(nil), body...), 0)
 	if err := NewFrame(tag).Decode(extended); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("%s: a trailing zero byte: %v", tag, err)
+	}
+}
+
+// A deliver body is DeliverHeadBytes plus each delivery's EncodedBytes, so
+// a node can size deliver frames to a client's limit without encoding them.
+func TestDeliverBodySizeIsTheSumOfItsParts(t *testing.T) {
+	g := &generator{rng: rand.New(rand.NewSource(testSeed(t)))}
+	for round := 0; round < 300; round++ {
+		frame := g.deliver()
+		want := DeliverHeadBytes
+		for i := range frame.Deliveries {
+			want += frame.Deliveries[i].EncodedBytes()
+		}
+		if body := len(frame.Encode(nil)) - HeaderBytes; body != want {
+			t.Fatalf("round %d: body of %d bytes, parts add up to %d: %#v", round, body, want, frame)
+		}
 	}
 }

@@ -162,6 +162,11 @@ var layouts = map[Tag][]field{
 		requestID(),
 		u64("subscription_id", "not 0"),
 	},
+	TagSubscriptionEnded: {
+		u64("subscription_id", "not 0; the subscription that ended"),
+		u16("code", "error code: why it ended"),
+		str("message", "for people"),
+	},
 	TagGetQueueInfo: {requestID(), str("queue", "queue name")},
 	TagQueueInfoReply: {
 		replyID(),

@@ -224,6 +224,27 @@ func (q *queue) unsubscribeLocked(sub *subscription) uint64 {
 	return uint64(len(held))
 }
 
+// EndSubscriptions ends every subscription on a queue the way a node does
+// on its own (the queue was deleted or fenced): what they held is released
+// and each client gets a subscription-ended frame with code and message.
+// It returns how many subscriptions ended.
+func (s *Server) EndSubscriptions(queueName string, code wire.Code, message string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queues[queueName]
+	if q == nil {
+		return 0
+	}
+	ended := q.subscriptions
+	q.subscriptions = nil // released messages wait for a new subscription
+	for _, sub := range ended {
+		q.unsubscribeLocked(sub)
+		sub.conn.sendLocked(&wire.SubscriptionEnded{SubscriptionID: sub.id, Code: code, Message: message})
+	}
+	s.touchLocked()
+	return len(ended)
+}
+
 // settleLocked applies a settle to each tag the subscription holds;
 // unknown tags are reported with request id 0, as the protocol allows.
 func (c *Conn) settleLocked(subscriptionID uint64, tags []uint64, apply func(*queue, *message)) {

@@ -28,6 +28,10 @@ type Log struct {
 	firstOffset atomic.Uint64
 	retentionMu sync.Mutex // serializes TruncateBefore and TruncateAfter
 
+	// directorySyncMu serializes the directory syncs that may run at the
+	// same time: the syncer's and retention's (see syncDirectory).
+	directorySyncMu sync.Mutex
+
 	epochMu sync.Mutex
 	epochs  []EpochStart
 
@@ -192,11 +196,13 @@ func (l *Log) latchError() error {
 }
 
 // setLatch records the first failure; later ones only update LastError.
+// The frontiers are the authority: they freeze and keep the latch error
+// under one lock, so no sync outcome moves durable_next any more (see
+// durableLedger) and no append is reported done above the cut. The copy in
+// l.latch, stored after, serves the checks that take no lock.
 func (l *Log) setLatch(cause error) error {
-	err := fmt.Errorf("%w: %w", ErrLatched, cause)
-	if !l.latch.CompareAndSwap(nil, &latchState{err: err}) {
-		err = l.latch.Load().err
-	}
+	err := l.frontiers.latch(fmt.Errorf("%w: %w", ErrLatched, cause))
+	l.latch.CompareAndSwap(nil, &latchState{err: err})
 	l.statusMu.Lock()
 	l.lastError = cause
 	l.statusMu.Unlock()
@@ -303,9 +309,12 @@ func (l *Log) Frontiers() Frontiers { return l.frontiers.snapshot() }
 
 // Watch subscribes to one frontier; see Watch.
 func (l *Log) Watch(kind FrontierKind) *Watch {
-	watch := l.frontiers.watch(kind)
-	if l.isClosed.Load() || l.latchError() != nil {
-		watch.c <- struct{}{}
+	watch := l.frontiers.watch(kind) // wakes at once on a latched log
+	if l.isClosed.Load() {
+		select {
+		case watch.c <- struct{}{}:
+		default:
+		}
 	}
 	return watch
 }

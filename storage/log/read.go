@@ -3,11 +3,19 @@ package log
 // Reads. A scan takes the frontier it is bounded by once, at its start,
 // and delivers records in offset order below it: from the tail cache when
 // the offsets are still cached, otherwise from the segment files through
-// each segment's open read descriptor, where every record is checked
-// (length, CRC, dense offset, and Options.ValidType when set) before it is
-// delivered. Records are copied out of the cache or file buffer under the
-// respective lock and delivered after it is released, so a callback may
-// call back into the log.
+// each segment's open read descriptor. Cached records are copied out under
+// the cache's lock and decoded (CRC checked) after it is released. File
+// records are read into the scan's own buffer, checked once there (length,
+// CRC, dense offset, and Options.ValidType when set) and delivered from
+// it, without a copy: no lock is held while a callback runs, so it may call
+// back into the log.
+//
+// A scan usually starts where the previous one stopped (recovery and
+// replication read a log in order, one budget at a time), so each segment
+// remembers where its last file scan stopped (readHint) and a scan starting
+// there skips the index search. The hint belongs to one generation of the
+// segment's contents; a suffix cut starts a new one, and a hint from an
+// older generation is never used or stored.
 
 import (
 	"errors"
@@ -45,74 +53,113 @@ func (l *Log) scan(from, limit uint64, maxBytes int, fn func(Record) error) (uin
 		buffers = &scanBuffers{}
 	}
 	defer l.scanPool.Put(buffers)
-	next, delivered := from, 0
-	for next < limit && (next == from || delivered < maxBytes) {
-		chunk, chunkNext, hit := l.cache.copyOut(next, limit, maxBytes-delivered, buffers.records[:0])
-		if !hit {
-			var err error
-			chunk, chunkNext, err = l.readFiles(next, limit, maxBytes-delivered, buffers, chunk)
-			if err != nil {
-				return next, err
-			}
-		}
+	progress := scanProgress{from: from, next: from, limit: limit, maxBytes: maxBytes}
+	for progress.more() {
+		chunk, chunkNext, hit := l.cache.copyOut(progress.next, limit, maxBytes-progress.delivered, buffers.records[:0])
 		buffers.records = chunk
-		for position := 0; position < len(chunk); {
-			record, size, err := decodeRecord(chunk[position:])
-			if err != nil || record.Offset != next {
-				panic(fmt.Sprintf("log: verified record bytes no longer decode at offset %d: %v", next, err))
-			}
-			if err := fn(record); err != nil {
-				return next, err
-			}
-			next++
-			delivered += len(record.Body)
-			position += size
+		var err error
+		if hit {
+			err = progress.deliverCached(chunk, chunkNext, fn)
+		} else {
+			err = l.scanFile(&progress, buffers, fn)
 		}
-		if next != chunkNext {
-			panic("log: scan chunk and its end offset disagree")
+		if err != nil {
+			return progress.next, err
 		}
 	}
-	return next, nil
+	return progress.next, nil
 }
 
-// readFiles appends to dst the encoded records from offset from, read from
-// the segment that holds it, stopping as copyOut does or at the segment's
-// end.
-func (l *Log) readFiles(from, limit uint64, budgetBytes int, buffers *scanBuffers, dst []byte) ([]byte, uint64, error) {
+// scanProgress is one scan's position and budget.
+type scanProgress struct {
+	from, next, limit uint64
+	maxBytes          int
+	delivered         int // body bytes delivered
+}
+
+// more reports whether the scan goes on: below its limit, and within its
+// budget or before its first record.
+func (p *scanProgress) more() bool {
+	return p.next < p.limit && (p.next == p.from || p.delivered < p.maxBytes)
+}
+
+// deliver hands one record to fn and counts it.
+func (p *scanProgress) deliver(record Record, fn func(Record) error) error {
+	if err := fn(record); err != nil {
+		return err
+	}
+	p.next++
+	p.delivered += len(record.Body)
+	return nil
+}
+
+// deliverCached decodes and delivers a chunk copied out of the cache.
+func (p *scanProgress) deliverCached(chunk []byte, chunkNext uint64, fn func(Record) error) error {
+	for position := 0; position < len(chunk); {
+		record, size, err := decodeRecord(chunk[position:])
+		if err != nil || record.Offset != p.next {
+			panic(fmt.Sprintf("log: verified record bytes no longer decode at offset %d: %v", p.next, err))
+		}
+		if err := p.deliver(record, fn); err != nil {
+			return err
+		}
+		position += size
+	}
+	if p.next != chunkNext {
+		panic("log: scan chunk and its end offset disagree")
+	}
+	return nil
+}
+
+// scanFile delivers records from the segment that holds p.next, read from
+// its file and checked before delivery, until the scan stops or the
+// segment's written end.
+func (l *Log) scanFile(p *scanProgress, buffers *scanBuffers, fn func(Record) error) error {
 	l.segmentsMu.RLock()
-	seg := findSegment(l.segments, from)
+	seg := findSegment(l.segments, p.next)
 	l.segmentsMu.RUnlock()
 	if seg == nil {
-		return dst, from, fmt.Errorf("%w: no segment holds offset %d", ErrOutOfRange, from)
+		return fmt.Errorf("%w: no segment holds offset %d", ErrOutOfRange, p.next)
 	}
 	segmentNext, segmentSize := seg.bounds()
-	if from >= segmentNext {
-		return dst, from, fmt.Errorf("%w: offset %d is past segment %d's written end %d", ErrOutOfRange, from, seg.base, segmentNext)
+	if p.next >= segmentNext {
+		return fmt.Errorf("%w: offset %d is past segment %d's written end %d", ErrOutOfRange, p.next, seg.base, segmentNext)
 	}
-	position, startOffset := seg.locate(from)
-	walker := newRecordWalker(seg, position, segmentSize, startOffset, buffers.walk)
+	start := seg.readStart(p.next)
+	walker := newRecordWalker(seg, start.position, segmentSize, start.offset, buffers.walk)
+	walker.readBytes = scanReadBytes(p.maxBytes - p.delivered)
 	defer func() { buffers.walk = walker.buffer }()
-	next, bodyBytes := from, 0
-	for next < limit && next < segmentNext && (next == from || bodyBytes < budgetBytes) {
-		record, _, err := walker.next()
+	for p.more() && p.next < segmentNext {
+		record, position, err := walker.next()
 		if err != nil {
 			var damage *walkDamage
 			if errors.As(err, &damage) || errors.Is(err, errWalkEnd) {
-				return dst, next, fmt.Errorf("%w: segment %d: %v", ErrCorrupt, seg.base, err)
+				return fmt.Errorf("%w: segment %d: %v", ErrCorrupt, seg.base, err)
 			}
-			return dst, next, err
+			return err
 		}
 		if l.opts.ValidType != nil && !l.opts.ValidType(record.Type) {
-			return dst, next, fmt.Errorf("%w: segment %d: record %d has unknown type %d", ErrCorrupt, seg.base, record.Offset, record.Type)
+			return fmt.Errorf("%w: segment %d: record %d has unknown type %d", ErrCorrupt, seg.base, record.Offset, record.Type)
 		}
-		if record.Offset < from {
-			continue
+		if record.Offset < p.next {
+			continue // walking up from an index entry
 		}
-		dst = append(dst, walker.raw...)
-		bodyBytes += len(record.Body)
-		next++
+		if err := p.deliver(record, fn); err != nil {
+			seg.rememberReadStart(start.generation, readHint{offset: record.Offset, position: position})
+			return err
+		}
 	}
-	return dst, next, nil
+	seg.rememberReadStart(start.generation, readHint{offset: walker.expectedOffset, position: walker.position})
+	return nil
+}
+
+// scanReadBytes sizes a file scan's reads to what the scan will use: the
+// remaining body budget plus room for the records' headers and the record
+// that crosses the budget, in one read unless the records are tiny (a read
+// that ends inside a record is repeated from that record); at most 1 MiB.
+func scanReadBytes(budgetBytes int) int {
+	budgetBytes = max(budgetBytes, 0)
+	return min(budgetBytes+budgetBytes/16+2<<10, 1<<20)
 }
 
 // recordAt reads one record (from the cache or the files); Body is a copy.

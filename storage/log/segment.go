@@ -62,6 +62,27 @@ type segment struct {
 	indexCount  int      // entries in the sealed index file
 	next        uint64   // offset after the last written record
 	size        int64    // bytes of written records
+
+	// hintMu guards the read hint (see read.go) and the generation of the
+	// segment's contents it belongs to; a suffix cut starts a new one.
+	hintMu     sync.Mutex
+	hint       readHint
+	generation uint64
+}
+
+// readHint is where a record starts: offset at byte position. The zero
+// value names no record (offset 0 at byte 0 is the index's first entry
+// anyway).
+type readHint struct {
+	offset   uint64
+	position int64
+}
+
+// readStart is where a file scan for an offset starts walking.
+type readStart struct {
+	offset     uint64
+	position   int64
+	generation uint64
 }
 
 func newSegment(dir string, base uint64) *segment {
@@ -119,6 +140,40 @@ func searchIndexFile(file vfs.File, count int, relativeOffset uint32) indexEntry
 	return found
 }
 
+// readStart returns where to walk from to read offset: the read hint when
+// a previous scan stopped exactly there, else the last index entry at or
+// below offset.
+func (s *segment) readStart(offset uint64) readStart {
+	s.hintMu.Lock()
+	hint, generation := s.hint, s.generation
+	s.hintMu.Unlock()
+	if hint.offset == offset && hint.position > 0 {
+		return readStart{offset: offset, position: hint.position, generation: generation}
+	}
+	position, startOffset := s.locate(offset)
+	return readStart{offset: startOffset, position: position, generation: generation}
+}
+
+// rememberReadStart records where a scan stopped, unless the segment's
+// contents changed since the scan began.
+func (s *segment) rememberReadStart(generation uint64, hint readHint) {
+	s.hintMu.Lock()
+	defer s.hintMu.Unlock()
+	if generation == s.generation {
+		s.hint = hint
+	}
+}
+
+// forgetReadHints starts a new generation of the segment's contents (a
+// suffix cut changed them): hints taken before are dropped and never
+// stored.
+func (s *segment) forgetReadHints() {
+	s.hintMu.Lock()
+	defer s.hintMu.Unlock()
+	s.generation++
+	s.hint = readHint{}
+}
+
 // seal moves the segment's index out of memory: from now on it is searched
 // in its (complete, persisted) file through indexReader.
 func (s *segment) seal(indexReader vfs.File) {
@@ -131,6 +186,7 @@ func (s *segment) seal(indexReader vfs.File) {
 // unseal makes the segment active again (after a cut) with entries in
 // memory.
 func (s *segment) unseal(entries []indexEntry, next uint64, size int64) {
+	s.forgetReadHints()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.indexReader != nil {
@@ -203,7 +259,7 @@ type recordWalker struct {
 	buffer         []byte
 	bufferStart    int64
 	bufferLength   int
-	raw            []byte // the encoded bytes of the record next returned last
+	readBytes      int // size of each read, at most len(buffer)
 }
 
 const walkChunkBytes = 64 << 10
@@ -212,7 +268,7 @@ func newRecordWalker(source readerAt, position, end int64, expectedOffset uint64
 	if cap(buffer) < walkChunkBytes {
 		buffer = make([]byte, walkChunkBytes)
 	}
-	return &recordWalker{source: source, position: position, end: end, expectedOffset: expectedOffset, buffer: buffer[:cap(buffer)]}
+	return &recordWalker{source: source, position: position, end: end, expectedOffset: expectedOffset, buffer: buffer[:cap(buffer)], readBytes: walkChunkBytes}
 }
 
 // errWalkEnd is returned by next at exactly the end.
@@ -261,7 +317,6 @@ func (w *recordWalker) next() (Record, int64, error) {
 		return Record{}, w.position, w.damage(fmt.Errorf("offset %d, want %d", record.Offset, w.expectedOffset))
 	}
 	position := w.position
-	w.raw = b[:size]
 	w.position += int64(size)
 	w.expectedOffset++
 	return record, position, nil
@@ -277,10 +332,10 @@ func (w *recordWalker) window(n int) ([]byte, error) {
 	if w.position >= w.bufferStart && offsetInBuffer+int64(n) <= int64(w.bufferLength) {
 		return w.buffer[offsetInBuffer : offsetInBuffer+int64(n)], nil
 	}
-	if n > len(w.buffer) {
-		w.buffer = make([]byte, n)
+	if size := max(n, w.readBytes); size > len(w.buffer) {
+		w.buffer = make([]byte, size)
 	}
-	want := min(int64(len(w.buffer)), w.end-w.position)
+	want := min(int64(max(n, w.readBytes)), w.end-w.position)
 	read, err := w.source.readAt(w.buffer[:want], w.position)
 	if err != nil && !(errors.Is(err, io.EOF) && int64(read) == want) {
 		if errors.Is(err, io.EOF) {

@@ -1,18 +1,27 @@
 package log
 
-// The syncer goroutine runs fdatasync for the writer, one job at a time
-// (at most one is outstanding per log). A job covers every byte written
-// before the writer submitted it. The syncer:
+// The syncer goroutine runs every fdatasync of a segment file for the
+// writer, one job at a time: at most one job is outstanding per log, and
+// while the log runs no other goroutine syncs a segment file (rollover
+// submits a job too). That is what makes a success mean something: after
+// a failed sync the kernel may have dropped the file's dirty pages and
+// reports it once, so a second sync of the same file running beside it
+// could succeed without having written them.
 //
-//  1. syncs the indexes of segments sealed since the last job (their data
-//     was synced at rollover) and closes their write descriptors;
-//  2. syncs the active segment's log and, when new entries were written,
-//     its index, concurrently; durable_next advances only when both
-//     succeed;
-//  3. syncs the directory when a segment was created;
-//  4. publishes durable_next = the job's target and completes the job's
-//     AfterFsync waiters, or on failure latches the log and fails them;
-//  5. hands the job back to the writer.
+// A job covers every byte written to the active segment before the writer
+// submitted it. The syncer:
+//
+//  1. syncs the segment's log file and, when new entries were written, its
+//     index, concurrently; the job succeeds only if both do;
+//  2. syncs the directory when a segment was created since the last job,
+//     so that the segment's name survives a power loss with its bytes;
+//  3. on success, reports the segment and the offset the job covered to
+//     the ledger (frontier.go), which moves durable_next, or on a latched
+//     log refuses to; then completes the job's AfterFsync waiters at or
+//     below durable_next. On failure it latches the log first (freezing
+//     durable_next) and completes nobody;
+//  4. hands the job back to the writer, with the waiters it did not
+//     complete, which the writer fails (latched) or queues for the next job.
 //
 // The background sync decision is a plain function below; the writer
 // applies it on each tick, and the ticker (internal, or the caller through
@@ -26,19 +35,18 @@ import (
 )
 
 type syncJob struct {
-	dir         string
 	logFile     vfs.File
 	indexFile   vfs.File
 	syncIndex   bool
-	sealed      []sealedSegment
 	syncDir     bool
-	target      uint64
+	segmentBase uint64 // the synced segment's first offset
+	target      uint64 // offset after the last record written before submission
 	targetBytes int64
 	waiters     []*appendRequest
 }
 
 // syncOutcome reports a finished job: its error, and how many waiters it
-// completed.
+// carried.
 type syncOutcome struct {
 	err     error
 	waiters int
@@ -63,13 +71,13 @@ func (w *writer) maybeBackgroundSync(now time.Time) {
 	}
 }
 
-// maybeSubmitSync starts a sync when one is owed (AfterFsync waiters, a
-// rollover, Close) and none is outstanding.
+// maybeSubmitSync starts a sync when one is owed (AfterFsync waiters,
+// Close) and none is outstanding.
 func (w *writer) maybeSubmitSync() {
 	if w.syncInFlight || w.latched {
 		return
 	}
-	if len(w.fsyncWaiters) == 0 && len(w.sealed) == 0 && !w.forceSync {
+	if len(w.fsyncWaiters) == 0 && !w.forceSync {
 		return
 	}
 	w.submitSync()
@@ -81,20 +89,21 @@ func (w *writer) submitSync() {
 	if len(w.pieces) > 0 {
 		panic("log: sync submitted with an unflushed group")
 	}
+	if w.syncInFlight {
+		panic("log: a second sync submitted while one is outstanding")
+	}
 	if err := w.persistIndex(); err != nil {
 		w.becomeLatched(err)
 		return
 	}
 	job := &w.job
-	job.dir = w.l.dir
 	job.logFile, job.indexFile, job.syncIndex = w.logFile, w.indexFile, w.indexDirty
-	job.sealed = append(job.sealed[:0], w.sealed...)
 	job.syncDir = w.dirDirty
+	job.segmentBase = w.active.base
 	job.target, job.targetBytes = w.next, w.writtenBytes
 	job.waiters = append(job.waiters[:0], w.fsyncWaiters...)
 	clear(w.fsyncWaiters)
-	clear(w.sealed)
-	w.fsyncWaiters, w.sealed = w.fsyncWaiters[:0], w.sealed[:0]
+	w.fsyncWaiters = w.fsyncWaiters[:0]
 	w.indexDirty, w.dirDirty, w.forceSync = false, false, false
 	w.syncInFlight = true
 	w.l.syncPending.Store(true)
@@ -102,11 +111,27 @@ func (w *writer) submitSync() {
 	w.l.syncJobs <- job
 }
 
+// awaitSync waits for the outstanding sync, if any, and handles it.
+func (w *writer) awaitSync() {
+	if w.syncInFlight {
+		w.handleSyncOutcome(<-w.l.syncDone)
+	}
+}
+
+// handleSyncOutcome takes the job back from the syncer. Its waiters that
+// the syncer did not complete rejoin the queue for the next sync; the
+// latch fails them when the job failed or the log latched meanwhile.
 func (w *writer) handleSyncOutcome(outcome syncOutcome) {
 	w.syncInFlight = false
 	w.l.syncPending.Store(false)
-	if outcome.err != nil {
+	w.fsyncWaiters = append(w.fsyncWaiters, w.job.waiters...)
+	clear(w.job.waiters)
+	w.job.waiters = w.job.waiters[:0]
+	switch {
+	case outcome.err != nil:
 		w.becomeLatched(outcome.err)
+	case w.l.latchError() != nil:
+		w.becomeLatched(nil)
 	}
 }
 
@@ -114,42 +139,43 @@ func (l *Log) runSyncer() {
 	indexSyncer := newIndexSyncer()
 	defer indexSyncer.stop()
 	for job := range l.syncJobs {
-		err := performSync(l.fs, job, indexSyncer)
 		waiters := len(job.waiters)
-		if err == nil {
-			l.frontiers.advanceDurable(job.target, job.targetBytes)
-			l.statusMu.Lock()
-			l.lastSyncTime = l.clock()
-			l.statusMu.Unlock()
-			for _, request := range job.waiters {
-				request.complete(l, nil)
-			}
-			clear(job.waiters)
-			job.waiters = job.waiters[:0]
-		} else {
-			// Refuse new appends now; the writer latches and then fails
-			// this job's waiters with everyone else's.
+		err := performSync(job, indexSyncer, l.syncDirectory)
+		if err != nil {
+			// Latch before anything else can read the frontiers; the writer
+			// completes the latch and fails this job's waiters.
 			l.setLatch(err)
+		} else {
+			l.settleSync(job)
 		}
 		l.syncDone <- syncOutcome{err: err, waiters: waiters}
 	}
 }
 
-// performSync runs one job's syncs; see the ordering above.
-func performSync(fs vfs.FS, job *syncJob, indexSyncer *indexSyncer) error {
-	var firstErr error
-	for _, sealed := range job.sealed {
-		if err := sealed.indexFile.Sync(); err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("sync %s: %w", sealed.indexFile.Name(), err)
+// settleSync applies a successful job to the ledger and completes the
+// waiters it made durable, keeping the others in the job for the writer.
+func (l *Log) settleSync(job *syncJob) {
+	durable, ok := l.frontiers.applySync(segmentSync{base: job.segmentBase, next: job.target, bytes: job.targetBytes})
+	if !ok {
+		return // latched meanwhile: this success proves nothing
+	}
+	l.statusMu.Lock()
+	l.lastSyncTime = l.clock()
+	l.statusMu.Unlock()
+	kept := job.waiters[:0]
+	for _, request := range job.waiters {
+		if request.next <= durable {
+			request.complete(l, nil)
+		} else {
+			kept = append(kept, request)
 		}
-		sealed.logFile.Close()
-		sealed.indexFile.Close()
 	}
-	clear(job.sealed)
-	job.sealed = job.sealed[:0]
-	if firstErr != nil {
-		return firstErr
-	}
+	clear(job.waiters[len(kept):])
+	job.waiters = kept
+}
+
+// performSync runs one job's syncs; see the ordering above.
+func performSync(job *syncJob, indexSyncer *indexSyncer, syncDirectory func() error) error {
 	if job.syncIndex {
 		indexSyncer.requests <- job.indexFile
 	}
@@ -165,9 +191,23 @@ func performSync(fs vfs.FS, job *syncJob, indexSyncer *indexSyncer) error {
 		return fmt.Errorf("sync %s: %w", job.indexFile.Name(), indexErr)
 	}
 	if job.syncDir {
-		if err := fs.SyncDir(job.dir); err != nil {
-			return fmt.Errorf("sync directory %s: %w", job.dir, err)
-		}
+		return syncDirectory()
+	}
+	return nil
+}
+
+// syncDirectory syncs the log's directory for the syncer and for
+// retention, which runs on its caller's goroutine: one at a time, and a
+// failure latches the log (freezing durable_next) before the next one may
+// start, because a directory sync that succeeds after another failed
+// proves nothing about the entries the failure may have lost.
+func (l *Log) syncDirectory() error {
+	l.directorySyncMu.Lock()
+	defer l.directorySyncMu.Unlock()
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		err = fmt.Errorf("sync directory %s: %w", l.dir, err)
+		l.setLatch(err)
+		return err
 	}
 	return nil
 }

@@ -5,7 +5,9 @@ package log
 // Retention removes whole segments whose records all lie below the floor,
 // oldest first, never the active segment, and refuses a floor above
 // durable_next: a copy must never drop history it cannot prove it holds.
-// It runs on the caller's goroutine (it touches only sealed segments).
+// It runs on the caller's goroutine (it touches only sealed segments). A
+// failed directory sync latches the log like any failed sync: the writer
+// completes the latch, in order with the appends before it.
 //
 // The suffix cut removes every record from an offset on and is durable on
 // return. It runs on the writer and goes through the same path as a latch's
@@ -21,15 +23,27 @@ import (
 // TruncateBefore removes the segments whose records all lie below offset.
 // FirstOffset becomes the base of the oldest remaining segment, which may
 // be below offset. It refuses (ErrFloorAboveDurable) an offset above
-// durable_next.
+// durable_next. A failed directory sync latches the log (ErrLatched).
 func (l *Log) TruncateBefore(offset uint64) error {
 	if l.isClosed.Load() {
 		return ErrClosed
 	}
+	err, latched := l.removeSegmentsBelow(offset)
+	if latched {
+		// The writer completes the latch; the retention lock is released
+		// first, since the writer may be waiting for it in a suffix cut.
+		l.control(controlLatch, 0)
+	}
+	return err
+}
+
+// removeSegmentsBelow is TruncateBefore under the retention lock; latched
+// reports that its directory sync failed and latched the log.
+func (l *Log) removeSegmentsBelow(offset uint64) (err error, latched bool) {
 	l.retentionMu.Lock()
 	defer l.retentionMu.Unlock()
 	if durable := l.frontiers.snapshot().Durable; offset > durable {
-		return fmt.Errorf("%w: floor %d, durable_next %d", ErrFloorAboveDurable, offset, durable)
+		return fmt.Errorf("%w: floor %d, durable_next %d", ErrFloorAboveDurable, offset, durable), false
 	}
 	l.segmentsMu.Lock()
 	removable := 0
@@ -41,18 +55,18 @@ func (l *Log) TruncateBefore(offset uint64) error {
 	l.firstOffset.Store(l.segments[0].base)
 	l.segmentsMu.Unlock()
 	if len(removed) == 0 {
-		return nil
+		return nil, false
 	}
 	for _, seg := range removed {
 		seg.closeReader()
 		if err := removeSegmentFiles(l.fs, l.dir, seg.base); err != nil {
-			return fmt.Errorf("log: retention: %w", err)
+			return fmt.Errorf("log: retention: %w", err), false
 		}
 	}
-	if err := l.fs.SyncDir(l.dir); err != nil {
-		return fmt.Errorf("log: retention: %w", err)
+	if err := l.syncDirectory(); err != nil {
+		return fmt.Errorf("log: retention: %w", l.latchError()), true
 	}
-	return nil
+	return nil, false
 }
 
 // TruncateAfter removes every record at or after offset and returns once
@@ -65,17 +79,19 @@ func (l *Log) TruncateAfter(offset uint64) error {
 }
 
 func (w *writer) handleControl(control *appendRequest) error {
-	if control.control != controlTruncateAfter {
+	switch control.control {
+	case controlLatch:
+		w.becomeLatched(nil)
+		return w.l.latchError()
+	case controlTruncateAfter:
+	default:
 		panic("log: unknown control request")
 	}
 	if w.flush(); w.latched {
 		return w.l.latchError()
 	}
-	if w.syncInFlight {
-		w.handleSyncOutcome(<-w.l.syncDone)
-		if w.latched {
-			return w.l.latchError()
-		}
+	if w.awaitSync(); w.latched {
+		return w.l.latchError()
 	}
 	offset := control.offset
 	if offset >= w.next {
@@ -104,9 +120,10 @@ func (w *writer) cutAfter(offset uint64) error {
 		return err
 	}
 	l.incarnation.Store(incarnation)
-	if err := w.syncAndCloseForCut(); err != nil {
-		return err
+	if err := w.persistIndex(); err != nil {
+		return err // the cut reads the active segment's index file
 	}
+	w.closeFiles() // before the files change under them
 	if err := w.cutSegments(offset); err != nil {
 		return err
 	}
@@ -134,21 +151,6 @@ func (w *writer) cutAfter(offset uint64) error {
 		return err
 	}
 	return removeCutFile(l.fs, l.dir)
-}
-
-// syncAndCloseForCut makes pending index bytes durable and closes the
-// writer's descriptors before the files change under them.
-func (w *writer) syncAndCloseForCut() error {
-	if err := w.persistIndex(); err != nil {
-		return err
-	}
-	for _, sealed := range w.sealed {
-		if err := sealed.indexFile.Sync(); err != nil {
-			return err
-		}
-	}
-	w.closeFiles()
-	return nil
 }
 
 // cutSegments removes and truncates segment files and rebuilds the

@@ -9,18 +9,24 @@ package log
 //     with one write(2) per contiguous span (the group), after which
 //     written_next advances and AfterFlush waiters complete;
 //   - ticks: the background sync decision (shouldStartBackgroundSync);
-//   - controls: TruncateAfter and Close, in order with the appends.
+//   - controls: TruncateAfter, Close, and completing a latch that
+//     retention set, in order with the appends.
 //
 // Sync outcomes come from the syncer on their own channel, read only while
 // a sync is outstanding (at most one is), so the idle loop is a plain
 // channel receive. AfterFsync waiters that arrive while a sync is
 // outstanding form the next group commit.
 //
-// Ordering promises: a sync job covers every byte written before it was
-// submitted (target = written_next at submission), so completing it makes
-// all of them durable. Rollover syncs the outgoing segment's data before
-// the next segment exists. A latch waits for the outstanding sync first,
-// so durable_next is final when written_next drops to it.
+// Ordering promises: a sync job covers every byte written to the active
+// segment before it was submitted (target = written_next at submission).
+// Every sync of a segment file goes through the syncer, one at a time,
+// rollover's included: rollover waits for the outstanding sync, then
+// syncs the outgoing segment to its end, and only once durable_next has
+// reached that end creates the next segment. So durable_next only ever
+// reaches an offset that successful syncs of every segment below it cover.
+// A latch freezes durable_next at once (no later sync outcome moves it),
+// then waits for the outstanding sync to come back before it drops
+// written_next to durable_next and fails the waiters.
 
 import (
 	"errors"
@@ -73,6 +79,7 @@ type controlKind uint8
 const (
 	controlClose controlKind = iota + 1
 	controlTruncateAfter
+	controlLatch // complete a latch set outside the writer
 )
 
 // flushPiece is one contiguous span to write: a slice of a cache block, or
@@ -89,12 +96,6 @@ func (p flushPiece) bytes() []byte {
 		return p.block.data[p.start:p.end]
 	}
 	return p.raw
-}
-
-// sealedSegment is an outgoing segment whose data is synced but whose
-// index still needs a sync before its descriptors are closed.
-type sealedSegment struct {
-	logFile, indexFile vfs.File
 }
 
 type writer struct {
@@ -126,8 +127,7 @@ type writer struct {
 	syncInFlight  bool
 	forceSync     bool
 	indexDirty    bool
-	dirDirty      bool
-	sealed        []sealedSegment
+	dirDirty      bool // a segment was created since the last directory sync
 	lastSyncStart time.Time
 	latched       bool
 }
@@ -171,11 +171,6 @@ func (w *writer) closeFiles() {
 		w.indexFile.Close()
 		w.logFile, w.indexFile = nil, nil
 	}
-	for _, sealed := range w.sealed {
-		sealed.logFile.Close()
-		sealed.indexFile.Close()
-	}
-	w.sealed = nil
 }
 
 func (w *writer) run() {
@@ -284,7 +279,11 @@ func (w *writer) stageRequest(request *appendRequest) {
 	if request.level == AfterWrite {
 		// Other levels publish staged_next with the group's flush, a few
 		// microseconds later, under the same lock as written_next.
-		w.l.frontiers.advanceStaged(w.next)
+		if !w.l.frontiers.advanceStaged(w.next) {
+			w.groupWaiters = append(w.groupWaiters, request) // the latch fails it
+			w.becomeLatched(nil)
+			return
+		}
 		request.complete(w.l, nil)
 		return
 	}
@@ -360,8 +359,8 @@ func (w *writer) flush() {
 		return // the latch failed every waiter; written_next stays at durable_next
 	}
 	if len(w.pieces) > 0 {
-		if err := w.l.latchError(); err != nil {
-			w.becomeLatched(err)
+		if w.l.latchError() != nil {
+			w.becomeLatched(nil) // latched by the syncer meanwhile
 			return
 		}
 		for _, piece := range w.pieces {
@@ -382,7 +381,11 @@ func (w *writer) flush() {
 			}
 		}
 	}
-	durable := w.l.frontiers.advanceWrittenFrom(w.next, w.writtenBytes)
+	durable, ok := w.l.frontiers.advanceWrittenFrom(w.next, w.writtenBytes)
+	if !ok {
+		w.becomeLatched(nil) // latched by the syncer meanwhile
+		return
+	}
 	w.queueFsyncWaiters(durable)
 	w.maybeSubmitSync()
 	// Completing waiters is the last step, so the woken callers do not
@@ -438,17 +441,31 @@ func (w *writer) persistIndex() error {
 }
 
 // rollover seals the active segment and starts the next one. The group
-// must be flushed.
+// must be flushed. The outgoing segment is synced to its end (data, index
+// and, if it is new, its directory entry) through the syncer like any
+// other sync, after the outstanding one: never beside it, because a sync
+// that completes after another sync of the same file failed proves
+// nothing. The next segment is created only once durable_next has reached
+// the outgoing segment's end, so a power loss can never leave a torn
+// segment with a later one after it.
 func (w *writer) rollover() {
+	if w.awaitSync(); w.latched {
+		return
+	}
 	if err := w.persistIndex(); err != nil {
 		w.becomeLatched(err)
 		return
 	}
-	// The outgoing data is synced before the next segment exists, so a
-	// power loss can never leave a torn segment with a later one after it.
-	if err := w.logFile.Sync(); err != nil {
-		w.becomeLatched(fmt.Errorf("sync %s at rollover: %w", w.active.logPath, err))
-		return
+	if w.l.frontiers.snapshot().Durable < w.next || w.indexDirty || w.dirDirty {
+		if w.submitSync(); w.latched {
+			return
+		}
+		if w.awaitSync(); w.latched {
+			return
+		}
+	}
+	if durable := w.l.frontiers.snapshot().Durable; durable != w.next {
+		panic(fmt.Sprintf("log: rollover at %d with durable_next %d", w.next, durable))
 	}
 	indexReader, err := w.l.fs.Open(w.active.indexPath)
 	if err != nil {
@@ -456,8 +473,7 @@ func (w *writer) rollover() {
 		return
 	}
 	w.active.seal(indexReader)
-	w.sealed = append(w.sealed, sealedSegment{logFile: w.logFile, indexFile: w.indexFile})
-	w.logFile, w.indexFile = nil, nil
+	w.closeFiles() // the syncer is done with them: no sync is outstanding
 	next, err := w.l.createSegment(w.next)
 	if err != nil {
 		w.becomeLatched(err)
@@ -468,7 +484,7 @@ func (w *writer) rollover() {
 		w.becomeLatched(err)
 		return
 	}
-	w.indexDirty, w.dirDirty, w.forceSync = false, true, true
+	w.indexDirty, w.dirDirty = false, true
 }
 
 // createSegment creates an empty segment's files and adds it to the list.
@@ -492,19 +508,24 @@ func (l *Log) createSegment(base uint64) (*segment, error) {
 	return seg, nil
 }
 
-// becomeLatched stops the log after a storage failure: it waits for the
-// outstanding sync (so durable_next is final), drops written_next to it,
-// fails every waiter and records the cut for the next Open.
+// becomeLatched stops the log after a storage failure (cause, or nil when
+// another goroutine latched the log already): it freezes durable_next,
+// waits for the outstanding sync to come back, drops written_next to
+// durable_next, records the cut for the next Open and fails every waiter.
 func (w *writer) becomeLatched(cause error) {
 	if w.latched {
 		return
 	}
 	w.latched = true
 	l := w.l
-	latchErr := l.setLatch(cause)
-	if w.syncInFlight {
-		w.handleSyncOutcome(<-l.syncDone)
+	latchErr := l.frontiers.latchError() // set before any refusal or l.latch
+	if cause != nil {
+		latchErr = l.setLatch(cause)
 	}
+	if latchErr == nil {
+		panic("log: latched without a cause")
+	}
+	w.awaitSync() // its waiters rejoin fsyncWaiters
 	l.frontiers.dropToDurable()
 	durable := l.frontiers.snapshot().Durable
 	w.pieces, w.groupBytes = w.pieces[:0], 0
@@ -512,22 +533,21 @@ func (w *writer) becomeLatched(cause error) {
 	l.epochMu.Lock()
 	l.epochs = trimEpochHistory(l.epochs, durable)
 	l.epochMu.Unlock()
-	l.logger.Error("log latched after a storage failure", "dir", l.dir, "durable_next", durable, "error", cause)
+	l.logger.Error("log latched after a storage failure", "dir", l.dir, "durable_next", durable, "error", latchErr)
 	if err := writeSmallFile(l.fs, l.dir, cutFileName, encodeUint64(durable)); err != nil {
 		l.logger.Error("log could not record its pending cut", "dir", l.dir, "error", err)
 		l.statusMu.Lock()
-		l.lastError = errors.Join(cause, err)
+		l.lastError = errors.Join(l.lastError, err)
 		l.statusMu.Unlock()
 	}
 	// Waiters learn of the failure only once the latch is complete.
-	for _, waiters := range [][]*appendRequest{w.job.waiters, w.groupWaiters, w.fsyncWaiters} {
+	for _, waiters := range [][]*appendRequest{w.groupWaiters, w.fsyncWaiters} {
 		for _, request := range waiters {
 			request.complete(l, latchErr)
 		}
 	}
-	clear(w.job.waiters)
 	clear(w.groupWaiters)
-	w.job.waiters, w.groupWaiters, w.fsyncWaiters = w.job.waiters[:0], w.groupWaiters[:0], nil
+	w.groupWaiters, w.fsyncWaiters = w.groupWaiters[:0], nil
 }
 
 // close writes and syncs everything staged, then closes the files.
@@ -535,17 +555,14 @@ func (w *writer) close() error {
 	// Every append admitted before Close is ahead of the close message,
 	// so the inbox holds no appends now, only possibly a tick.
 	w.flush()
+	w.awaitSync()
 	if !w.latched {
-		if w.syncInFlight {
-			w.handleSyncOutcome(<-w.l.syncDone)
-		}
 		w.forceSync = true
 		w.maybeSubmitSync()
-		if w.syncInFlight {
-			w.handleSyncOutcome(<-w.l.syncDone)
-		}
-	} else if w.syncInFlight {
-		w.handleSyncOutcome(<-w.l.syncDone)
+		w.awaitSync()
+	}
+	if !w.latched && len(w.fsyncWaiters) > 0 {
+		panic("log: AfterFsync waiters left after the closing sync")
 	}
 	var err error
 	if w.latched {

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/fibrilmq/fibril/storage/vfs"
@@ -85,5 +86,51 @@ func TestDeadLetterChainAcrossModes(t *testing.T) {
 	}
 	for _, q := range queues {
 		_ = q.q.Close()
+	}
+}
+
+// A reject (a consumer's nack without requeue) dead-letters at once with
+// the attempt counted, well before MaxDeliveries, and a restart replays it
+// the same way; without a dead-letter queue it drops the message.
+func TestRejectDeadLettersAtOnce(t *testing.T) {
+	fs := vfs.NewMem()
+	a := openMemQueue(t, fs, "/a", Options{Mode: Durable, MaxDeliveries: 5, DeadLetterQueue: "a.dead"})
+	a.publish(Message{ID: "order-1", Payload: []byte("payload")})
+	d := a.lease(1, 1).Deliveries
+	if len(d) != 1 {
+		t.Fatalf("deliveries %+v", d)
+	}
+	letters := a.must(a.q.Reject(1, []uint64{d[0].Offset})).DeadLetters
+	if len(letters) != 1 || letters[0].Target != "a.dead" || letters[0].MessageID != "order-1" ||
+		letters[0].Attempts != 1 || string(letters[0].Payload) != "payload" {
+		t.Fatalf("dead letters after a reject: %+v", letters)
+	}
+	if counts := a.q.Info().Counts; counts.DeadLettering != 1 || counts.Leased != 0 || counts.Ready != 0 {
+		t.Fatalf("counts after a reject: %+v", counts)
+	}
+	if _, err := a.q.Reject(1, []uint64{d[0].Offset}); !errors.Is(err, ErrNotLeased) {
+		t.Fatalf("a second reject: %v", err)
+	}
+
+	a.crash(false)
+	a.reopen(fs)
+	again := a.await(0).DeadLetters
+	if len(again) != 1 || again[0].Offset != d[0].Offset || again[0].Attempts != 1 {
+		t.Fatalf("handoff after restart: %+v", again)
+	}
+	a.must(a.q.DeadLettered([]uint64{again[0].Offset}))
+	if counts := a.q.Info().Counts; counts.DeadLettered != 1 || counts.DeadLettering != 0 {
+		t.Fatalf("counts after the marker: %+v", counts)
+	}
+
+	b := openMemQueue(t, fs, "/b", Options{Mode: Buffered})
+	b.publish(Message{ID: "order-2", Payload: []byte("payload")})
+	d = b.lease(1, 1).Deliveries
+	if progress := b.must(b.q.Reject(1, offsetsOf(d))); len(progress.DeadLetters) != 0 {
+		t.Fatalf("a queue without a dead-letter queue issued %+v", progress.DeadLetters)
+	}
+	if counts := b.q.Info().Counts; counts.DeadLettered != 1 || counts.Ready != 0 || counts.Leased != 0 ||
+		counts.DeadLettering != 0 {
+		t.Fatalf("counts after a reject without a dead-letter queue: %+v", counts)
 	}
 }

@@ -3,12 +3,13 @@
 // The log holds one record per event: publish (message id, headers,
 // payload, publish time; the payload is stored there once), lease (a
 // delivery), ack, nack, release, discard, dead-letter marker, lease expiry,
-// purge and checkpoint marker; record.go states the format. State is a pure
-// function of the log prefix it has applied: ready messages in offset
-// order (plus delayed ones with their due time), leased messages with
-// attempt counts, messages waiting for a dead-letter handoff, and counters
-// of settled and dead-lettered ones. Only per-message metadata is kept in
-// memory; payloads are read back from the log when a message is delivered.
+// purge, checkpoint marker and reject (a nack without requeue); record.go
+// states the format. State is a pure function of the log prefix it has
+// applied: ready messages in offset order (plus delayed ones with their
+// due time), leased messages with attempt counts, messages waiting for a
+// dead-letter handoff, and counters of settled and dead-lettered ones.
+// Only per-message metadata is kept in memory; payloads are read back from
+// the log when a message is delivered.
 //
 // The package has a pure core and a thin shell:
 //
@@ -37,7 +38,7 @@
 //	//                         then confirm with q.DeadLettered(offsets)
 //	//   progress.Checkpoint:  a snapshot to publish: go task.Run(ctx), then
 //	//                         q.CheckpointDone(task, err) on the owner
-//	q.Ack(holder, offsets); q.Nack(holder, offsets, delay); q.Release(...); q.Discard(...)
+//	q.Ack(holder, offsets); q.Nack(holder, offsets, delay); q.Release(...); q.Discard(...); q.Reject(...)
 //	q.ExpireLeases(now); q.ExpireMessages(now)             // when NextDeadline passes
 //	q.Checkpoint(); q.Compact(); q.Info(); q.Close()
 //

@@ -125,7 +125,7 @@ func (h *harness) checkDeadLetters(letters []DeadLetter) {
 	var got []uint64
 	for _, d := range letters {
 		op := h.ops[d.Offset]
-		if d.Target != h.opts.DeadLetterQueue || d.MessageID != op.id || d.Attempts != h.opts.MaxDeliveries ||
+		if d.Target != h.opts.DeadLetterQueue || d.MessageID != op.id || d.Attempts != h.model.messages[d.Offset].attempts ||
 			string(d.Payload) != string(payloadFor(op.id, int(op.rec.PayloadBytes))) {
 			h.fail("dead letter %+v for %s", d, op.id)
 		}

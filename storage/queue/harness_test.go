@@ -10,7 +10,8 @@ package queue
 //   - every message is ready, delayed, leased, dead-lettering or settled,
 //     never two at once (checkInvariants plus the model comparison);
 //   - attempts never go down (across power losses only for durable queues);
-//   - dead-lettering happens exactly when attempts reach MaxDeliveries;
+//   - dead-lettering happens exactly when attempts reach MaxDeliveries or
+//     a consumer rejects a message;
 //   - a message delivered before comes back marked redelivered;
 //   - (incarnation, offset) never names two different messages.
 // The same harness runs over the fake log (every step deterministic) and
@@ -354,7 +355,7 @@ func (h *harness) settle() {
 	before := h.q.machine.nextTicket
 	var rec Record
 	var err error
-	switch h.rng.IntN(4) {
+	switch h.rng.IntN(5) {
 	case 0:
 		rec = Record{Kind: KindAck}
 		_, err = h.q.Ack(holder, offsets)
@@ -370,6 +371,9 @@ func (h *harness) settle() {
 	case 2:
 		rec = Record{Kind: KindRelease}
 		_, err = h.q.Release(holder, offsets)
+	case 3:
+		rec = Record{Kind: KindReject}
+		_, err = h.q.Reject(holder, offsets)
 	default:
 		rec = Record{Kind: KindDiscard, Reason: ReasonConsumer}
 		_, err = h.q.Discard(holder, offsets)

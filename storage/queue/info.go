@@ -1,6 +1,11 @@
 package queue
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/fibrilmq/fibril/storage/log"
+)
 
 // Info is a queue partition's state for admin views and metrics. Every
 // progress field names its boundary: Written and Durable are the log's
@@ -28,6 +33,15 @@ type Info struct {
 	// LastSync is when the log's last sync completed.
 	LastSync    time.Time
 	SyncPending bool
+	// SyncInterval is the background sync interval the log runs with, as
+	// the log itself reports it (0: background sync is off).
+	SyncInterval time.Duration
+	// Latched is true once a write or sync failed: the log refuses appends
+	// until it is reopened, and the queue is fenced.
+	Latched bool
+	// LastError is the log's last storage error (a failed write or sync,
+	// background syncs included); nil when none happened since open.
+	LastError error
 	// InflightAppends are operations appended and not yet applied.
 	InflightAppends int
 	Incarnation     uint64
@@ -36,11 +50,17 @@ type Info struct {
 }
 
 // Info returns the queue's counts and progress. Delayed messages whose due
-// time has passed by the clock are counted as ready.
+// time has passed by the clock are counted as ready. When it finds the log
+// latched (a background sync can fail while no append is in flight), it
+// fences the queue at once, so Info never reports a latched log under an
+// unfenced queue.
 func (q *Queue) Info() Info {
 	state := q.machine.state
 	state.promoteDue(q.nowMs())
 	status := q.log.Status()
+	if status.Latched {
+		q.fenceOnLatch(status.LastError)
+	}
 	info := Info{
 		Mode:            q.opts.Mode,
 		Counts:          state.Counts(),
@@ -53,10 +73,22 @@ func (q *Queue) Info() Info {
 		UnsyncedBytes:   uint64(max(status.DurableLagBytes, 0)),
 		LastSync:        status.LastSyncTime,
 		SyncPending:     status.SyncPending,
+		SyncInterval:    status.SyncInterval,
+		Latched:         status.Latched,
+		LastError:       status.LastError,
 		InflightAppends: q.machine.inflight(),
 		Incarnation:     q.incarnation,
 		Fenced:          q.fenced,
 	}
 	info.Settled = info.Counts.Settled()
 	return info
+}
+
+// fenceOnLatch fences the queue after its log latched with cause (nil when
+// the log reported none).
+func (q *Queue) fenceOnLatch(cause error) {
+	if cause == nil {
+		cause = log.ErrLatched
+	}
+	q.fence(fmt.Errorf("log latched: %w", cause))
 }

@@ -60,7 +60,8 @@ func (s *State) checkMessage(m *message, counts *Counts) error {
 		counts.Leased++
 	case statusDeadLettering:
 		counts.DeadLettering++
-		if m.attempts != s.limits.maxDeliveries {
+		// It reached MaxDeliveries, or a reject counted one attempt.
+		if m.attempts == 0 || (s.limits.maxDeliveries > 0 && m.attempts > s.limits.maxDeliveries) {
 			return fmt.Errorf("dead-lettering with %d attempts, max %d", m.attempts, s.limits.maxDeliveries)
 		}
 	default:

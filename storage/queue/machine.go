@@ -231,7 +231,7 @@ func (m *machine) lease(ceiling uint64, max int, holder uint64, nowMs int64) (*p
 }
 
 // settle checks and claims offsets leased by holder and builds the records
-// of template's kind (Ack, Nack, Release or Discard).
+// of template's kind (Ack, Nack, Release, Discard or Reject).
 func (m *machine) settle(holder uint64, offsets []uint64, template Record) (*pendingAppend, []entry, error) {
 	offsets = sortedUnique(offsets)
 	if len(offsets) == 0 {

@@ -136,6 +136,14 @@ func (m *model) applySettle(msg *modelMessage, op *Record) {
 		default:
 			msg.status = mReady
 		}
+	case KindReject:
+		msg.attempts++
+		if m.opts.DeadLetterQueue != "" {
+			msg.status = mDeadLettering
+			m.deadLettering = append(m.deadLettering, msg.offset)
+		} else {
+			msg.status = mDeadLettered
+		}
 	}
 }
 

@@ -76,6 +76,15 @@ func (q *Queue) Nack(holder uint64, offsets []uint64, delay time.Duration) (Tick
 	return q.settle(holder, offsets, Record{Kind: KindNack, DueMs: q.machine.nackDueMs(delay, q.nowMs())})
 }
 
+// Reject dead-letters messages leased by holder at once, with an attempt
+// counted: a consumer's nack without requeue. With a dead-letter queue they
+// wait for their handoff (a later Advance issues their DeadLetter
+// instructions, as for messages reaching MaxDeliveries); without one they
+// are dropped and counted as dead-lettered.
+func (q *Queue) Reject(holder uint64, offsets []uint64) (Ticket, error) {
+	return q.settle(holder, offsets, Record{Kind: KindReject})
+}
+
 // Release returns messages leased by holder without counting an attempt.
 func (q *Queue) Release(holder uint64, offsets []uint64) (Ticket, error) {
 	return q.settle(holder, offsets, Record{Kind: KindRelease})

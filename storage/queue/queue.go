@@ -344,6 +344,17 @@ func (q *Queue) IncarnationAt(offset uint64) uint64 { return incarnationAt(q.inc
 // Recovery reports what Open did.
 func (q *Queue) Recovery() Recovery { return q.recovery }
 
+// Log returns the partition's log, or nil when the queue runs over another
+// implementation of its log seam (tests). The owner may read the log's
+// status, watch its frontiers, drive its background sync (Tick,
+// SetSyncInterval) and Sync it, from any goroutine. It MUST NOT append to
+// it, truncate it or close it: the queue is the log's only appender and
+// predicts the offsets the log assigns.
+func (q *Queue) Log() *log.Log {
+	l, _ := q.log.(*log.Log)
+	return l
+}
+
 // Close closes the log (which flushes and syncs what is written). Leases
 // end with the process: the next Open returns them with an attempt counted.
 func (q *Queue) Close() error {

@@ -17,6 +17,7 @@ package queue
 //	Expire     reason u8 | offsets
 //	Checkpoint id u64 little-endian
 //	Purge      upTo uvarint
+//	Reject     offsets
 //
 // "offsets" is a uvarint count (at least 1), the first offset as a uvarint,
 // then each following offset as the uvarint (delta - 1) from the previous
@@ -59,9 +60,17 @@ const (
 	KindCheckpoint Kind = 9
 	// KindPurge drops every ready and delayed message below an offset.
 	KindPurge Kind = 10
+	// KindReject dead-letters leased messages at once with an attempt
+	// counted (a consumer's nack without requeue); without a dead-letter
+	// queue they are dropped, counted as dead-lettered.
+	KindReject Kind = 11
+
+	// kindLast is the highest kind this version knows.
+	kindLast = KindReject
 )
 
-var kindNames = [...]string{"", "publish", "lease", "ack", "nack", "release", "discard", "dead-letter", "expire", "checkpoint", "purge"}
+var kindNames = [...]string{"", "publish", "lease", "ack", "nack", "release", "discard", "dead-letter", "expire",
+	"checkpoint", "purge", "reject"}
 
 // String names the kind.
 func (k Kind) String() string {
@@ -185,7 +194,7 @@ func encodeRecord(buf []byte, rec *Record) []byte {
 		return binary.LittleEndian.AppendUint64(buf, rec.CheckpointID)
 	case KindPurge:
 		return binary.AppendUvarint(buf, rec.UpTo)
-	case KindAck, KindRelease:
+	case KindAck, KindRelease, KindReject:
 	default:
 		panic(fmt.Sprintf("queue: encodeRecord of %v", rec.Kind))
 	}
@@ -220,7 +229,7 @@ func decodeRecord(kind uint8, body []byte, rec *Record, full bool) error {
 	case KindPurge:
 		rec.UpTo = r.uvarint()
 		return finishDecode(&r, rec)
-	case KindAck, KindRelease:
+	case KindAck, KindRelease, KindReject:
 	default:
 		return fmt.Errorf("%w: type %d", ErrUnknownRecord, kind)
 	}

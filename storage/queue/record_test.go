@@ -21,6 +21,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Kind: KindExpire, Reason: ReasonRestart, Offsets: []uint64{12, 13}},
 		{Kind: KindCheckpoint, CheckpointID: 0xdeadbeefcafe},
 		{Kind: KindPurge, UpTo: 12345},
+		{Kind: KindReject, Offsets: []uint64{14, 15}},
 	}
 	for _, want := range records {
 		body := encodeRecord(nil, &want)

@@ -139,5 +139,5 @@ func readRecords(l partitionLog, offsets []uint64, fn func(offset uint64, rec *R
 
 // validRecordType is the log's type check for queue logs.
 func validRecordType(recordType uint8) bool {
-	return recordType >= uint8(KindPublish) && recordType <= uint8(KindPurge)
+	return recordType >= uint8(KindPublish) && recordType <= uint8(kindLast)
 }

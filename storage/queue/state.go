@@ -10,11 +10,12 @@ package queue
 //	          leased ─────────────────────────────────────────────────────────────────┘
 //	           │ ack, discard ─────────────────────────► settled (removed)
 //	           │ nack, expire reaching MaxDeliveries ──► dead-lettering ─ marker ─► dead-lettered (removed)
+//	           │ reject (a nack without requeue) ───────┘
 //	ready, delayed ─ TTL discard, purge, overflow drop ─► settled (removed)
 //
-// Without a dead-letter queue, a message reaching MaxDeliveries is
-// dead-lettered (dropped) at once. Settled and dead-lettered messages leave
-// only counters behind.
+// Without a dead-letter queue, a message reaching MaxDeliveries, or
+// rejected, is dead-lettered (dropped) at once. Settled and dead-lettered
+// messages leave only counters behind.
 //
 // Invariants (checkInvariants verifies them in tests):
 //   - every live message has exactly one status: ready, delayed, leased or
@@ -22,7 +23,8 @@ package queue
 //   - ready and delayed messages are exactly the queued bits, and a queued
 //     message is blocked iff it is delayed or claimed;
 //   - attempts never decrease; a message enters dead-lettering exactly when
-//     its counted attempts reach MaxDeliveries;
+//     its counted attempts reach MaxDeliveries or a consumer rejects it (the
+//     reject counts the attempt), so it never holds more than MaxDeliveries;
 //   - messages are sorted by offset and every offset is below next.
 //
 // Claims are the admission overlay: an operation whose record is appended
@@ -240,7 +242,7 @@ func (s *State) Apply(offset uint64, rec *Record, fx *Effects) {
 		s.applyPublish(offset, rec)
 	case KindLease:
 		s.applyLease(rec, fx)
-	case KindAck, KindDiscard, KindRelease, KindNack, KindExpire:
+	case KindAck, KindDiscard, KindRelease, KindNack, KindExpire, KindReject:
 		hint := s.head
 		for _, target := range rec.Offsets {
 			s.applySettle(s.findRun(target, &hint), rec, fx)
@@ -331,6 +333,9 @@ func (s *State) applySettle(m *message, rec *Record, fx *Effects) {
 			return
 		}
 		s.requeue(m, rec.DueMs)
+	case KindReject:
+		m.attempts++
+		s.becomeDeadLettering(m, fx)
 	}
 }
 

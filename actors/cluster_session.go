@@ -1,0 +1,192 @@
+package actors
+
+// Request routing of a session in cluster mode (see cluster.go). Before a
+// request about a queue (publish, subscribe, info, purge, delete) takes the
+// single-node path, maybeClusterRoute decides whether this node serves it:
+//
+//	the queue is open here (the directory lists it)  single-node path (a copy failed with
+//	                                                 not_owner counts as not open)
+//	the catalog gives it to another node             redirect: FRD1 with the request id;
+//	                                                 a publish gets not_owner plus FRD1 with id 0
+//	the catalog gives it to this node, not open yet, held in the session's stash until
+//	or gives it to no node yet (owner being elected) the manager answers (awaitQueue): the
+//	                                                 queue is ready here, or its owner is
+//	                                                 elected elsewhere (route again), or no
+//	                                                 owner came in time (unavailable)
+//	the catalog does not list it                     single-node path (unknown_queue)
+//	the catalog cannot be read                       unavailable (retryable)
+//
+// Held requests keep their order: while a queue has a stash, every later
+// request about it joins the stash, and the stash is replayed in order, in
+// one Receive, when the manager answers.
+//
+// Invariant: a queue name has a stash entry exactly while one awaitQueue
+// for it is unanswered.
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// clusterSession is a session's cluster-mode state.
+type clusterSession struct {
+	stash map[string][]any // requests held per queue, in arrival order
+	// replaying is set while a stash is replayed after the manager said
+	// the queue is not this node's to open: a second await would loop.
+	replaying bool
+}
+
+// maybeClusterRoute routes a request in cluster mode; true when it took
+// the message (redirected, held or refused it).
+func (s *session) maybeClusterRoute(ctx actor.Context, name string, message any) bool {
+	node := s.core.config.Cluster
+	if node == nil {
+		return false
+	}
+	if held, ok := s.cluster.stash[name]; ok {
+		if len(held) >= maxStashedPerQueue {
+			s.failMessage(message, requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
+				"queue %q is still opening on this node and too many requests wait for it; retry", name)})
+			return true
+		}
+		s.cluster.stash[name] = append(held, message)
+		return true
+	}
+	if route, open := s.core.directory.lookup(name); open && route.failure.code != wire.CodeNotOwner {
+		return false // served here, or refused with the reason it failed here
+	}
+	owner, err := node.Owner(name, 0)
+	switch {
+	case errors.Is(err, cluster.ErrQueueNotFound):
+		return false
+	case err != nil && !errors.Is(err, cluster.ErrOwnerUnknown):
+		s.failMessage(message, failureOfClusterError(err))
+	case err == nil && !owner.IsSelf:
+		s.redirect(message, name, owner)
+	case s.cluster.replaying:
+		s.failMessage(message, requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
+			"queue %q is not open on this node yet; retry", name)})
+	default:
+		if s.cluster.stash == nil {
+			s.cluster.stash = make(map[string][]any)
+		}
+		s.cluster.stash[name] = []any{message}
+		ctx.Send(s.core.queuesManager, awaitQueue{replyTo: ctx.Self(), name: name})
+	}
+	return true
+}
+
+// redirect answers a request about a queue owned by another node.
+func (s *session) redirect(message any, name string, owner cluster.OwnerInfo) {
+	redirect := &wire.Redirect{Queue: name, NodeID: owner.NodeID, Address: owner.ClientAddress}
+	if publish, ok := message.(inPublish); ok {
+		s.rejectSeqs(publish.seqs, requestFailure{code: wire.CodeNotOwner, message: fmt.Sprintf(
+			"queue %q is owned by node %s at %s", name, owner.NodeID, owner.ClientAddress)})
+		s.push(redirect)
+		return
+	}
+	redirect.RequestID = routedRequestID(message)
+	s.push(redirect)
+}
+
+// failMessage answers a request with a failure.
+func (s *session) failMessage(message any, failure requestFailure) {
+	if publish, ok := message.(inPublish); ok {
+		s.rejectSeqs(publish.seqs, failure)
+		return
+	}
+	s.push(failure.frame(routedRequestID(message)))
+}
+
+// routedRequestID is the request id of a routed request (0 for a publish).
+func routedRequestID(message any) uint64 {
+	switch msg := message.(type) {
+	case inSubscribe:
+		return msg.frame.RequestID
+	case inQueueInfo:
+		return msg.frame.RequestID
+	case inPurgeQueue:
+		return msg.frame.RequestID
+	case inDeleteQueue:
+		return msg.frame.RequestID
+	}
+	return 0
+}
+
+// receiveCluster handles the cluster-mode answers; false for others.
+func (s *session) receiveCluster(ctx actor.Context, message any) bool {
+	switch msg := message.(type) {
+	case queueAwaited:
+		s.queueAwaited(ctx, msg)
+	case clusterDeclareAnswer:
+		s.clusterDeclareAnswered(msg)
+	default:
+		return false
+	}
+	return true
+}
+
+// queueAwaited replays, in order, the requests held for a queue.
+func (s *session) queueAwaited(ctx actor.Context, msg queueAwaited) {
+	held := s.cluster.stash[msg.name]
+	delete(s.cluster.stash, msg.name)
+	s.cluster.replaying = msg.reroute
+	defer func() { s.cluster.replaying = false }()
+	for _, message := range held {
+		if msg.failure.failed() {
+			s.failMessage(message, msg.failure)
+			continue
+		}
+		s.receiveOpen(ctx, message)
+	}
+}
+
+// clusterDeclareAnswered replies to a declare answered by the catalog.
+func (s *session) clusterDeclareAnswered(msg clusterDeclareAnswer) {
+	result := msg.result
+	switch {
+	case result.failure.failed():
+		s.push(result.failure.frame(result.requestID))
+	case result.modeNamed:
+		s.push(&wire.DeclareOKMode{RequestID: result.requestID, Created: result.created, Mode: result.mode,
+			Policy: msg.policy, Warnings: result.warnings})
+	default:
+		s.push(&wire.DeclareOK{RequestID: result.requestID, Created: result.created})
+	}
+}
+
+// clusterDelete sends a delete through the catalog in cluster mode; false
+// when the broker runs alone. A queue owned elsewhere is redirected.
+func (s *session) clusterDelete(ctx actor.Context, msg inDeleteQueue) bool {
+	node := s.core.config.Cluster
+	if node == nil {
+		return false
+	}
+	name := msg.frame.Queue
+	if route, open := s.core.directory.lookup(name); !open || route.failure.code == wire.CodeNotOwner {
+		if owner, err := node.Owner(name, 0); err == nil && !owner.IsSelf {
+			s.redirect(msg, name, owner)
+			return true
+		}
+	}
+	ctx.Send(s.core.queuesManager, clusterDeleteRequest{request: deleteRequest{
+		replyTo: ctx.Self(), requestID: msg.frame.RequestID, name: name}})
+	return true
+}
+
+// returnStashedCredit returns the publish credit of held publishes when
+// the session drops them while closing.
+func (s *session) returnStashedCredit(message any) {
+	awaited, ok := message.(queueAwaited)
+	if !ok {
+		return
+	}
+	for _, held := range s.cluster.stash[awaited.name] {
+		s.returnCreditOf(held)
+	}
+	delete(s.cluster.stash, awaited.name)
+}

@@ -1,0 +1,413 @@
+package actors
+
+// Broker-level cluster tests: three brokers in this process, each on its
+// own cluster node, Raft over loopback TCP and everything on disk in
+// temporary directories. Clients connect to any node; requests for queues
+// owned elsewhere are redirected, and the Go SDK follows. Raft runs at an
+// RTT of 10 ms so elections take a fraction of a second.
+//
+// Set FIBRIL_TEST_LOG=1 to see the brokers' and Raft's log lines.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fibrilmq/fibril/client"
+	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/storage/vfs"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// clusterMember is one node of a test cluster: its cluster node and the
+// broker on top of it.
+type clusterMember struct {
+	config cluster.NodeConfig
+	node   *cluster.Node
+	broker *Broker
+}
+
+type brokerCluster struct {
+	t       *testing.T
+	members map[string]*clusterMember
+	order   []string
+}
+
+// freeLoopbackAddress returns a loopback address whose port was free a
+// moment ago.
+func freeLoopbackAddress(t *testing.T) string {
+	t.Helper()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close()
+	return listener.Addr().String()
+}
+
+func clusterTestLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("FIBRIL_TEST_LOG") != "" {
+		return testLogger(t)
+	}
+	log.SetOutput(io.Discard) // the Raft log store writes a few lines through the standard logger
+	return discardLogger()
+}
+
+// startBrokerCluster starts nodeCount nodes, each a cluster node plus a
+// broker, and waits until every catalog answers.
+func startBrokerCluster(t *testing.T, nodeCount int) *brokerCluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a three-node cluster on loopback ports")
+	}
+	dir := t.TempDir()
+	config := &cluster.Config{Cluster: cluster.ClusterSettings{Raft: cluster.RaftSettings{
+		RTT: cluster.Duration(10 * time.Millisecond), ElectionRTT: 10, HeartbeatRTT: 1}}}
+	for i := 1; i <= nodeCount; i++ {
+		id := fmt.Sprintf("node%d", i)
+		config.Nodes = append(config.Nodes, cluster.NodeConfig{
+			ID: id, ClientAddress: freeLoopbackAddress(t), PeerAddress: freeLoopbackAddress(t),
+			RaftAddress: freeLoopbackAddress(t), HTTPAddress: freeLoopbackAddress(t),
+			DataDir: filepath.Join(dir, id),
+		})
+	}
+	c := &brokerCluster{t: t, members: map[string]*clusterMember{}}
+	logger := clusterTestLogger(t)
+	for _, nodeConfig := range config.Nodes {
+		node, err := cluster.Start(config, nodeConfig.ID, cluster.StartOptions{Logger: logger})
+		if err != nil {
+			t.Fatalf("start cluster node %s: %v", nodeConfig.ID, err)
+		}
+		member := &clusterMember{config: nodeConfig, node: node}
+		c.members[nodeConfig.ID], c.order = member, append(c.order, nodeConfig.ID)
+		t.Cleanup(func() {
+			if member.broker != nil {
+				_ = member.broker.Close()
+			}
+			node.Close()
+		})
+	}
+	for _, id := range c.order {
+		c.startBroker(id)
+	}
+	ctx := testContext(t)
+	for _, id := range c.order {
+		if err := c.members[id].node.WaitReady(ctx); err != nil {
+			t.Fatalf("%s: catalog not ready: %v", id, err)
+		}
+	}
+	return c
+}
+
+func (c *brokerCluster) startBroker(id string) *Broker {
+	c.t.Helper()
+	member := c.members[id]
+	config := DefaultConfig()
+	config.DataDir, config.ListenAddr, config.FS = member.config.DataDir, member.config.ClientAddress, vfs.OS
+	config.Cluster, config.Logger = member.node, clusterTestLogger(c.t)
+	broker, err := Start(config)
+	if err != nil {
+		c.t.Fatalf("start broker %s: %v", id, err)
+	}
+	member.broker = broker
+	return broker
+}
+
+// ownerOf waits until the catalog of every node names the same owner.
+func (c *brokerCluster) ownerOf(queueName string) string {
+	c.t.Helper()
+	ctx := testContext(c.t)
+	owner := ""
+	for _, id := range c.order {
+		found, err := c.members[id].node.WaitOwner(ctx, queueName, 0)
+		if err != nil {
+			c.t.Fatalf("%s: owner of %s: %v", id, queueName, err)
+		}
+		if owner != "" && found.NodeID != owner {
+			c.t.Fatalf("%s names owner %s, another node %s", id, found.NodeID, owner)
+		}
+		owner = found.NodeID
+	}
+	return owner
+}
+
+func (c *brokerCluster) others(id string) []string {
+	var out []string
+	for _, other := range c.order {
+		if other != id {
+			out = append(out, other)
+		}
+	}
+	return out
+}
+
+// dialSDK connects the Go SDK to one node only.
+func (c *brokerCluster) dialSDK(id string) *client.Client {
+	c.t.Helper()
+	sdk, err := client.Dial(testContext(c.t), client.Options{
+		Addresses: []string{c.members[id].config.ClientAddress}, ClientName: "cluster-test"})
+	if err != nil {
+		c.t.Fatalf("dial %s: %v", id, err)
+	}
+	c.t.Cleanup(func() { _ = sdk.Close() })
+	return sdk
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func hasQueue(infos []wire.QueueInfo, name string) bool {
+	return slices.ContainsFunc(infos, func(info wire.QueueInfo) bool { return info.Name == name })
+}
+
+func hasWarning(warnings []string, part string) bool {
+	return slices.ContainsFunc(warnings, func(warning string) bool { return strings.Contains(warning, part) })
+}
+
+// A declaration made on one node is visible on all; the owner alone opens
+// the partition; from every non-owner the SDK declares, publishes,
+// consumes and reads info through redirects; info says the owner serves
+// alone; the mode is fixed cluster-wide; delete goes through the catalog.
+func TestClusterRedirectsFromEveryNonOwner(t *testing.T) {
+	c := startBrokerCluster(t, 3)
+	ctx := testContext(t)
+	declaring := c.dialSDK("node2")
+	result, err := declaring.Declare(ctx, "orders", client.QueueConfig{Mode: client.ModeDurable})
+	if err != nil {
+		t.Fatalf("declare through node2: %v", err)
+	}
+	if !result.Created || result.Mode != client.ModeDurable || result.Policy != "majority_durable" ||
+		!hasWarning(result.Warnings, "replication is not active yet") {
+		t.Fatalf("declare result %+v", result)
+	}
+	owner := c.ownerOf("orders")
+	// The owner opens the partition when its catalog shows the queue; the
+	// declare through another node does not wait for that.
+	waitUntil(t, owner+" opens orders", func() bool { return hasQueue(c.members[owner].broker.Queues(), "orders") })
+	for _, id := range c.order {
+		declared, err := c.members[id].node.LookupLocal("orders")
+		if err != nil || declared.Mode != cluster.ModeDurable {
+			t.Fatalf("%s: local catalog has %+v, %v", id, declared, err)
+		}
+		if open := hasQueue(c.members[id].broker.Queues(), "orders"); open != (id == owner) {
+			t.Fatalf("%s has the partition open: %v; the owner is %s", id, open, owner)
+		}
+	}
+	replicaSet, _ := c.members[owner].node.LookupLocal("orders")
+
+	sent := 0
+	for _, id := range c.others(owner) {
+		sdk := c.dialSDK(id)
+		again, err := sdk.Declare(ctx, "orders", client.QueueConfig{KeepMode: true})
+		if err != nil || again.Created {
+			t.Fatalf("re-declare through %s: %+v, %v", id, again, err)
+		}
+		for i := range 20 {
+			confirm, err := sdk.Publish(ctx, "orders", client.Message{Payload: []byte(fmt.Sprintf("%s-%d", id, i))})
+			if err != nil || confirm.Boundary != client.BoundaryDurable {
+				t.Fatalf("publish through %s: %+v, %v", id, confirm, err)
+			}
+			sent++
+		}
+		info, err := sdk.QueueInfo(ctx, "orders")
+		if err != nil {
+			t.Fatalf("info through %s: %v", id, err)
+		}
+		if info.Owner != owner || info.Epoch == 0 || info.Policy != "majority_durable" || info.Ready != uint64(sent) {
+			t.Fatalf("info through %s: %+v", id, info)
+		}
+		checkReplicaList(t, info, replicaSet.Partitions[0].Replicas, owner)
+		subscription, err := sdk.Subscribe(ctx, "orders", client.SubscribeOptions{Prefetch: 50})
+		if err != nil {
+			t.Fatalf("subscribe through %s: %v", id, err)
+		}
+		for range 20 {
+			select {
+			case delivery := <-subscription.Deliveries():
+				if err := delivery.Ack(); err != nil {
+					t.Fatalf("ack through %s: %v", id, err)
+				}
+			case <-ctx.Done():
+				t.Fatalf("no delivery through %s", id)
+			}
+		}
+		if err := subscription.Unsubscribe(ctx); err != nil {
+			t.Fatalf("unsubscribe through %s: %v", id, err)
+		}
+		sent -= 20
+	}
+
+	_, err = declaring.Declare(ctx, "orders", client.QueueConfig{Mode: client.ModeBuffered})
+	var refused *client.ServerError
+	if !errors.As(err, &refused) || refused.Code != wire.CodeModeConflict {
+		t.Fatalf("buffered re-declare of a durable queue: %v", err)
+	}
+
+	// A delete through a non-owner is redirected, and the queue leaves the
+	// catalog of every node and the owner's disk.
+	if _, err := c.dialSDK(c.others(owner)[1]).DeleteQueue(ctx, "orders"); err != nil {
+		t.Fatalf("delete through a non-owner: %v", err)
+	}
+	for _, id := range c.order {
+		waitUntil(t, id+" forgets orders", func() bool {
+			_, err := c.members[id].node.LookupLocal("orders")
+			return errors.Is(err, cluster.ErrQueueNotFound)
+		})
+	}
+	waitUntil(t, "the owner closes orders and removes its files", func() bool {
+		_, err := os.Stat(filepath.Join(c.members[owner].config.DataDir, queuesDirName, "orders"))
+		return !hasQueue(c.members[owner].broker.Queues(), "orders") && os.IsNotExist(err)
+	})
+}
+
+// checkReplicaList: every member of the replica set is listed, the owner
+// with its progress, followers with none (they hold no copy yet).
+func checkReplicaList(t *testing.T, info client.QueueInfo, replicaSet []string, owner string) {
+	t.Helper()
+	if len(info.Replicas) != len(replicaSet) {
+		t.Fatalf("replicas %+v, replica set %v", info.Replicas, replicaSet)
+	}
+	for i, replica := range info.Replicas {
+		if replica.Node != replicaSet[i] {
+			t.Fatalf("replicas %+v, replica set %v", info.Replicas, replicaSet)
+		}
+		hasProgress := replica.WrittenNext > 0 && replica.DurableNext > 0
+		if hasProgress != (replica.Node == owner) {
+			t.Fatalf("replica %+v: only the owner %s holds a copy", replica, owner)
+		}
+	}
+}
+
+func waitUntil(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testWait)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The frames a non-owner sends: a redirect naming the owner's node id and
+// client address for requests, not_owner plus a redirect for publishes;
+// a queue declared without a mode is buffered, and FDK2 carries the
+// effective policy and the warnings.
+func TestClusterNonOwnerAnswersWithRedirectFrames(t *testing.T) {
+	c := startBrokerCluster(t, 3)
+	raw := connectTo(t, c.members["node3"].config.ClientAddress)
+	if _, ok := raw.mustDeclare("events", wire.ModeUnset, wire.QueueOptions{}).(*wire.DeclareOK); !ok {
+		t.Fatal("a declare without a mode was not answered with FDK1")
+	}
+	declared, err := c.members["node1"].node.Lookup(testContext(t), "events")
+	if err != nil || declared.Mode != cluster.ModeBuffered || declared.Policy != "replica_buffered:2" {
+		t.Fatalf("a cluster queue declared without a mode: %+v, %v", declared, err)
+	}
+	owner := c.ownerOf("events")
+	ownerAddress := c.members[owner].config.ClientAddress
+
+	contradiction := raw.declare("audit", wire.ModeBuffered, wire.QueueOptions{Policy: "replica_accepted:2"})
+	if refused, ok := contradiction.(*wire.ErrorFrame); !ok || refused.Code != wire.CodeInvalidOptions {
+		t.Fatalf("a buffered mode with a durable policy: %+v", contradiction)
+	}
+	answer, ok := raw.mustDeclare("audit", wire.ModeDurable, wire.QueueOptions{Policy: "replica_accepted:2"}).(*wire.DeclareOKMode)
+	if !ok || !answer.Created || answer.Policy != "replica_durable:2" || !hasWarning(answer.Warnings, "deprecated") ||
+		!hasWarning(answer.Warnings, "replication is not active yet") {
+		t.Fatalf("declare with a deprecated policy: %+v", answer)
+	}
+
+	for _, id := range c.others(owner) {
+		nonOwner := connectTo(t, c.members[id].config.ClientAddress)
+		requestID := nonOwner.id()
+		nonOwner.send(&wire.GetQueueInfo{RequestID: requestID, Queue: "events"})
+		redirect, ok := nonOwner.waitFor("redirect", func(frame wire.Frame) bool {
+			r, ok := frame.(*wire.Redirect)
+			_, failed := frame.(*wire.ErrorFrame)
+			return ok && r.RequestID == requestID || failed
+		}).(*wire.Redirect)
+		if !ok || redirect.NodeID != owner || redirect.Address != ownerAddress || redirect.Queue != "events" {
+			t.Fatalf("info on %s answered %+v; want a redirect to %s at %s", id, redirect, owner, ownerAddress)
+		}
+		seqs := nonOwner.publish("events", "x")
+		outcomes := nonOwner.awaitOutcomes(seqs)
+		if got := outcomes[seqs[0]]; got.confirmed || got.code != wire.CodeNotOwner {
+			t.Fatalf("publish on %s: %+v; want not_owner", id, got)
+		}
+		unsolicited := nonOwner.waitFor("redirect", func(frame wire.Frame) bool {
+			r, ok := frame.(*wire.Redirect)
+			return ok && r.RequestID == 0
+		}).(*wire.Redirect)
+		if unsolicited.NodeID != owner || unsolicited.Address != ownerAddress {
+			t.Fatalf("publish redirect on %s: %+v", id, unsolicited)
+		}
+	}
+	ownerClient := connectTo(t, ownerAddress)
+	ownerClient.mustConfirm("events", wire.BoundaryWritten, "on the owner")
+	if info := ownerClient.info("events"); info.Owner != owner || info.Policy != "replica_buffered:2" || info.Ready != 1 {
+		t.Fatalf("info on the owner: %+v", info)
+	}
+}
+
+// connectTo dials a node by address and completes hello.
+func connectTo(t *testing.T, address string) *testClient {
+	t.Helper()
+	conn, err := net.Dial("tcp", address)
+	if err != nil {
+		t.Fatalf("dial %s: %v", address, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := &testClient{t: t, conn: conn, reader: wire.NewReader(conn, 0), writer: wire.NewWriter(conn, 0)}
+	c.hello("", "")
+	return c
+}
+
+// A queue declared while its owner's broker was down is opened when the
+// broker starts, and a request that reaches the owner before the partition
+// is open waits for it instead of failing.
+func TestClusterOwnerOpensQueuesDeclaredWhileItsBrokerWasDown(t *testing.T) {
+	c := startBrokerCluster(t, 3)
+	ctx := testContext(t)
+	if _, _, err := c.members["node2"].node.Declare(ctx, cluster.QueueDecl{Name: "first", Mode: cluster.ModeDurable}); err != nil {
+		t.Fatal(err)
+	}
+	owner := c.ownerOf("first")
+	if err := c.members[owner].broker.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The catalog stays up (the owner's cluster node still runs): declare
+	// through it queues the stopped broker owns.
+	var names []string
+	for i := 0; len(names) < 2 && i < 30; i++ {
+		name := fmt.Sprintf("late-%d", i)
+		if _, _, err := c.members[c.others(owner)[0]].node.Declare(ctx, cluster.QueueDecl{Name: name, Mode: cluster.ModeDurable, Replicas: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if c.ownerOf(name) == owner {
+			names = append(names, name)
+		}
+	}
+	if len(names) < 2 {
+		t.Fatalf("placement gave %s no new queue", owner)
+	}
+	c.startBroker(owner)
+	raw := connectTo(t, c.members[owner].config.ClientAddress)
+	for _, name := range names {
+		raw.mustConfirm(name, wire.BoundaryDurable, "after restart")
+	}
+	if _, err := c.dialSDK(c.others(owner)[1]).Publish(ctx, "first", client.Message{Payload: []byte("x")}); err != nil {
+		t.Fatalf("publish to a recovered queue through a non-owner: %v", err)
+	}
+}

@@ -1,0 +1,107 @@
+package actors
+
+// End-to-end tests of the storage side of the broker: the log and sync
+// actors over the queue's log, the explicit sync, the sync latency
+// histogram.
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fibrilmq/fibril/storage/vfs"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// A background sync that fails while no publish is in flight latches the
+// log; the partition is fenced without waiting for the next publish, and
+// queue info, health and metrics say so, with the log's error.
+func TestFailedBackgroundSyncFencesPromptly(t *testing.T) {
+	mem := vfs.NewMem()
+	b := startBroker(t, func(config *Config) {
+		config.FS = mem
+		config.DataDir = "/data"
+		config.SyncInterval = 0
+	})
+	c := connect(t, b)
+	c.mustDeclare("quiet", wire.ModeBuffered, wire.QueueOptions{})
+	c.mustConfirm("quiet", wire.BoundaryWritten, "written, not yet durable")
+	if info := c.info("quiet"); info.UnsyncedRecords != 1 || info.Fenced {
+		t.Fatalf("before the fault: %+v", info)
+	}
+	mem.InjectFault(vfs.FaultRule{Op: vfs.FaultSync, Pattern: "/data/queues/quiet/0/log/*", Sticky: true})
+	if err := b.SetSyncInterval(5 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	// No request reaches the partition: the log actor reports the latch.
+	waitForActor(t, b, "node/queues/quiet/0", func(info ActorInfo) bool {
+		return strings.HasPrefix(info.Summary, "fenced")
+	})
+	info := c.info("quiet")
+	if !info.Fenced || info.FenceError == "" || info.LastSyncError == "" {
+		t.Fatalf("info after a failed background sync: %+v", info)
+	}
+	health := b.Health()
+	if health.OK || len(health.Queues) != 1 || health.Queues[0].Name != "quiet" {
+		t.Fatalf("health %+v", health)
+	}
+	var metrics bytes.Buffer
+	b.Metrics().WritePrometheus(&metrics)
+	if !strings.Contains(metrics.String(), `fibril_log_latched{queue="quiet"} 1`) {
+		t.Fatalf("metrics lack the latch:\n%s", metrics.String())
+	}
+	for _, out := range c.awaitOutcomes(c.publish("quiet", "refused")) {
+		if out.confirmed || out.code != wire.CodeFenced {
+			t.Fatalf("publish after the latch: %+v", out)
+		}
+	}
+}
+
+// An explicit sync makes everything written durable, through the
+// partition and its sync scheduler, and is timed; unknown and fenced
+// queues are refused with named errors.
+func TestSyncQueueMakesWrittenRecordsDurable(t *testing.T) {
+	mem := vfs.NewMem()
+	b := startBroker(t, func(config *Config) {
+		config.FS = mem
+		config.DataDir = "/data"
+		config.SyncInterval = 0
+	})
+	c := connect(t, b)
+	c.mustDeclare("lazy", wire.ModeBuffered, wire.QueueOptions{})
+	c.mustConfirm("lazy", wire.BoundaryWritten, "a", "b", "c")
+	if info := c.info("lazy"); info.UnsyncedRecords != 3 || info.DurableNext+3 != info.WrittenNext {
+		t.Fatalf("before the sync: %+v", info)
+	}
+	if err := b.SyncQueue("lazy"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	// SyncQueue returned: the sync is complete, nothing to wait for.
+	if info := c.info("lazy"); info.UnsyncedRecords != 0 || info.DurableNext != info.WrittenNext ||
+		info.LastSyncUnixMs == 0 {
+		t.Fatalf("after the sync: %+v", info)
+	}
+	var metrics bytes.Buffer
+	b.Metrics().WritePrometheus(&metrics)
+	for _, want := range []string{`fibril_sync_seconds_count{queue="lazy"} 1`, "# HELP fibril_sync_seconds "} {
+		if !strings.Contains(metrics.String(), want) {
+			t.Fatalf("metrics lack %q:\n%s", want, metrics.String())
+		}
+	}
+
+	if err := b.SyncQueue("missing"); !errors.Is(err, ErrUnknownQueue) {
+		t.Fatalf("sync of an unknown queue: %v", err)
+	}
+	c.mustDeclare("broken", wire.ModeDurable, wire.QueueOptions{})
+	mem.InjectFault(vfs.FaultRule{Op: vfs.FaultSync, Pattern: "/data/queues/broken/0/log/*", Sticky: true})
+	for _, out := range c.awaitOutcomes(c.publish("broken", "x")) {
+		if out.confirmed {
+			t.Fatalf("publish on a failing disk confirmed: %+v", out)
+		}
+	}
+	if err := b.SyncQueue("broken"); !errors.Is(err, ErrQueueNotServing) {
+		t.Fatalf("sync of a fenced queue: %v", err)
+	}
+}
