@@ -38,13 +38,24 @@ fuzz:
 		$(GO) test ./storage/log -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) || exit 1; \
 	done
 
+# Long acceptance runs: 20 process kills, 200 power losses, storage
+# failures, checkpoint crashes, a minute of garbage frames, a 1M-message
+# backlog and the ten-minute sustained run (about 25 min here; the sustained
+# run keeps its whole history and needs about 12 GiB free). Prints the
+# summary table.
+SOAK_TIMEOUT ?= 90m
+soak:
+	FIBRIL_SOAK=1 $(GO) test -count=1 -timeout $(SOAK_TIMEOUT) -v ./acceptance
+
 clean:
 	rm -rf $(BIN)
 
 CLUSTER_CONFIG ?= testdata/cluster/three-nodes.json
 CLUSTER_NODES := node1 node2 node3
 
-# Starts the three nodes of the example cluster config in the background.
+# Starts the three nodes of the example cluster config in the background
+# and returns once each serves clients (at most 30 s each; a node that
+# exits or stays silent fails the target with its log's tail).
 # Logs: cluster-data/<node>.log; PIDs: cluster-data/<node>.pid.
 cluster: build
 	@mkdir -p cluster-data
@@ -58,6 +69,19 @@ cluster: build
 		echo $$! >$$pidfile; \
 		echo "started $$node (pid $$(cat $$pidfile), log cluster-data/$$node.log)"; \
 	done
+	@for node in $(CLUSTER_NODES); do \
+		pid=$$(cat cluster-data/$$node.pid); \
+		for i in $$(seq 300); do \
+			grep -q "^fibril: serving clients" cluster-data/$$node.log 2>/dev/null && break; \
+			kill -0 $$pid 2>/dev/null || break; \
+			sleep 0.1; \
+		done; \
+		if ! grep -q "^fibril: serving clients" cluster-data/$$node.log 2>/dev/null; then \
+			echo "$$node (pid $$pid) is not serving; the end of cluster-data/$$node.log:"; \
+			tail -n 20 cluster-data/$$node.log; exit 1; \
+		fi; \
+	done
+	@echo "cluster serving clients (addresses in $(CLUSTER_CONFIG)); stop it with make cluster-stop"
 
 # Stops the nodes started by `make cluster`, by their recorded PIDs.
 cluster-stop:

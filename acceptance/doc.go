@@ -1,0 +1,35 @@
+// Package acceptance proves, on a single node, the promises of the mode
+// table in DESIGN.md: what a confirm means in a durable and in a buffered
+// queue, and which failures may take which confirmed messages.
+//
+// The package has two parts.
+//
+// A small checker library (history.go, checker.go, summary.go): a History
+// records only what clients saw (publishes sent, confirms and refusals
+// received, deliveries received, acks handed to the SDK, queue frontiers
+// read from queue info) and the boundaries of broker lives (a process
+// kill, a power loss, a storage failure, a clean stop). Check turns a
+// history into a Result: confirmed, lost, allowed to go (and gone),
+// duplicates, and every broken rule (order, identity, unmarked or
+// uncounted redeliveries, acked messages coming back within one broker
+// life, phantoms). The checker believes only what a client saw: a loss is
+// allowed only when the mode's promise allows it and the history cannot
+// prove the message had become durable.
+//
+// The tests (files ending in _test.go), one per failure case:
+//
+//	process kill      SIGKILL of the real `fibril serve` under load, restart, drain
+//	power loss        in-process broker on vfs.Mem, clients cut, CrashClone, restart
+//	storage failure   fsync failure, write failure and ENOSPC on one queue's log
+//	checkpoints       power loss before and after a snapshot is published
+//	bad input         garbage frames from fuzzed clients beside real clients
+//	memory            ready backlog and a stalled consumer against the broker's RSS
+//	sustained         a paced run with background sync, checkpoints, rollover, retention
+//
+// `go test ./acceptance` runs the short version of every case. With
+// FIBRIL_SOAK=1 the long versions run instead (20 process kills, 200 power
+// losses, one million ready messages, the ten-minute sustained run), and
+// the test binary prints a summary table at the end. Randomized tests print
+// their seed on failure and take FIBRIL_SEED; other knobs are listed in
+// docs/durability.md.
+package acceptance

@@ -1,0 +1,263 @@
+package acceptance
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fibrilmq/fibril/actors"
+	"github.com/fibrilmq/fibril/admin"
+	"github.com/fibrilmq/fibril/client"
+	"github.com/fibrilmq/fibril/storage/vfs"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// storageFault is one way a queue's disk fails.
+type storageFault struct {
+	name  string
+	rule  vfs.FaultRule
+	cause string // what a clear refusal names
+}
+
+// storageFaults lists the faults, on the victim's segment files, or on
+// every file of its log directory (the pending-cut file included).
+func storageFaults(victim string, wholeDirectory bool) []storageFault {
+	pattern := memDataDir + "/queues/" + victim + "/0/log/*.log"
+	if wholeDirectory {
+		pattern = memDataDir + "/queues/" + victim + "/0/log/*"
+	}
+	return []storageFault{
+		{"fsync EIO", vfs.FaultRule{Op: vfs.FaultSync, Pattern: pattern, Sticky: true}, syscall.EIO.Error()},
+		{"write EIO, half written", vfs.FaultRule{Op: vfs.FaultWrite, Pattern: pattern, Sticky: true, PartialWrite: true},
+			syscall.EIO.Error()},
+		{"write ENOSPC", vfs.FaultRule{Op: vfs.FaultWrite, Pattern: pattern, Sticky: true, Err: syscall.ENOSPC},
+			syscall.ENOSPC.Error()},
+	}
+}
+
+// knownDefects reports whether the checks that fail on defects already
+// reported run (FIBRIL_KNOWN_DEFECTS=1); docs/durability.md lists them.
+func knownDefects() bool { return os.Getenv("FIBRIL_KNOWN_DEFECTS") == "1" }
+
+// Storage failure: under load on three queues, one queue's log starts
+// failing (fsync error, write error with a short write, or a full disk).
+// That queue fences itself: publishes are refused with an error naming
+// the fence and its cause, /healthz answers 503 naming it, and the other
+// queues keep confirming. A restart of the broker (same filesystem, as a
+// process restart would find it) cuts the log back to its last good sync
+// and the queue serves again. The checker then holds the durable victim
+// to "nothing confirmed lost, nothing refused stored", and lets the
+// buffered victim lose only confirms after the last proven sync.
+//
+// Every fault runs against a durable and a buffered victim, failing the
+// victim's segment files; with FIBRIL_SOAK=1 each pair runs five times.
+// FIBRIL_STORAGE_ROUNDS overrides the rounds. With FIBRIL_KNOWN_DEFECTS=1
+// every file of the victim's log directory fails instead (the file that
+// records the pending cut included), and refusals must name the cause.
+func TestStorageFailureFencesOnlyTheFailingQueue(t *testing.T) {
+	seed := testSeed(t)
+	random := newRandom(seed)
+	rounds := trials(t, "FIBRIL_STORAGE_ROUNDS", 1, 5)
+	row := Row{Case: "storage failure (fsync EIO, write EIO, ENOSPC)"}
+	for round := range rounds {
+		for _, victimMode := range []wire.Mode{wire.ModeDurable, wire.ModeBuffered} {
+			for _, fault := range storageFaults("victim", knownDefects()) {
+				name := fmt.Sprintf("round-%d/%s-victim/%s", round, victimMode, fault.name)
+				t.Run(name, func(t *testing.T) {
+					runFor := time.Duration(150+random.IntN(300)) * time.Millisecond
+					results, recovery := runStorageFailure(t, victimMode, fault, runFor)
+					row.Trials++
+					row.Recoveries = append(row.Recoveries, recovery)
+					for _, result := range results {
+						row.Add(result)
+					}
+				})
+			}
+		}
+	}
+	summary.Add(row)
+}
+
+func runStorageFailure(t *testing.T, victimMode wire.Mode, fault storageFault, runFor time.Duration) ([]QueueResult, time.Duration) {
+	queues := map[string]wire.Mode{"victim": victimMode, "bystander-durable": wire.ModeDurable,
+		"bystander-buffered": wire.ModeBuffered}
+	mem := vfs.NewMem()
+	node := startMemNode(t, mem, nil, nil)
+	h := NewHistory()
+	h.LifeStarted()
+	l := startLoad(t, h, node.loadConfig(loadConfig{queues: queues, payloadBytes: 100, ratePerQueue: 1000,
+		prefetch: 16, sampleEvery: 10 * time.Millisecond}))
+	time.Sleep(runFor)
+
+	node.sampleAll(h, []string{"victim"})
+	armed := h.Now()
+	mem.InjectFault(fault.rule)
+	waitUntil(t, "the victim to refuse publishes", func() bool {
+		return len(refusals(h.Record(), "victim")) > 0
+	})
+	if mem.FaultsFired() == 0 {
+		t.Fatal("the victim refused publishes but no fault fired")
+	}
+	fencedAt := h.Now()
+	time.Sleep(50 * time.Millisecond) // refusals after the fence settled too
+	checkRefusals(t, refusals(h.Record(), "victim"), fault.cause)
+	checkFencedHealth(t, node.broker)
+	for _, bystander := range []string{"bystander-durable", "bystander-buffered"} {
+		waitUntil(t, bystander+" to confirm 100 publishes after the fence", func() bool {
+			return confirmedAfter(h.Record(), bystander, fencedAt) >= 100
+		})
+	}
+
+	// Restart: the page cache still holds what the failed log wrote, as
+	// after a process restart; the pending cut must drop it.
+	mem.ClearFaults()
+	if err := node.broker.Close(); err != nil {
+		t.Logf("close after the fault: %v", err)
+	}
+	l.awaitOutcomes()
+	h.LifeEnded(EndStorageFailure, armed, "victim")
+	h.LifeStarted()
+	began := time.Now()
+	node.start()
+	recovery := time.Since(began)
+	restartedAt := h.Now()
+	waitUntil(t, "the victim to confirm publishes after the restart", func() bool {
+		return confirmedAfter(h.Record(), "victim", restartedAt) >= 100
+	})
+	if health := node.broker.Health(); !health.OK {
+		t.Errorf("health after the restart: %+v", health)
+	}
+	l.drain(60 * time.Second)
+	results := checkLoad(t, h, queues)
+	for _, result := range results {
+		if result.Queue == "victim" && result.Refused == 0 {
+			t.Errorf("victim: no publish was refused")
+		}
+		if result.Queue != "victim" && result.Refused > 0 {
+			t.Errorf("%s refused %d publishes while another queue's disk failed: %v", result.Queue,
+				result.Refused, refusals(h.Record(), result.Queue)[:1])
+		}
+	}
+	return results, recovery
+}
+
+func waitUntil(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func confirmedAfter(record Record, queue string, after time.Time) int {
+	n := 0
+	for _, p := range record.Publishes {
+		if p.Queue == queue && p.Outcome == OutcomeConfirmed && p.At.After(after) {
+			n++
+		}
+	}
+	return n
+}
+
+// checkRefusals wants every refusal to say that the queue is fenced after
+// a storage failure. With FIBRIL_KNOWN_DEFECTS=1 it also wants each to
+// carry a cause (not "<nil>") and at least one to name the real cause.
+func checkRefusals(t *testing.T, reasons []string, cause string) {
+	t.Helper()
+	distinct := map[string]int{}
+	namesCause := false
+	for _, reason := range reasons {
+		distinct[reason]++
+		if !strings.Contains(reason, "fenced") || !strings.Contains(reason, "storage failure") {
+			t.Errorf("refusal that does not say the queue is fenced after a storage failure: %q", reason)
+		}
+		if knownDefects() && strings.HasSuffix(reason, "<nil>") {
+			t.Errorf("refusal without its cause: %q", reason)
+		}
+		namesCause = namesCause || strings.Contains(reason, cause)
+	}
+	if !namesCause {
+		report := t.Logf
+		if knownDefects() {
+			report = t.Errorf
+		}
+		report("no refusal names the cause %q; refusals: %v", cause, distinct)
+	}
+}
+
+// checkFencedHealth wants the broker's health and GET /healthz to report
+// the victim, and only it.
+func checkFencedHealth(t *testing.T, broker *actors.Broker) {
+	t.Helper()
+	health := broker.Health()
+	if health.OK || len(health.Queues) != 1 || health.Queues[0].Name != "victim" {
+		t.Errorf("health while fenced: %+v", health)
+	}
+	server, err := admin.Start("127.0.0.1:0", admin.NewBrokerNode(broker), admin.Options{})
+	if err != nil {
+		t.Fatalf("admin endpoint: %v", err)
+	}
+	defer server.Close()
+	response, err := http.Get("http://" + server.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz: %v", err)
+	}
+	body, _ := io.ReadAll(response.Body)
+	_ = response.Body.Close()
+	if response.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"victim"`) ||
+		strings.Contains(string(body), "bystander") {
+		t.Errorf("GET /healthz while fenced: %d %s", response.StatusCode, body)
+	}
+}
+
+// A publish refused after a failed fsync must stay refused across a
+// restart even when the disk also refuses to record the pending cut (every
+// sync in the log directory fails, as on a failing disk). Today the log
+// only logs that it could not record the cut, the next open finds the
+// refused record in the page cache, syncs it and serves it: the refused
+// publish comes back. Runs with FIBRIL_KNOWN_DEFECTS=1 until that is
+// fixed (docs/durability.md, open defects).
+func TestRefusedPublishStaysRefusedWhenTheCutCannotBeRecorded(t *testing.T) {
+	if !knownDefects() {
+		t.Skip("open defect: the log does not cut back when latched-cut.pending cannot be written; " +
+			"run with FIBRIL_KNOWN_DEFECTS=1")
+	}
+	mem := vfs.NewMem()
+	node := startMemNode(t, mem, nil, nil)
+	options := client.Options{Addresses: []string{"node"}, Dialer: node.plug.dial}
+	c := dialClient(t, options)
+	declareQueues(t, c, map[string]wire.Mode{"victim": wire.ModeDurable})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 10 {
+		if _, err := c.Publish(ctx, "victim", client.Message{Payload: []byte("confirmed")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mem.InjectFault(vfs.FaultRule{Op: vfs.FaultSync, Pattern: memDataDir + "/queues/victim/0/log/*", Sticky: true})
+	if _, err := c.Publish(ctx, "victim", client.Message{Payload: []byte("refused")}); client.CodeOf(err) != wire.CodeFenced {
+		t.Fatalf("publish on a failing disk: %v", err)
+	}
+	_ = c.Close()
+	mem.ClearFaults()
+	_ = node.broker.Close()
+	node.start()
+	c = dialClient(t, options)
+	defer c.Close()
+	info, err := c.QueueInfo(ctx, "victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Ready != 10 {
+		t.Fatalf("after the restart the queue holds %d messages: 10 were confirmed and 1 refused", info.Ready)
+	}
+}
