@@ -169,8 +169,8 @@ func confirmedAfter(record Record, queue string, after time.Time) int {
 }
 
 // checkRefusals wants every refusal to say that the queue is fenced after
-// a storage failure. With FIBRIL_KNOWN_DEFECTS=1 it also wants each to
-// carry a cause (not "<nil>") and at least one to name the real cause.
+// a storage failure and to carry a cause (not "<nil>"), and at least one
+// to name the real cause.
 func checkRefusals(t *testing.T, reasons []string, cause string) {
 	t.Helper()
 	distinct := map[string]int{}
@@ -180,17 +180,13 @@ func checkRefusals(t *testing.T, reasons []string, cause string) {
 		if !strings.Contains(reason, "fenced") || !strings.Contains(reason, "storage failure") {
 			t.Errorf("refusal that does not say the queue is fenced after a storage failure: %q", reason)
 		}
-		if knownDefects() && strings.HasSuffix(reason, "<nil>") {
+		if strings.HasSuffix(reason, "<nil>") {
 			t.Errorf("refusal without its cause: %q", reason)
 		}
 		namesCause = namesCause || strings.Contains(reason, cause)
 	}
 	if !namesCause {
-		report := t.Logf
-		if knownDefects() {
-			report = t.Errorf
-		}
-		report("no refusal names the cause %q; refusals: %v", cause, distinct)
+		t.Errorf("no refusal names the cause %q; refusals: %v", cause, distinct)
 	}
 }
 

@@ -514,6 +514,12 @@ func (p *partition) refuse(ctx actor.Context, message any, failure requestFailur
 func (p *partition) failureOf(err error) requestFailure {
 	switch {
 	case errors.Is(err, queue.ErrFenced):
+		if p.fenceErr == nil {
+			// Not fenced yet: this error is the first news of the fault,
+			// so it is the cause the client must see.
+			return requestFailure{code: wire.CodeFenced,
+				message: fmt.Sprintf("queue %q is fenced after a storage failure: %v", p.home.name, err)}
+		}
 		return p.fencedFailure()
 	case errors.Is(err, queue.ErrQueueFull):
 		return requestFailure{code: wire.CodeLimitReached, message: err.Error()}

@@ -14,7 +14,13 @@ func (q *Queue) Advance() (Progress, error) {
 	}
 	f := q.log.Frontiers()
 	if f.Written < q.machine.state.Next() {
-		q.fence(fmt.Errorf("log written frontier %d fell below applied %d", f.Written, q.machine.state.Next()))
+		// Only a latch moves the written frontier back: name its cause,
+		// the storage error, rather than the symptom.
+		if status := q.log.Status(); status.Latched {
+			q.fenceOnLatch(status.LastError)
+		} else {
+			q.fence(fmt.Errorf("log written frontier %d fell below applied %d", f.Written, q.machine.state.Next()))
+		}
 		return Progress{}, q.fenced
 	}
 	progress := q.carry
