@@ -25,7 +25,9 @@ package actors
 //     and files go the single-node way.
 //
 // Sessions hold requests for a queue this node owns but has not opened
-// yet, or that has no owner yet (awaitQueue); the manager answers each
+// yet, that has no owner yet, or that the local catalog replica does not
+// list (it may lag: the manager reads the catalog through Raft before the
+// request is refused as unknown) (awaitQueue); the manager answers each
 // await once the queue is ready, failed or deleted here, or once its owner
 // is elected elsewhere (the session then redirects), or after
 // clusterOwnerWait without an owner (queueAwaited).
@@ -73,6 +75,15 @@ type (
 	awaitQueue struct {
 		replyTo *actor.PID
 		name    string
+		// lookedUp is set once a linearizable read found the queue, so a
+		// local replica still without it is not asked about again.
+		lookedUp bool
+	}
+	// queueLookedUp is a linearizable read's answer for an await whose
+	// queue the local catalog replica did not list.
+	queueLookedUp struct {
+		await awaitQueue
+		err   error
 	}
 	// queueAwaited answers an awaitQueue: the queue is ready (no failure),
 	// failed, or not this node's to open (reroute).
@@ -224,6 +235,8 @@ func (m *queuesManager) receiveCluster(ctx actor.Context, message any) bool {
 		m.awaitQueue(ctx, msg)
 	case ownerWaitExpired:
 		m.ownerWaitExpired(msg)
+	case queueLookedUp:
+		m.queueLookedUp(ctx, msg)
 	case deleteResult:
 		// The answer to a delete the manager made itself (catalogChanged).
 		if msg.failure.failed() {
@@ -247,7 +260,7 @@ func (m *queuesManager) catalogChanged(ctx actor.Context, view cluster.CatalogVi
 		switch {
 		case owner == self && !open && view.Revision >= c.gone[info.Name]:
 			m.openFromCatalog(ctx, info)
-		case owner != "" && owner != self && open && record.state != queueDeleting && !c.foreignWarned[info.Name]:
+		case owner != "" && owner != self && open && record.state == queueReady && !c.foreignWarned[info.Name]:
 			// Ownership does not move yet, so this copy is of an earlier
 			// declaration of the name (deleted and declared again while this
 			// node was down). It stops serving: requests are redirected to
@@ -299,17 +312,17 @@ func (m *queuesManager) clusterDeclare(ctx actor.Context, msg declareRequest) {
 	}
 	local := msg.options
 	local.Policy, local.Replicas = "", 0
+	if local.DeadLetterQueue != "" {
+		refuse("dead_letter_queue is not available in a cluster yet: a dead-letter queue may be owned by another " +
+			"node, and moving dead letters between nodes needs replication links")
+		return
+	}
 	requested, err := storageOptions(msg.name, local, msg.mode)
 	if err == nil {
 		err = requested.Validate()
 	}
 	if err != nil {
 		refuse("%v", err)
-		return
-	}
-	if local.DeadLetterQueue != "" {
-		refuse("dead_letter_queue is not available in a cluster yet: a dead-letter queue may be owned by another " +
-			"node, and moving dead letters between nodes needs replication links")
 		return
 	}
 	decl := cluster.QueueDecl{Name: msg.name, Mode: clusterModeOfWire(msg.mode), Policy: msg.options.Policy,
@@ -462,6 +475,9 @@ func (m *queuesManager) awaitQueue(ctx actor.Context, msg awaitQueue) {
 			owner = info.Partitions[0].Owner
 		}
 		switch {
+		case errors.Is(err, cluster.ErrQueueNotFound) && !msg.lookedUp:
+			m.lookUpQueue(msg) // the local replica may lag: ask the catalog
+			return
 		case err != nil, owner != "" && owner != m.cluster.node.ID():
 			ctx.Send(msg.replyTo, queueAwaited{name: msg.name, reroute: true})
 			return
@@ -479,6 +495,31 @@ func (m *queuesManager) awaitQueue(ctx actor.Context, msg awaitQueue) {
 		failure, _ := settledFailure(record)
 		m.core.system.Root.Send(msg.replyTo, queueAwaited{name: msg.name, failure: failure})
 	})
+}
+
+// lookUpQueue reads the queue through Raft on its own goroutine; once the
+// read returns, the local replica has caught up with it.
+func (m *queuesManager) lookUpQueue(msg awaitQueue) {
+	node, parent, send := m.cluster.node, m.cluster.ctx, m.cluster.send
+	go func() {
+		ctx, cancel := context.WithTimeout(parent, clusterRequestTimeout)
+		defer cancel()
+		_, err := node.Lookup(ctx, msg.name)
+		send(queueLookedUp{await: msg, err: err})
+	}()
+}
+
+// queueLookedUp continues an await after the catalog was read through Raft.
+func (m *queuesManager) queueLookedUp(ctx actor.Context, msg queueLookedUp) {
+	switch {
+	case msg.err == nil:
+		msg.await.lookedUp = true
+		m.awaitQueue(ctx, msg.await)
+	case errors.Is(msg.err, cluster.ErrQueueNotFound):
+		ctx.Send(msg.await.replyTo, queueAwaited{name: msg.await.name, reroute: true})
+	default:
+		ctx.Send(msg.await.replyTo, queueAwaited{name: msg.await.name, failure: failureOfClusterError(msg.err)})
+	}
 }
 
 // awaitOwner parks an await until the catalog names the queue's owner,

@@ -13,7 +13,9 @@ package actors
 //	                                                 queue is ready here, or its owner is
 //	                                                 elected elsewhere (route again), or no
 //	                                                 owner came in time (unavailable)
-//	the catalog does not list it                     single-node path (unknown_queue)
+//	the local catalog does not list it               held while the manager asks the catalog
+//	                                                 through Raft (this node's replica may lag);
+//	                                                 then served, redirected, or unknown_queue
 //	the catalog cannot be read                       unavailable (retryable)
 //
 // Held requests keep their order: while a queue has a stash, every later
@@ -36,7 +38,8 @@ import (
 type clusterSession struct {
 	stash map[string][]any // requests held per queue, in arrival order
 	// replaying is set while a stash is replayed after the manager said
-	// the queue is not this node's to open: a second await would loop.
+	// the queue is not this node's to open (or not in the catalog at all):
+	// a second await would loop.
 	replaying bool
 }
 
@@ -44,8 +47,8 @@ type clusterSession struct {
 // the message (redirected, held or refused it).
 func (s *session) maybeClusterRoute(ctx actor.Context, name string, message any) bool {
 	node := s.core.config.Cluster
-	if node == nil {
-		return false
+	if node == nil || ValidateQueueName(name) != nil {
+		return false // the single-node path refuses a bad name
 	}
 	if held, ok := s.cluster.stash[name]; ok {
 		if len(held) >= maxStashedPerQueue {
@@ -61,9 +64,9 @@ func (s *session) maybeClusterRoute(ctx actor.Context, name string, message any)
 	}
 	owner, err := node.Owner(name, 0)
 	switch {
-	case errors.Is(err, cluster.ErrQueueNotFound):
-		return false
-	case err != nil && !errors.Is(err, cluster.ErrOwnerUnknown):
+	case errors.Is(err, cluster.ErrQueueNotFound) && s.cluster.replaying:
+		return false // the manager confirmed it through Raft: unknown_queue
+	case err != nil && !errors.Is(err, cluster.ErrOwnerUnknown) && !errors.Is(err, cluster.ErrQueueNotFound):
 		s.failMessage(message, failureOfClusterError(err))
 	case err == nil && !owner.IsSelf:
 		s.redirect(message, name, owner)

@@ -43,16 +43,21 @@ type brokerCluster struct {
 	order   []string
 }
 
-// freeLoopbackAddress returns a loopback address whose port was free a
-// moment ago.
-func freeLoopbackAddress(t *testing.T) string {
+// freeLoopbackAddresses returns n distinct loopback addresses whose ports
+// were free a moment ago: all are held open until every one is chosen, so
+// the kernel cannot hand out the same port twice.
+func freeLoopbackAddresses(t *testing.T, n int) []string {
 	t.Helper()
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	addresses := make([]string, 0, n)
+	for range n {
+		listener, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer listener.Close()
+		addresses = append(addresses, listener.Addr().String())
 	}
-	defer listener.Close()
-	return listener.Addr().String()
+	return addresses
 }
 
 func clusterTestLogger(t *testing.T) *slog.Logger {
@@ -73,11 +78,11 @@ func startBrokerCluster(t *testing.T, nodeCount int) *brokerCluster {
 	dir := t.TempDir()
 	config := &cluster.Config{Cluster: cluster.ClusterSettings{Raft: cluster.RaftSettings{
 		RTT: cluster.Duration(10 * time.Millisecond), ElectionRTT: 10, HeartbeatRTT: 1}}}
+	ports := freeLoopbackAddresses(t, 4*nodeCount)
 	for i := 1; i <= nodeCount; i++ {
-		id := fmt.Sprintf("node%d", i)
+		id, port := fmt.Sprintf("node%d", i), ports[4*(i-1):]
 		config.Nodes = append(config.Nodes, cluster.NodeConfig{
-			ID: id, ClientAddress: freeLoopbackAddress(t), PeerAddress: freeLoopbackAddress(t),
-			RaftAddress: freeLoopbackAddress(t), HTTPAddress: freeLoopbackAddress(t),
+			ID: id, ClientAddress: port[0], PeerAddress: port[1], RaftAddress: port[2], HTTPAddress: port[3],
 			DataDir: filepath.Join(dir, id),
 		})
 	}
@@ -304,8 +309,8 @@ func waitUntil(t *testing.T, what string, done func() bool) {
 
 // The frames a non-owner sends: a redirect naming the owner's node id and
 // client address for requests, not_owner plus a redirect for publishes;
-// a queue declared without a mode is buffered, and FDK2 carries the
-// effective policy and the warnings.
+// a queue declared without a mode is buffered, FDK2 carries the effective
+// policy and the warnings, and dead-letter queues are refused.
 func TestClusterNonOwnerAnswersWithRedirectFrames(t *testing.T) {
 	c := startBrokerCluster(t, 3)
 	raw := connectTo(t, c.members["node3"].config.ClientAddress)
@@ -319,6 +324,11 @@ func TestClusterNonOwnerAnswersWithRedirectFrames(t *testing.T) {
 	owner := c.ownerOf("events")
 	ownerAddress := c.members[owner].config.ClientAddress
 
+	deadLetters := raw.declare("with-dead-letters", wire.ModeDurable, wire.QueueOptions{MaxDeliveries: 3, DeadLetterQueue: "dead"})
+	if refused, ok := deadLetters.(*wire.ErrorFrame); !ok || refused.Code != wire.CodeInvalidOptions ||
+		!strings.Contains(refused.Message, "dead_letter_queue") {
+		t.Fatalf("a dead-letter queue in a cluster: %+v", deadLetters)
+	}
 	contradiction := raw.declare("audit", wire.ModeBuffered, wire.QueueOptions{Policy: "replica_accepted:2"})
 	if refused, ok := contradiction.(*wire.ErrorFrame); !ok || refused.Code != wire.CodeInvalidOptions {
 		t.Fatalf("a buffered mode with a durable policy: %+v", contradiction)
@@ -352,6 +362,20 @@ func TestClusterNonOwnerAnswersWithRedirectFrames(t *testing.T) {
 		}).(*wire.Redirect)
 		if unsolicited.NodeID != owner || unsolicited.Address != ownerAddress {
 			t.Fatalf("publish redirect on %s: %+v", id, unsolicited)
+		}
+	}
+	// A queue no catalog lists is unknown on every node, after the node
+	// asked the catalog through Raft (its own replica may lag).
+	for _, id := range c.order {
+		anyNode := connectTo(t, c.members[id].config.ClientAddress)
+		requestID := anyNode.id()
+		anyNode.send(&wire.GetQueueInfo{RequestID: requestID, Queue: "missing"})
+		if refused, ok := anyNode.reply(requestID).(*wire.ErrorFrame); !ok || refused.Code != wire.CodeUnknownQueue {
+			t.Fatalf("info of a missing queue on %s: %+v", id, refused)
+		}
+		seqs := anyNode.publish("missing", "x")
+		if got := anyNode.awaitOutcomes(seqs)[seqs[0]]; got.confirmed || got.code != wire.CodeUnknownQueue {
+			t.Fatalf("publish to a missing queue on %s: %+v", id, got)
 		}
 	}
 	ownerClient := connectTo(t, ownerAddress)

@@ -179,7 +179,7 @@ type ClusterBrokerNode struct {
 // *BrokerNode otherwise.
 func NodeFor(broker *actors.Broker) Node {
 	node := NewBrokerNode(broker)
-	if _, clustered := broker.ClusterStatus(); clustered {
+	if broker.Config().Cluster != nil {
 		return &ClusterBrokerNode{BrokerNode: node}
 	}
 	return node

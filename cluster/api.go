@@ -46,6 +46,17 @@ type OwnerInfo struct {
 	FromCoordination bool `json:"from_coordination"`
 }
 
+// DeclareOutcome is the catalog's answer to a declare.
+type DeclareOutcome struct {
+	// Queue is the queue as declared (the existing declaration for a
+	// re-declare), with owners merged in.
+	Queue QueueInfo
+	// Created is true when this declare created the queue.
+	Created bool
+	// Warnings are for people: deprecated policy names.
+	Warnings []string
+}
+
 // Declare declares a queue through the catalog. A new queue gets its
 // placement and coordination shards; an existing one is returned unchanged
 // if the declaration agrees with it (ErrModeConflict or
@@ -54,12 +65,19 @@ type OwnerInfo struct {
 // WaitOwner to wait for it. Blocks on Raft: never call from an actor's
 // Receive.
 func (n *Node) Declare(ctx context.Context, decl QueueDecl) (QueueInfo, []string, error) {
+	outcome, err := n.DeclareQueue(ctx, decl)
+	return outcome.Queue, outcome.Warnings, err
+}
+
+// DeclareQueue is Declare that also says whether this declare created the
+// queue. Blocks on Raft: never call from an actor's Receive.
+func (n *Node) DeclareQueue(ctx context.Context, decl QueueDecl) (DeclareOutcome, error) {
 	if err := n.ensureInitialized(ctx); err != nil {
-		return QueueInfo{}, nil, err
+		return DeclareOutcome{}, err
 	}
 	result, err := n.proposeCatalog(ctx, catalogCommand{Kind: commandDeclare, Declare: &decl})
 	if err != nil {
-		return QueueInfo{}, nil, err
+		return DeclareOutcome{}, err
 	}
 	for _, warning := range result.Warnings {
 		n.logger.Warn("queue declare", "queue", decl.Name, "warning", warning)
@@ -67,7 +85,7 @@ func (n *Node) Declare(ctx context.Context, decl QueueDecl) (QueueInfo, []string
 	if result.Queue == nil {
 		panic("cluster: a successful declare returned no queue")
 	}
-	return n.withOwners(*result.Queue), result.Warnings, nil
+	return DeclareOutcome{Queue: n.withOwners(*result.Queue), Created: result.Created, Warnings: result.Warnings}, nil
 }
 
 // DeleteQueue removes a queue from the catalog; its replicas stop their

@@ -262,6 +262,11 @@ func retryable(err error) bool {
 		dragonboat.ErrShardNotReady, dragonboat.ErrSystemBusy, dragonboat.ErrTimeout,
 		dragonboat.ErrShardNotFound, dragonboat.ErrShardNotInitialized, dragonboat.ErrAborted,
 		dragonboat.ErrCanceled, dragonboat.ErrRejected, dragonboat.ErrTimeoutTooSmall,
+		// The attempt's deadline passed before dragonboat read it: the
+		// calling goroutine was descheduled longer than the attempt timeout
+		// (seen on a loaded machine). The caller's own deadline is checked
+		// separately.
+		dragonboat.ErrInvalidDeadline,
 	} {
 		if errors.Is(err, transient) {
 			return true

@@ -102,10 +102,14 @@ func TestConflictingRedeclareIsRefusedOnEveryNode(t *testing.T) {
 		if !errors.Is(err, ErrDeclarationConflict) {
 			t.Fatalf("%s: policy re-declare = %v, want ErrDeclarationConflict", node.ID(), err)
 		}
-		queue, _, err := node.Declare(ctx, QueueDecl{Name: "audit"})
-		if err != nil || queue.Mode != ModeDurable {
-			t.Fatalf("%s: re-declare without a mode = %+v, %v", node.ID(), queue, err)
+		outcome, err := node.DeclareQueue(ctx, QueueDecl{Name: "audit"})
+		if err != nil || outcome.Queue.Mode != ModeDurable || outcome.Created {
+			t.Fatalf("%s: re-declare without a mode = %+v, %v", node.ID(), outcome, err)
 		}
+	}
+	created, err := cluster.node("node2").DeclareQueue(ctx, QueueDecl{Name: "fresh"})
+	if err != nil || !created.Created {
+		t.Fatalf("first declare of fresh = %+v, %v; want created", created, err)
 	}
 	// A new queue declared without a mode is buffered in a cluster, and the
 	// deprecated alias is accepted with a warning.

@@ -9,7 +9,9 @@ package cluster
 //  2. start the coordination shard of every partition whose replica set
 //     names this node, and stop (then remove) those no longer in it;
 //  3. for every hosted, ownerless partition, claim the first epoch if this
-//     node should (shouldClaim in coord.go);
+//     node should (shouldClaim in coord.go): the preferred owner at once,
+//     another replica once it has led the coordination shard, with the
+//     partition still ownerless, for three election timeouts;
 //  4. when this node owns a partition and the catalog's owner hint is older
 //     than the coordination epoch, copy the owner into the catalog;
 //  5. publish the local view (hosted shards and their states) and signal
@@ -55,6 +57,11 @@ type hostedView struct {
 type hostedShard struct {
 	view           hostedView
 	ownerlessSince time.Time
+	// ledSince is when this node last became the shard's leader (zero
+	// while it does not lead): a non-preferred replica counts its grace
+	// from there, so the time an election took is never taken from the
+	// preferred owner's chance to claim.
+	ledSince time.Time
 }
 
 type operationKind uint8
@@ -240,9 +247,19 @@ func (r *reconciler) maybeClaim(shardID uint64, shard *hostedShard, now time.Tim
 	}
 	leaderID, _, valid, err := n.nodeHost.GetLeaderID(shardID)
 	selfLeads := err == nil && valid && leaderID == n.replicaID
+	switch {
+	case !selfLeads:
+		shard.ledSince = time.Time{}
+	case shard.ledSince.IsZero():
+		shard.ledSince = now
+	}
+	waited := now.Sub(shard.ownerlessSince)
+	if selfLeads {
+		waited = min(waited, now.Sub(shard.ledSince))
+	}
 	preferred := shard.view.Replicas[0]
 	grace := 3 * n.electionTimeout
-	if !shouldClaim(shard.view.State, n.self.ID, preferred, selfLeads, now.Sub(shard.ownerlessSince), grace) {
+	if !shouldClaim(shard.view.State, n.self.ID, preferred, selfLeads, waited, grace) {
 		return
 	}
 	claim := becomeOwnerCommand{Owner: n.self.ID, ExpectEpoch: 0, FirstOffset: 0}

@@ -29,8 +29,10 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{nil, exitUsage, "usage"},
 		{[]string{"bogus"}, exitUsage, "unknown command"},
-		{[]string{"serve", "--config", "cluster.json"}, exitUsage, "not available yet"},
-		{[]string{"serve", "--node", "n1"}, exitUsage, "not available yet"},
+		{[]string{"serve", "--config", "cluster.json"}, exitUsage, "go together"},
+		{[]string{"serve", "--node", "n1"}, exitUsage, "go together"},
+		{[]string{"serve", "--config", "cluster.json", "--node", "n1", "--data", "d"}, exitUsage, "nodes[i].data_dir"},
+		{[]string{"serve", "--config", "cluster.json", "--node", "n1", "--listen", "127.0.0.1:1"}, exitUsage, "cannot be combined"},
 		{[]string{"serve", "--sync-interval", "-1s"}, exitUsage, "negative"},
 		{[]string{"serve", "--log-level", "loud"}, exitUsage, "log-level"},
 		{[]string{"serve", "extra"}, exitUsage, "unexpected arguments"},

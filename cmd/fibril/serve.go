@@ -28,9 +28,10 @@ const (
 // fatalCloseTimeout bounds the best-effort close after a fatal failure.
 const fatalCloseTimeout = 10 * time.Second
 
-// startHTTP starts the HTTP debug/admin endpoint on the --http address.
+// startHTTP starts the HTTP debug/admin endpoint on the --http address
+// (in a cluster, the node's http_address).
 func startHTTP(broker *actors.Broker, addr string, flags serveFlags) (io.Closer, error) {
-	return admin.Start(addr, admin.NewBrokerNode(broker), admin.Options{
+	return admin.Start(addr, admin.NodeFor(broker), admin.Options{
 		Token:            flags.httpToken,
 		ProtectReads:     flags.httpProtectReads,
 		AllowNonLoopback: flags.httpAllowNonLoopback,
@@ -61,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   fibril serve [flags]   run a node; "fibril serve -h" lists the flags
+  fibril serve --config FILE --node ID
+                         run one node of a cluster (docs/cluster.md)
   fibril version         print the version
 `)
 }
@@ -110,16 +113,11 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	if f.syncInterval < 0 {
 		return f, fmt.Errorf("--sync-interval must not be negative")
 	}
-	if f.configFile != "" || f.nodeID != "" {
-		return f, errClusterUnavailable
+	if err := checkClusterFlags(set, f); err != nil {
+		return f, err
 	}
 	return f, nil
 }
-
-// errClusterUnavailable answers --config and --node until cluster mode is
-// wired into the server.
-var errClusterUnavailable = errors.New("cluster mode (--config, --node) is not available yet in this build; " +
-	"run without them for a single node")
 
 func serve(args []string, stdout, stderr io.Writer) int {
 	flags, err := parseServeFlags(args, stderr)
@@ -139,6 +137,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	config.DataDir, config.ListenAddr, config.HTTPAddr = flags.data, flags.listen, flags.http
 	config.SyncInterval, config.AuthToken, config.Logger = flags.syncInterval, flags.authToken, logger
 	config.MaxBodyBytes = uint32(min(flags.maxBodyBytes, 1<<30))
+	node, err := maybeStartClusterNode(&config, flags, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
+		return exitError
+	}
+	if node != nil {
+		defer node.Close() // after the broker: stop proposing, then close Raft
+	}
 	stopTrace, err := maybeRecordTrace(&config, flags.recordTrace)
 	if err != nil {
 		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
@@ -153,6 +159,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "fibril: serving clients on %s (data %s, background sync %s)\n",
 		broker.Addr(), config.DataDir, describeSync(config.SyncInterval))
+	if node != nil {
+		fmt.Fprintf(stdout, "fibril: cluster node %s (config %s)\n", node.ID(), flags.configFile)
+	}
 	httpServer, err := maybeStartHTTP(broker, config.HTTPAddr, flags, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "fibril serve: HTTP endpoint on %s: %v\n", config.HTTPAddr, err)

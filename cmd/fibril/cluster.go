@@ -1,0 +1,83 @@
+package main
+
+// Cluster mode of `fibril serve`: --config FILE --node ID starts node ID of
+// the cluster the file describes. The file names the node's data dir
+// (queues, and Raft logs under raft/), its client and HTTP addresses and
+// the background sync interval, so the flags that set those on a single
+// node are refused next to --config. A config problem stops start-up with
+// a message that names the field.
+//
+// Start order: the cluster node (Raft host and catalog) first, then the
+// broker on top of it; shutdown runs the other way round, so the broker
+// stops proposing before Raft closes.
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fibrilmq/fibril/actors"
+	"github.com/fibrilmq/fibril/cluster"
+)
+
+// clusterOwnedFlags are the single-node flags the cluster config replaces,
+// with the config field that does their job.
+var clusterOwnedFlags = map[string]string{
+	"data":          "nodes[i].data_dir",
+	"listen":        "nodes[i].client_address",
+	"http":          "nodes[i].http_address",
+	"sync-interval": "cluster.background_sync_interval",
+}
+
+// checkClusterFlags refuses --config without --node (and the reverse) and
+// single-node flags the config replaces.
+func checkClusterFlags(set *flag.FlagSet, f serveFlags) error {
+	if f.configFile == "" && f.nodeID == "" {
+		return nil
+	}
+	if f.configFile == "" || f.nodeID == "" {
+		return errors.New("--config and --node go together: --config FILE names the cluster, --node ID this node")
+	}
+	var err error
+	set.Visit(func(given *flag.Flag) {
+		if field, owned := clusterOwnedFlags[given.Name]; owned && err == nil {
+			err = fmt.Errorf("--%s cannot be combined with --config: the cluster config sets it (%s)", given.Name, field)
+		}
+	})
+	return err
+}
+
+// maybeStartClusterNode starts the cluster node named by --config and
+// --node and points config at it; nil without --config.
+func maybeStartClusterNode(config *actors.Config, flags serveFlags, logger *slog.Logger) (*cluster.Node, error) {
+	if flags.configFile == "" {
+		return nil, nil
+	}
+	clusterConfig, err := cluster.LoadConfig(flags.configFile)
+	if err != nil {
+		return nil, fmt.Errorf("--config %s: %w", flags.configFile, err)
+	}
+	self, err := clusterConfig.Node(flags.nodeID)
+	if err != nil {
+		return nil, fmt.Errorf("--node: %w", err)
+	}
+	routeStandardLog(logger)
+	node, err := cluster.Start(clusterConfig, flags.nodeID, cluster.StartOptions{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	config.DataDir, config.ListenAddr, config.HTTPAddr = self.DataDir, self.ClientAddress, self.HTTPAddress
+	config.SyncInterval = time.Duration(*clusterConfig.Cluster.BackgroundSyncInterval)
+	config.NodeID, config.Cluster = self.ID, node
+	return node, nil
+}
+
+// routeStandardLog sends lines written through Go's standard log package
+// (the Raft log store writes a few there) to the node's logger at debug
+// level, so they are quiet unless asked for.
+func routeStandardLog(logger *slog.Logger) {
+	slog.SetDefault(logger)
+	slog.SetLogLoggerLevel(slog.LevelDebug)
+}
