@@ -25,13 +25,15 @@
 //	err = l.Close()
 //
 // The log owns its goroutines: one writer that owns the active segment and
-// groups appends into one write, one syncer that runs fdatasync and
-// publishes the durable frontier, and (unless Options.ExternalTicks) one
-// ticker that drives background sync. Every disk access goes through a
+// groups appends into one write, one syncer that runs every fdatasync of
+// the segment files, one at a time, and reports each to the rules that move
+// the durable frontier (frontier.go), and (unless Options.ExternalTicks)
+// one ticker that drives background sync. Every disk access goes through a
 // vfs.FS, so tests run the same code over vfs.Mem with injected faults and
 // simulated power loss.
 //
-// A failed write or sync latches the log: it refuses appends, fails every
+// A failed write or sync latches the log: durable_next freezes (no sync
+// that completes afterwards moves it), the log refuses appends, fails every
 // waiter, drops written_next to durable_next and records a cut that the
 // next Open carries out before anything reads the tail.
 package log
