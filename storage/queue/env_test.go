@@ -73,6 +73,7 @@ type memEnv struct {
 	segmentBytes int64
 	tailCache    int64
 	notify       chan struct{}
+	faultCalls   int // failSync calls, to alternate its two variants
 }
 
 func newMemEnv(rng *rand.Rand) *memEnv {
@@ -137,16 +138,16 @@ func (e *memEnv) restart(q *Queue, opts Options, clock Clock, powerLoss bool, rn
 }
 
 // failSync makes the log's next fsync fail, as a disk error would; the
-// log latches and the queue must fence. By default it first makes
-// everything durable, so the failing fsync is the only one in flight, then
-// appends through probe (which the failing sync covers). With
-// FIBRIL_QUEUE_FAULTS=concurrent it fails a sync while the queue's own
-// appends may have fsyncs in flight: storage/log currently lets such a
-// sync advance the durable frontier after the failure and report appends
-// durable that a power loss then drops, so that variant is opt-in until
-// the log is fixed.
+// log latches and the queue must fence. It alternates two variants: the
+// isolated one first makes everything durable, so the failing fsync is the
+// only one in flight, then appends through probe (which the failing sync
+// covers); the concurrent one fails a sync while the queue's own appends
+// may have fsyncs in flight. FIBRIL_QUEUE_FAULTS=isolated or =concurrent
+// runs only one of them.
 func (e *memEnv) failSync(q *Queue, probe func()) (bool, error) {
-	concurrent := os.Getenv("FIBRIL_QUEUE_FAULTS") == "concurrent"
+	e.faultCalls++
+	variant := os.Getenv("FIBRIL_QUEUE_FAULTS")
+	concurrent := variant == "concurrent" || (variant != "isolated" && e.faultCalls%2 == 0)
 	if concurrent {
 		e.flush(q)
 	} else {
