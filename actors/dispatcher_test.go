@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // goroutineID returns the running goroutine's number, from its stack
@@ -31,6 +32,7 @@ func (d *keepAliveDispatcher) hasWorker() bool {
 func TestKeepAliveDispatcherReusesOneGoroutine(t *testing.T) {
 	system := actor.NewActorSystem()
 	dispatcher := newKeepAliveDispatcher(dispatcherThroughput, time.Minute)
+	t.Cleanup(dispatcher.retire)
 	type seen struct {
 		n         int
 		goroutine string
@@ -76,6 +78,7 @@ func TestKeepAliveDispatcherWorkerExitsWhenIdle(t *testing.T) {
 // slot, another wake-up runs at once on a goroutine of its own.
 func TestKeepAliveDispatcherScheduleNeverBlocks(t *testing.T) {
 	dispatcher := newKeepAliveDispatcher(dispatcherThroughput, time.Minute)
+	t.Cleanup(dispatcher.retire)
 	release, started := make(chan struct{}), make(chan struct{})
 	dispatcher.Schedule(func() { close(started); <-release })
 	<-started // the worker holds the first run
@@ -137,6 +140,36 @@ func TestKeepAliveDispatchersDoNotDeadlock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// dispatcherWorkers counts the keep-alive workers alive in the process.
+func dispatcherWorkers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "(*keepAliveDispatcher).work")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// The broker's actors run on keep-alive workers, and none is left once
+// the broker is closed (stopped actors retire theirs; idle ones time out).
+func TestBrokerCloseLeavesNoDispatcherWorkers(t *testing.T) {
+	b := startBroker(t, nil)
+	c := connect(t, b)
+	c.mustDeclare("workers", wire.ModeBuffered, wire.QueueOptions{})
+	subscription := c.subscribe("workers", 16)
+	c.mustConfirm("workers", wire.BoundaryWritten, "a", "b", "c")
+	c.deliveries(subscription, 3)
+	if dispatcherWorkers() == 0 {
+		t.Fatal("no keep-alive worker runs while the broker serves")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every keep-alive worker to exit", func() bool { return dispatcherWorkers() == 0 })
 }
 
 // A lazy summary is formatted on read, costs no allocation to publish, and

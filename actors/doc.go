@@ -39,7 +39,10 @@
 // completed; a lease claims up to a subscription's credit at once; settles
 // arrive as tag lists; a connection's writer flushes everything queued in
 // one write. Sessions run on a synchronized dispatcher (their Receive runs
-// on the sender's goroutine), which saves a goroutine handoff each way.
+// on the sender's goroutine), which saves a goroutine handoff each way;
+// every other actor runs on its own keep-alive dispatcher (dispatcher.go),
+// which keeps one goroutine, and its grown stack, from one wake-up to the
+// next.
 //
 // Supervision is explicit (supervision.go): the root runs under a guardian
 // that turns any failure reaching it into a fatal stop of the process;

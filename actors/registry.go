@@ -70,7 +70,8 @@ func NewRegistry(clock func() time.Time) *Registry {
 }
 
 // Entry is one actor's row in the registry. Its owning actor publishes its
-// summary through SetSummary; everything else is maintained by the registry.
+// summary through SetSummary or SetSummaryValues; everything else is
+// maintained by the registry.
 type Entry struct {
 	kind       string
 	path       string       // set when the actor first handles Started
@@ -80,7 +81,7 @@ type Entry struct {
 	format     atomic.Pointer[SummaryFormat] // set: the summary is lazy
 	values     [SummaryValuesMax]atomic.Int64
 	restarts   atomic.Uint64
-	dispatcher *keepAliveDispatcher
+	dispatcher *keepAliveDispatcher // runs the actor's mailbox (dispatcher.go)
 }
 
 type mailboxHolder struct{ mailbox actor.Mailbox }

@@ -6,6 +6,14 @@ package actors
 // middleware replaces with one ERROR line that carries the stack), and every
 // actor uses the library's unbounded mailbox (flow control is explicit, by
 // credits, never by blocking senders on a full mailbox).
+//
+// Dispatchers are chosen per actor, where registry.props builds every
+// actor's Props: each actor runs on its own keep-alive dispatcher
+// (dispatcher.go), whose goroutine survives from one wake-up to the next
+// so a busy actor does not regrow a fresh goroutine's stack each time;
+// sessions instead run on a synchronized dispatcher (node.go), on the
+// goroutine of whoever sends to them, which measured no slower and saves
+// a hand-off each way.
 
 import (
 	"context"
