@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -277,8 +278,21 @@ func (b *Broker) shutdownTree() error {
 		if !waitTimeout(&core.connections, stopTimeout) {
 			errs = append(errs, errors.New("client connections did not close in time"))
 		}
+		// Partitions are stopped by path before the node. The node's stop
+		// alone did not reach a dead-letter target's partition in some
+		// runs (its log stayed open and the stop timed out after 10 s);
+		// why the tree stop misses it is not yet found.
+		for _, info := range core.registry.Snapshot() {
+			if info.Kind != "partition" {
+				continue
+			}
+			partition := actor.NewPID(core.system.Address(), info.Path)
+			if err := core.system.Root.StopFuture(partition).Wait(); err != nil {
+				errs = append(errs, fmt.Errorf("stop %s: %w", info.Path, err))
+			}
+		}
 		if err := core.system.Root.StopFuture(b.node).Wait(); err != nil {
-			errs = append(errs, fmt.Errorf("stop node: %w", err))
+			errs = append(errs, fmt.Errorf("stop node: %w (still running: %s)", err, b.liveActorPaths()))
 		}
 	}
 	core.storageClosers.Wait()
@@ -300,4 +314,13 @@ func waitTimeout(group *sync.WaitGroup, timeout time.Duration) bool {
 	case <-time.After(timeout):
 		return false
 	}
+}
+
+// liveActorPaths lists the actors still registered, for a stop that timed out.
+func (b *Broker) liveActorPaths() string {
+	var paths []string
+	for _, info := range b.core.registry.Snapshot() {
+		paths = append(paths, info.Path+" ("+info.Kind+": "+info.Summary+")")
+	}
+	return strings.Join(paths, ", ")
 }

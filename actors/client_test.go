@@ -372,7 +372,11 @@ func startBroker(t *testing.T, mutate func(*Config)) *Broker {
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	t.Cleanup(func() { _ = b.Close() })
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Logf("close: %v", err)
+		}
+	})
 	return b
 }
 
