@@ -31,7 +31,10 @@ import (
 	"github.com/fibrilmq/fibril/storage/vfs"
 )
 
-func powerLossIterations(t *testing.T) int {
+// randomizedIterations is how many iterations a seeded randomized test
+// runs: FIBRIL_LOG_ITERATIONS when set, 5000 with FIBRIL_SOAK=1, otherwise
+// ciDefault.
+func randomizedIterations(t *testing.T, ciDefault int) int {
 	if value := os.Getenv("FIBRIL_LOG_ITERATIONS"); value != "" {
 		n, err := strconv.Atoi(value)
 		if err != nil {
@@ -42,7 +45,7 @@ func powerLossIterations(t *testing.T) int {
 	if os.Getenv("FIBRIL_SOAK") == "1" {
 		return 5000
 	}
-	return 200
+	return ciDefault
 }
 
 // powerLossModel is what the test appended, by offset.
@@ -98,7 +101,7 @@ func randomEntries(rng *rand.Rand, model *powerLossModel) []Entry {
 
 func TestPowerLossRandomized(t *testing.T) {
 	seed := testSeed(t)
-	iterations := powerLossIterations(t)
+	iterations := randomizedIterations(t, 200)
 	for iteration := 0; iteration < iterations; iteration++ {
 		rng := rand.New(rand.NewPCG(seed, uint64(iteration)))
 		if !runPowerLossIteration(t, rng) {

@@ -27,8 +27,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,20 +36,6 @@ import (
 
 	"github.com/fibrilmq/fibril/storage/vfs"
 )
-
-func syncFaultIterations(t *testing.T) int {
-	if value := os.Getenv("FIBRIL_LOG_ITERATIONS"); value != "" {
-		n, err := strconv.Atoi(value)
-		if err != nil {
-			t.Fatalf("FIBRIL_LOG_ITERATIONS: %v", err)
-		}
-		return n
-	}
-	if os.Getenv("FIBRIL_SOAK") == "1" {
-		return 5000
-	}
-	return 300
-}
 
 // appendLedger is what one run appended and what it was told.
 type appendLedger struct {
@@ -136,7 +120,7 @@ func randomBodyEntries(rng *rand.Rand, n, maxBody int) []Entry {
 
 func TestSyncFailureWithSyncsInFlightRandomized(t *testing.T) {
 	seed := testSeed(t)
-	iterations := syncFaultIterations(t)
+	iterations := randomizedIterations(t, 300)
 	for iteration := 0; iteration < iterations; iteration++ {
 		rng := rand.New(rand.NewPCG(seed, uint64(iteration)))
 		if !runSyncFaultIteration(t, rng) {
