@@ -118,6 +118,14 @@ func FuzzDecodeRedirect(f *testing.F)        { fuzzDecoder(f, TagRedirect) }
 func FuzzDecodePush(f *testing.F)            { fuzzDecoder(f, TagPush) }
 func FuzzDecodeProgress(f *testing.F)        { fuzzDecoder(f, TagProgress) }
 func FuzzDecodeProgressWritten(f *testing.F) { fuzzDecoder(f, TagProgressWritten) }
+func FuzzDecodePushRefused(f *testing.F)     { fuzzDecoder(f, TagPushRefused) }
+func FuzzDecodeFetch(f *testing.F)           { fuzzDecoder(f, TagFetch) }
+func FuzzDecodePage(f *testing.F)            { fuzzDecoder(f, TagPage) }
+func FuzzDecodeSeal(f *testing.F)            { fuzzDecoder(f, TagSeal) }
+func FuzzDecodeSealed(f *testing.F)          { fuzzDecoder(f, TagSealed) }
+func FuzzDecodePeerHello(f *testing.F)       { fuzzDecoder(f, TagPeerHello) }
+func FuzzDecodePeerChallenge(f *testing.F)   { fuzzDecoder(f, TagPeerChallenge) }
+func FuzzDecodePeerAuth(f *testing.F)        { fuzzDecoder(f, TagPeerAuth) }
 
 func FuzzDecodeSubscriptionEnded(f *testing.F) { fuzzDecoder(f, TagSubscriptionEnded) }
 
