@@ -78,7 +78,7 @@ func TestPlanConfirmOnTwoThirdBehind(t *testing.T) {
 }
 
 func TestPlanPrefersNewerEpochOverLongerLog(t *testing.T) {
-	old := report("a", 0, 200, h(1, 0))           // went on appending in epoch 1 after the seal missed it
+	old := report("a", 0, 200, h(1, 0))              // went on appending in epoch 1 after the seal missed it
 	newer := report("b", 0, 150, h(1, 0), h(2, 140)) // epoch 2's owner installed 0..140 and appended
 	plan, err := Plan([]SealReport{old, newer}, 2, "a")
 	if err != nil {
