@@ -50,6 +50,7 @@ type Node struct {
 	config    Config
 	self      NodeConfig
 	replicaID uint64
+	instance  uint64 // this process's replica instance (partition_api.go)
 	nodesByID map[string]NodeConfig
 	byReplica map[uint64]string
 	logger    *slog.Logger
@@ -117,6 +118,7 @@ func newNode(effective Config, self NodeConfig, logger *slog.Logger) *Node {
 		config:          effective,
 		self:            self,
 		replicaID:       self.ReplicaID(),
+		instance:        newInstance(),
 		nodesByID:       map[string]NodeConfig{},
 		byReplica:       map[uint64]string{},
 		logger:          logger,
