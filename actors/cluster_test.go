@@ -76,8 +76,8 @@ func startBrokerCluster(t *testing.T, nodeCount int) *brokerCluster {
 		t.Skip("starts a three-node cluster on loopback ports")
 	}
 	dir := t.TempDir()
-	config := &cluster.Config{Cluster: cluster.ClusterSettings{Raft: cluster.RaftSettings{
-		RTT: cluster.Duration(10 * time.Millisecond), ElectionRTT: 10, HeartbeatRTT: 1}}}
+	config := &cluster.Config{Cluster: cluster.ClusterSettings{Secret: "test-cluster-secret", Raft: cluster.RaftSettings{
+		RTT: cluster.Duration(10 * time.Millisecond), ElectionRTT: 10, HeartbeatRTT: 1, CoordinationElectionRTT: 10}}}
 	ports := freeLoopbackAddresses(t, 4*nodeCount)
 	for i := 1; i <= nodeCount; i++ {
 		id, port := fmt.Sprintf("node%d", i), ports[4*(i-1):]

@@ -81,7 +81,7 @@ func newTCPCluster(t *testing.T, nodeCount int, options ...clusterOption) *testC
 
 func newTestCluster(t *testing.T, nodeCount int, useTCP bool, options ...clusterOption) *testCluster {
 	cluster := &testCluster{t: t, useTCP: useTCP, fs: map[string]vfs.FS{}, nodes: map[string]*Node{}}
-	cfg := &Config{Cluster: ClusterSettings{Raft: RaftSettings{RTT: Duration(10 * time.Millisecond), ElectionRTT: 10}}}
+	cfg := &Config{Cluster: ClusterSettings{Secret: testSecret, Raft: RaftSettings{RTT: Duration(10 * time.Millisecond), ElectionRTT: 10, CoordinationElectionRTT: 10}}}
 	if useTCP {
 		cluster.dataDir = t.TempDir()
 	}
@@ -226,3 +226,6 @@ func (c *testCluster) catalogLeader(timeout time.Duration) string {
 }
 
 var _ config.TransportFactory = (*chanTransportFactory)(nil)
+
+// testSecret is the peer-link secret of every test cluster.
+const testSecret = "test-cluster-secret"

@@ -161,14 +161,20 @@ func (n *Node) nodeHostConfig(options StartOptions) config.NodeHostConfig {
 	}
 }
 
-// raftConfig is the replica config of this node in shard shardID.
+// raftConfig is the replica config of this node in shard shardID: the
+// catalog's election settings for the catalog, the coordination ones for
+// partitions.
 func (n *Node) raftConfig(shardID uint64) config.Config {
 	raft := n.config.Cluster.Raft
+	election, heartbeat := raft.ElectionRTT, raft.HeartbeatRTT
+	if shardID != CatalogShardID {
+		election, heartbeat = raft.CoordinationElectionRTT, raft.CoordinationHeartbeatRTT
+	}
 	return config.Config{
 		ShardID:            shardID,
 		ReplicaID:          n.replicaID,
-		ElectionRTT:        raft.ElectionRTT,
-		HeartbeatRTT:       raft.HeartbeatRTT,
+		ElectionRTT:        election,
+		HeartbeatRTT:       heartbeat,
 		CheckQuorum:        true,
 		PreVote:            true,
 		SnapshotEntries:    raft.SnapshotEntries,

@@ -86,7 +86,9 @@ func writeClusterConfig(t *testing.T, dir string, rtt time.Duration) (string, []
 	config := map[string]any{
 		"cluster": map[string]any{
 			"deployment_id": 1, "default_replicas": 3, "background_sync_interval": "100ms",
-			"raft": map[string]any{"rtt": rtt.String(), "election_rtt": 10, "heartbeat_rtt": 1, "log_level": "error"},
+			"secret": "test-cluster-secret",
+			"raft": map[string]any{"rtt": rtt.String(), "election_rtt": 10, "heartbeat_rtt": 1,
+				"coordination_election_rtt": 10, "coordination_heartbeat_rtt": 1, "log_level": "error"},
 		},
 		"nodes": nodes,
 	}
