@@ -174,22 +174,30 @@ func runRecoveryModel(seed int64) error {
 	owner, epoch := 0, uint64(1)
 	oldOwners := map[int]uint64{} // replaced owners that may still push, with their epoch
 	var confirmed []confirmedRecord
+	// push is one owner-to-follower exchange: the owner resumes where the
+	// follower's refusal says both logs agree (ResumePoint) and sends
+	// records up to upTo; the follower decides with DecidePush.
 	push := func(from int, fromEpoch uint64, to int, upTo int) {
 		source, target := replicas[from], replicas[to]
-		if !target.up || target.sealed > fromEpoch || upTo > len(source.log) {
+		if !target.up || upTo > len(source.log) {
 			return
 		}
-		agreed := 0
-		for agreed < len(source.log) && agreed < len(target.log) && source.log[agreed] == target.log[agreed] {
-			agreed++
-		}
-		// Accepting a push raises the follower's fence to the push's epoch
-		// (durably, before it appends): it never goes back to an older one.
-		target.sealed = fromEpoch
-		if upTo <= agreed {
+		start, _ := ResumePoint(source.report(), target.report())
+		if int(start) > upTo {
 			return // the follower holds it already
 		}
-		target.log = slices.Clone(source.log[:upTo])
+		header := PushHeader{Epoch: fromEpoch, StartOffset: start}
+		if start > 0 {
+			header.PreviousEpoch = source.log[start-1]
+		}
+		followerLog := FollowerLog{End: uint64(len(target.log)), History: target.report().History, Fence: target.sealed}
+		switch DecidePush(followerLog, header) {
+		case PushAppend, PushCutThenAppend:
+			// Accepting raises the follower's fence (durably, before it
+			// appends): it never goes back to an older epoch.
+			target.sealed = max(target.sealed, fromEpoch)
+			target.log = append(slices.Clone(target.log[:start]), source.log[start:upTo]...)
+		}
 	}
 	for step := 0; step < 60; step++ {
 		switch action := rng.Intn(10); {
