@@ -58,7 +58,10 @@ type Node struct {
 	events    *eventListener
 
 	rtt             time.Duration
-	electionTimeout time.Duration
+	electionTimeout time.Duration // the catalog's
+	// coordinationElectionTimeout is the coordination shards' election
+	// timeout: the time a dead owner goes undetected.
+	coordinationElectionTimeout time.Duration
 
 	kick      chan struct{} // capacity 1: "something changed, reconcile"
 	stop      chan struct{} // closed by Close
@@ -115,20 +118,21 @@ func Start(cfg *Config, nodeID string, options StartOptions) (*Node, error) {
 func newNode(effective Config, self NodeConfig, logger *slog.Logger) *Node {
 	raft := effective.Cluster.Raft
 	node := &Node{
-		config:          effective,
-		self:            self,
-		replicaID:       self.ReplicaID(),
-		instance:        newInstance(),
-		nodesByID:       map[string]NodeConfig{},
-		byReplica:       map[uint64]string{},
-		logger:          logger,
-		rtt:             time.Duration(raft.RTT),
-		electionTimeout: time.Duration(raft.RTT) * time.Duration(raft.ElectionRTT),
-		kick:            make(chan struct{}, 1),
-		stop:            make(chan struct{}),
-		loopDone:        make(chan struct{}),
-		watchers:        map[*Watch]struct{}{},
-		leaderChanges:   map[uint64]chan struct{}{},
+		config:                      effective,
+		self:                        self,
+		replicaID:                   self.ReplicaID(),
+		instance:                    newInstance(),
+		nodesByID:                   map[string]NodeConfig{},
+		byReplica:                   map[uint64]string{},
+		logger:                      logger,
+		rtt:                         time.Duration(raft.RTT),
+		electionTimeout:             time.Duration(raft.RTT) * time.Duration(raft.ElectionRTT),
+		coordinationElectionTimeout: time.Duration(raft.RTT) * time.Duration(raft.CoordinationElectionRTT),
+		kick:                        make(chan struct{}, 1),
+		stop:                        make(chan struct{}),
+		loopDone:                    make(chan struct{}),
+		watchers:                    map[*Watch]struct{}{},
+		leaderChanges:               map[uint64]chan struct{}{},
 	}
 	for _, peer := range effective.Nodes {
 		node.nodesByID[peer.ID] = peer

@@ -13,7 +13,7 @@ package cluster
 //     when it is the preferred owner; until then the leader and the
 //     preferred owner ask for the leadership to move (once per election
 //     timeout), and a leader that is not preferred claims itself when the
-//     partition stayed ownerless under its leadership for three election
+//     partition stayed ownerless under its leadership for ten election
 //     timeouts. Later epochs are claimed by the broker's recovery, which
 //     owns the partition's data (actors/recovery.go);
 //  4. when this node owns a partition and the catalog's owner hint is older
@@ -270,13 +270,13 @@ func (r *reconciler) maybeClaim(shardID uint64, shard *hostedShard, now time.Tim
 		waited = min(waited, now.Sub(shard.ledSince))
 	}
 	preferred := shard.view.Replicas[0]
-	grace := 3 * n.electionTimeout
+	grace := 10 * n.coordinationElectionTimeout
 	if n.self.ID != preferred && selfLeads || n.self.ID == preferred && !selfLeads {
 		// The first owner is the shard's leader: move the leadership to the
 		// preferred owner (placement spreads those). Both the leader and the
 		// preferred owner ask, once per election timeout, until it moves or
 		// the leader's grace runs out.
-		if peer, found := n.nodesByID[preferred]; found && now.Sub(shard.transferOfferedAt) >= n.electionTimeout {
+		if peer, found := n.nodesByID[preferred]; found && now.Sub(shard.transferOfferedAt) >= n.coordinationElectionTimeout {
 			shard.transferOfferedAt = now
 			_ = n.nodeHost.RequestLeaderTransfer(shardID, peer.ReplicaID()) // best effort; the grace covers a refusal
 		}
