@@ -110,7 +110,10 @@ func TestConfigValueErrorsNameTheField(t *testing.T) {
 		{"election too short", func(c *Config) { c.Cluster.Raft.ElectionRTT = 5 }, "cluster.raft.election_rtt", "at least 10 x heartbeat_rtt"},
 		{"election short for heartbeat", func(c *Config) { c.Cluster.Raft.HeartbeatRTT = 2; c.Cluster.Raft.ElectionRTT = 15 }, "cluster.raft.election_rtt", "at least 10 x heartbeat_rtt (2)"},
 		{"bad log level", func(c *Config) { c.Cluster.Raft.LogLevel = "loud" }, "cluster.raft.log_level", "want debug, info, warn or error"},
-		{"coordination election short", func(c *Config) { c.Cluster.Raft.CoordinationHeartbeatRTT = 3; c.Cluster.Raft.CoordinationElectionRTT = 20 },
+		{"coordination election short", func(c *Config) {
+			c.Cluster.Raft.CoordinationHeartbeatRTT = 3
+			c.Cluster.Raft.CoordinationElectionRTT = 20
+		},
 			"cluster.raft.coordination_election_rtt", "at least 10 x coordination_heartbeat_rtt (3)"},
 		{"no secret", func(c *Config) { c.Cluster.Secret = "" }, "cluster.secret", "required"},
 		{"short secret", func(c *Config) { c.Cluster.Secret = "short" }, "cluster.secret", "at least 16 bytes"},

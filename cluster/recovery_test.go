@@ -174,6 +174,29 @@ func runRecoveryModel(seed int64) error {
 	owner, epoch := 0, uint64(1)
 	oldOwners := map[int]uint64{} // replaced owners that may still push, with their epoch
 	var confirmed []confirmedRecord
+	// acked[replica][epoch] is the end of what the replica acknowledged to
+	// that epoch's owner: the owner counts copies from these acks only.
+	acked := make([]map[uint64]int, replicaCount)
+	for i := range acked {
+		acked[i] = map[uint64]int{}
+	}
+	countConfirms := func(from int, fromEpoch uint64) {
+		source := replicas[from]
+		for offset, recordEpoch := range source.log {
+			if recordEpoch != fromEpoch {
+				continue
+			}
+			copiesHolding := 1 // the owner's own copy
+			for i := range replicas {
+				if i != from && acked[i][fromEpoch] > offset {
+					copiesHolding++
+				}
+			}
+			if copiesHolding >= copies && !slices.Contains(confirmed, confirmedRecord{offset, fromEpoch}) {
+				confirmed = append(confirmed, confirmedRecord{offset, fromEpoch})
+			}
+		}
+	}
 	// push is one owner-to-follower exchange: the owner resumes where the
 	// follower's refusal says both logs agree (ResumePoint) and sends
 	// records up to upTo; the follower decides with DecidePush.
@@ -197,6 +220,7 @@ func runRecoveryModel(seed int64) error {
 			// appends): it never goes back to an older epoch.
 			target.sealed = max(target.sealed, fromEpoch)
 			target.log = append(slices.Clone(target.log[:start]), source.log[start:upTo]...)
+			acked[to][fromEpoch] = upTo
 		}
 	}
 	for step := 0; step < 60; step++ {
@@ -214,20 +238,7 @@ func runRecoveryModel(seed int64) error {
 					push(owner, epoch, i, len(current.log)-rng.Intn(2))
 				}
 			}
-			for offset, recordEpoch := range current.log {
-				if recordEpoch != epoch {
-					continue
-				}
-				copiesHolding := 0
-				for _, r := range replicas {
-					if len(r.log) > offset && r.log[offset] == epoch && r.sealed <= epoch {
-						copiesHolding++
-					}
-				}
-				if copiesHolding >= copies && !slices.Contains(confirmed, confirmedRecord{offset, epoch}) {
-					confirmed = append(confirmed, confirmedRecord{offset, epoch})
-				}
-			}
+			countConfirms(owner, epoch)
 		case action < 6: // an old owner, paused or cut off, keeps appending and pushing
 			for old, oldEpoch := range oldOwners {
 				if !replicas[old].up || replicas[old].sealed > oldEpoch {
@@ -239,17 +250,7 @@ func runRecoveryModel(seed int64) error {
 						push(old, oldEpoch, i, len(replicas[old].log))
 					}
 				}
-				// Its confirms count only copies that accepted its epoch.
-				last := len(replicas[old].log) - 1
-				copiesHolding := 0
-				for _, r := range replicas {
-					if len(r.log) > last && r.log[last] == oldEpoch && r.sealed <= oldEpoch {
-						copiesHolding++
-					}
-				}
-				if copiesHolding >= copies {
-					confirmed = append(confirmed, confirmedRecord{last, oldEpoch})
-				}
+				countConfirms(old, oldEpoch)
 			}
 		case action < 8: // a replica goes down or comes back
 			r := replicas[rng.Intn(replicaCount)]
@@ -292,10 +293,11 @@ func runRecoveryModel(seed int64) error {
 			}
 			delete(oldOwners, next)
 			owner, epoch = next, newEpoch
-			// The new owner installs its history on W replicas before it
-			// serves (pushing in the new epoch cuts divergent suffixes).
+			// The new owner installs its history on the other replicas with
+			// its pushes (the new epoch cuts divergent suffixes), some now
+			// and the rest later: meanwhile old owners keep trying.
 			for _, i := range sealed {
-				if i != next {
+				if i != next && rng.Intn(2) == 0 {
 					push(next, epoch, i, len(replicas[next].log))
 				}
 			}
