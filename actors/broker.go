@@ -92,6 +92,10 @@ func Start(config Config) (*Broker, error) {
 	registry := NewRegistry(config.Clock)
 	metrics := newMetrics(registry.RestartsTotal)
 	b.core = newBrokerCore(config, system, registry, metrics)
+	if err := b.core.listenForPeers(); err != nil {
+		unlock()
+		return nil, err
+	}
 	if err := b.startTree(); err != nil {
 		b.shutdownTree()
 		unlock()
@@ -294,6 +298,12 @@ func (b *Broker) shutdownTree() error {
 		if err := core.system.Root.StopFuture(b.node).Wait(); err != nil {
 			errs = append(errs, fmt.Errorf("stop node: %w (still running: %s)", err, b.liveActorPaths()))
 		}
+	}
+	if core.peerListener != nil {
+		_ = core.peerListener.Close() // also when the tree did not stop it
+	}
+	if !waitTimeout(&core.peerRoutines, stopTimeout) {
+		errs = append(errs, errors.New("peer links did not close in time"))
 	}
 	core.storageClosers.Wait()
 	core.system.Shutdown()

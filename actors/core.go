@@ -16,6 +16,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -47,12 +48,22 @@ type brokerCore struct {
 	// closing tracks queue directories whose storage is still closing, so
 	// nothing opens a directory twice.
 	closing closingDirs
+
+	// Cluster mode only: the peer listener (bound by Start), this node's
+	// identity on peer links, and the partitions by coordination shard.
+	peerListener net.Listener
+	peerIdentity peerIdentity
+	shards       *shardDirectory
+	// peerRoutines counts the goroutines of peer links (accepting, dialing,
+	// handshakes, transports); Close waits for them after the tree stopped.
+	peerRoutines sync.WaitGroup
 }
 
 func newBrokerCore(config Config, system *actor.ActorSystem, registry *Registry, metrics *Metrics) *brokerCore {
 	core := &brokerCore{
 		config: config, logger: config.Logger, system: system, registry: registry, metrics: metrics,
 		directory:   newDirectory(),
+		shards:      newShardDirectory(),
 		incarnation: uint64(config.Clock().UnixNano()),
 	}
 	core.nextID.Store(core.incarnation)

@@ -84,8 +84,8 @@ func TestPeerHandshakeAndTransport(t *testing.T) {
 	}
 	// A frame the dialer sends right after the handshake reaches the
 	// acceptor's transport even if the handshake's reader read it ahead.
-	dialer := newPeerTransport(dialerConn, dialed.reader, dialed.remote)
-	acceptor := newPeerTransport(acceptorConn, accepted.reader, accepted.remote)
+	dialer := newPeerTransport(dialerConn, dialed.reader, dialed.remote, nil)
+	acceptor := newPeerTransport(acceptorConn, accepted.reader, accepted.remote, nil)
 	received := make(chan wire.Progress, 16)
 	dialerEnded := make(chan error, 1)
 	dialer.start(func(tag wire.Tag, body []byte) error {
@@ -189,7 +189,7 @@ func TestPeerHandshakeRefusals(t *testing.T) {
 func TestPeerTransportQueueIsBounded(t *testing.T) {
 	client, server := net.Pipe()
 	defer server.Close()
-	transport := newPeerTransport(client, wire.NewReader(client, 0), wire.PeerHello{NodeID: "node2"})
+	transport := newPeerTransport(client, wire.NewReader(client, 0), wire.PeerHello{NodeID: "node2"}, nil)
 	big := make([]byte, peerQueueBytesMax/2+1)
 	if err := transport.send(big); err != nil {
 		t.Fatal(err)

@@ -75,13 +75,17 @@ type peerTransport struct {
 	closeOnce sync.Once
 	done      chan struct{} // closed when the socket is closed and both goroutines ended
 	ended     sync.WaitGroup
+	routines  *sync.WaitGroup // the owner's count of peer goroutines, if any
 }
 
-func newPeerTransport(conn net.Conn, reader *wire.Reader, remote wire.PeerHello) *peerTransport {
+// newPeerTransport wraps a socket whose handshake is done. routines, when
+// not nil, counts the transport's goroutines until they end.
+func newPeerTransport(conn net.Conn, reader *wire.Reader, remote wire.PeerHello, routines *sync.WaitGroup) *peerTransport {
 	if tcp, ok := conn.(*net.TCPConn); ok {
 		_ = tcp.SetNoDelay(true)
 	}
-	return &peerTransport{conn: conn, reader: reader, remote: remote, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	return &peerTransport{conn: conn, reader: reader, remote: remote, kick: make(chan struct{}, 1),
+		done: make(chan struct{}), routines: routines}
 }
 
 // send queues one encoded frame (envelope included) for the writer.
@@ -112,6 +116,9 @@ func (t *peerTransport) sendFrame(frame wire.Frame) error { return t.send(frame.
 // onEnd runs once, after both ended and the socket is closed, with the
 // first error.
 func (t *peerTransport) start(handle peerFrameHandler, onEnd func(error)) {
+	if t.routines != nil {
+		t.routines.Add(1)
+	}
 	t.ended.Add(2)
 	go func() { defer t.ended.Done(); t.readLoop(handle) }()
 	go func() { defer t.ended.Done(); t.writeLoop() }()
@@ -120,6 +127,9 @@ func (t *peerTransport) start(handle peerFrameHandler, onEnd func(error)) {
 		close(t.done)
 		if onEnd != nil {
 			onEnd(t.closeError())
+		}
+		if t.routines != nil {
+			t.routines.Done()
 		}
 	}()
 }
