@@ -82,6 +82,12 @@ type PartitionInfo struct {
 	// partition reports its own coordination state instead.
 	Owner string `msgpack:"owner" json:"owner"`
 	Epoch uint64 `msgpack:"epoch" json:"epoch"`
+	// Members are the Raft replica ids of the coordination shard's members
+	// by node id: the nodes' ids when the partition was created, and a
+	// replacement's new id once it replaced one (Joined then names it:
+	// it joins the shard instead of starting as an initial member).
+	Members map[string]uint64 `msgpack:"members" json:"members,omitempty"`
+	Joined  []string          `msgpack:"joined" json:"joined,omitempty"`
 }
 
 // NodeInfo is a node as the catalog records it.
@@ -91,7 +97,11 @@ type NodeInfo struct {
 	PeerAddress   string `msgpack:"peer_address" json:"peer_address"`
 	RaftAddress   string `msgpack:"raft_address" json:"raft_address"`
 	HTTPAddress   string `msgpack:"http_address" json:"http_address"`
-	ReplicaID     uint64 `msgpack:"replica_id" json:"replica_id"`
+	// ReplicaID is the node's current Raft replica id; it changes when a
+	// node whose data directory was lost rejoins as a new replica.
+	ReplicaID uint64 `msgpack:"replica_id" json:"replica_id"`
+	// Replaced counts those rejoins.
+	Replaced int `msgpack:"replaced" json:"replaced,omitempty"`
 }
 
 // Settings are the runtime settings held by the catalog, first copied from
@@ -131,6 +141,7 @@ const (
 	commandDelete
 	commandSetSetting
 	commandOwnerHint
+	commandReplaceReplica
 )
 
 // catalogCommand is one proposal to the catalog shard.
@@ -142,6 +153,8 @@ type catalogCommand struct {
 	Key     string       `msgpack:"key,omitempty"`
 	Value   string       `msgpack:"value,omitempty"`
 	Hint    *ownerHint   `msgpack:"hint,omitempty"`
+	// ReplicaID is the new replica id of a replaced node (Name).
+	ReplicaID uint64 `msgpack:"replica_id,omitempty"`
 }
 
 // initCommand fills an empty catalog from a node's config. It is proposed
@@ -224,6 +237,8 @@ func (s *CatalogState) Apply(command catalogCommand) catalogResult {
 		result = s.applySetSetting(command.Key, command.Value)
 	case commandOwnerHint:
 		result = s.applyOwnerHint(command.Hint)
+	case commandReplaceReplica:
+		result = s.applyReplaceReplica(command.Name, command.ReplicaID)
 	default:
 		result = failure(resultInvalidDeclaration, "unknown command kind %d", command.Kind)
 	}
@@ -312,8 +327,10 @@ func (s *CatalogState) createQueue(decl *QueueDecl) catalogResult {
 		return result
 	}
 	nodeIDs := make([]string, 0, len(s.Nodes))
+	replicaIDs := map[string]uint64{}
 	for _, node := range s.Nodes {
 		nodeIDs = append(nodeIDs, node.ID)
+		replicaIDs[node.ID] = node.ReplicaID
 	}
 	s.Revision++
 	queue := &QueueInfo{
@@ -321,7 +338,12 @@ func (s *CatalogState) createQueue(decl *QueueDecl) catalogResult {
 		Replicas: replicas, Options: maps.Clone(decl.Options), Revision: s.Revision, Serving: ServingOwnerOnly,
 	}
 	for index, replicaSet := range place(nodeIDs, loadOf(s.Queues), replicas, partitions) {
-		queue.Partitions = append(queue.Partitions, PartitionInfo{Index: index, ShardID: s.NextShardID, Replicas: replicaSet})
+		members := map[string]uint64{}
+		for _, id := range replicaSet {
+			members[id] = replicaIDs[id]
+		}
+		queue.Partitions = append(queue.Partitions, PartitionInfo{Index: index, ShardID: s.NextShardID,
+			Replicas: replicaSet, Members: members})
 		s.NextShardID++
 	}
 	s.Queues[queue.Name] = queue
@@ -413,6 +435,40 @@ func (s *CatalogState) applyOwnerHint(hint *ownerHint) catalogResult {
 	return catalogResult{}
 }
 
+// applyReplaceReplica records that node rejoined with a new Raft replica
+// id (its data directory was lost): its entry and every partition it
+// replicates name the new id, and it joins those shards. The membership
+// changes of the shards themselves were made before (Node.ReplaceReplica).
+func (s *CatalogState) applyReplaceReplica(node string, replicaID uint64) catalogResult {
+	index := slices.IndexFunc(s.Nodes, func(info NodeInfo) bool { return info.ID == node })
+	if index < 0 || replicaID == 0 {
+		return failure(resultInvalidSetting, "replace replica: unknown node %q or replica id 0", node)
+	}
+	for _, other := range s.Nodes {
+		if other.ReplicaID == replicaID && other.ID != node {
+			return failure(resultInvalidSetting, "replace replica: id %d is %s's", replicaID, other.ID)
+		}
+	}
+	if s.Nodes[index].ReplicaID == replicaID {
+		return catalogResult{} // applied already
+	}
+	s.Nodes[index].ReplicaID = replicaID
+	s.Nodes[index].Replaced++
+	for _, queue := range s.Queues {
+		for i := range queue.Partitions {
+			partition := &queue.Partitions[i]
+			if _, member := partition.Members[node]; member {
+				partition.Members[node] = replicaID
+				if !slices.Contains(partition.Joined, node) {
+					partition.Joined = append(partition.Joined, node)
+				}
+			}
+		}
+	}
+	s.Revision++
+	return catalogResult{}
+}
+
 func validateQueueName(name string) error {
 	if name == "" {
 		return fmt.Errorf("required")
@@ -438,6 +494,8 @@ func (q *QueueInfo) clone() *QueueInfo {
 	out.Partitions = make([]PartitionInfo, len(q.Partitions))
 	for index, partition := range q.Partitions {
 		partition.Replicas = slices.Clone(partition.Replicas)
+		partition.Members = maps.Clone(partition.Members)
+		partition.Joined = slices.Clone(partition.Joined)
 		out.Partitions[index] = partition
 	}
 	return &out

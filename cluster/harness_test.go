@@ -229,3 +229,15 @@ var _ config.TransportFactory = (*chanTransportFactory)(nil)
 
 // testSecret is the peer-link secret of every test cluster.
 const testSecret = "test-cluster-secret"
+
+// waitFor polls done until it holds or testTimeout passes.
+func waitFor(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

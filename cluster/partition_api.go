@@ -65,7 +65,7 @@ func (n *Node) partitionView(shardID uint64, hosted hostedView) PartitionView {
 		Replicas: append([]string(nil), hosted.Replicas...), State: hosted.State.clone(),
 		Term: hosted.LeaderTerm, SelfLeads: hosted.LeaderID == n.replicaID && hosted.LeaderID != 0,
 	}
-	if name, found := n.byReplica[hosted.LeaderID]; found {
+	if name, found := n.nodeOfReplica(hosted.LeaderID); found {
 		view.Leader = name
 	}
 	return view

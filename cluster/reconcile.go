@@ -45,6 +45,9 @@ type localView struct {
 	revision    uint64
 	initialized bool
 	shards      map[uint64]hostedView
+	// replicaNames maps every node's current Raft replica id (from the
+	// catalog) to its node id.
+	replicaNames map[uint64]string
 }
 
 // hostedView is a hosted coordination shard as last read.
@@ -52,7 +55,11 @@ type hostedView struct {
 	Queue     string
 	Partition int
 	Replicas  []string
-	State     CoordState
+	// Members and Join are how this node starts the shard: as an initial
+	// member with these members, or joining it (it replaced its replica).
+	Members map[uint64]string
+	Join    bool
+	State   CoordState
 	// LeaderID is the shard's Raft leader as this node last heard (0 when
 	// none is known); LeaderTerm its term.
 	LeaderID   uint64
@@ -203,7 +210,8 @@ func (r *reconciler) startAndStopShards(state *CatalogState) {
 		for _, partition := range queue.Partitions {
 			for _, replica := range partition.Replicas {
 				if replica == n.self.ID {
-					desired[partition.ShardID] = hostedView{Queue: queue.Name, Partition: partition.Index, Replicas: partition.Replicas}
+					desired[partition.ShardID] = hostedView{Queue: queue.Name, Partition: partition.Index, Replicas: partition.Replicas,
+						Members: n.partitionMembers(partition), Join: slices.Contains(partition.Joined, n.self.ID)}
 				}
 			}
 		}
@@ -212,7 +220,11 @@ func (r *reconciler) startAndStopShards(state *CatalogState) {
 		if _, hosted := r.hosted[shardID]; hosted {
 			continue
 		}
-		err := n.nodeHost.StartReplica(n.members(view.Replicas), false, newCoordMachine(n.kickReconcile), n.raftConfig(shardID))
+		members := view.Members
+		if view.Join {
+			members = nil
+		}
+		err := n.nodeHost.StartReplica(members, view.Join, newCoordMachine(n.kickReconcile), n.raftConfig(shardID))
 		if err != nil && !errors.Is(err, dragonboat.ErrShardAlreadyExist) {
 			n.logger.Warn("start coordination shard failed; will retry", "queue", view.Queue, "partition", view.Partition, "shard", shardID, "error", err)
 			continue
@@ -276,9 +288,9 @@ func (r *reconciler) maybeClaim(shardID uint64, shard *hostedShard, now time.Tim
 		// preferred owner (placement spreads those). Both the leader and the
 		// preferred owner ask, once per election timeout, until it moves or
 		// the leader's grace runs out.
-		if peer, found := n.nodesByID[preferred]; found && now.Sub(shard.transferOfferedAt) >= n.coordinationElectionTimeout {
+		if replicaID, found := n.replicaIDOf(preferred); found && now.Sub(shard.transferOfferedAt) >= n.coordinationElectionTimeout {
 			shard.transferOfferedAt = now
-			_ = n.nodeHost.RequestLeaderTransfer(shardID, peer.ReplicaID()) // best effort; the grace covers a refusal
+			_ = n.nodeHost.RequestLeaderTransfer(shardID, replicaID) // best effort; the grace covers a refusal
 		}
 	}
 	if !shouldClaimFirst(shard.view.State, n.self.ID, preferred, selfLeads, waited, grace) {
@@ -315,7 +327,11 @@ func (r *reconciler) maybeHint(shardID uint64, shard *hostedShard, state *Catalo
 
 // publish stores the new local view and signals watchers if it changed.
 func (r *reconciler) publish(state *CatalogState) {
-	view := &localView{revision: state.Revision, initialized: state.Initialized, shards: map[uint64]hostedView{}}
+	view := &localView{revision: state.Revision, initialized: state.Initialized, shards: map[uint64]hostedView{},
+		replicaNames: map[uint64]string{}}
+	for _, node := range state.Nodes {
+		view.replicaNames[node.ReplicaID] = node.ID
+	}
 	for shardID, shard := range r.hosted {
 		view.shards[shardID] = shard.view
 	}
