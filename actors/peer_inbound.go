@@ -7,6 +7,11 @@ package actors
 // by encoding its reply onto the link itself (peerReply), so a push and
 // its progress cost no hop through this actor.
 //
+// Two requests are about the cluster rather than a partition: a member
+// query (FXQ1) is answered from the local catalog at once, and a
+// replace-member request (FXR1) from a node that lost its data runs the
+// membership changes on a goroutine and answers when they are done.
+//
 // States: serving (from Started), ended (the transport stopped; the actor
 // stops itself). Takes: peerEnded from the transport. A request for a
 // partition this node does not host is answered at once: a push with
@@ -15,7 +20,9 @@ package actors
 // protocol_violation.
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/fibrilmq/fibril/wire"
@@ -118,9 +125,55 @@ func (p *peerInbound) requestHandler(system *actor.ActorSystem) peerFrameHandler
 			}
 			return transport.sendFrame(&wire.ErrorFrame{RequestID: seal.RequestID, Code: wire.CodeUnknownQueue,
 				Message: fmt.Sprintf("this node does not host partition %d", seal.Partition)})
+		case wire.TagMemberQuery:
+			var query wire.MemberQuery
+			if err := query.Decode(body); err != nil {
+				return err
+			}
+			return transport.sendFrame(p.memberAnswer(query.RequestID, query.NodeID))
+		case wire.TagReplaceMember:
+			var replace wire.ReplaceMember
+			if err := replace.Decode(body); err != nil {
+				return err
+			}
+			if replace.NodeID != from {
+				return transport.sendFrame(&wire.ErrorFrame{RequestID: replace.RequestID, Code: wire.CodeUnauthorized,
+					Message: "a node may only ask to replace its own replica"})
+			}
+			p.replaceMember(replace, transport)
 		default:
 			return fmt.Errorf("%w: %s is not a request", errProtocolViolation, tag)
 		}
 		return nil
 	}
+}
+
+// memberAnswer answers FXQ1 from the local catalog replica.
+func (p *peerInbound) memberAnswer(requestID uint64, nodeID string) wire.Frame {
+	initialized, replicaID, err := p.core.config.Cluster.CatalogMember(nodeID)
+	if err != nil {
+		return &wire.Member{RequestID: requestID} // not ready: as good as not initialised yet
+	}
+	return &wire.Member{RequestID: requestID, Initialized: initialized, ReplicaID: replicaID}
+}
+
+// replaceMemberTimeout bounds the membership changes of one replacement.
+const replaceMemberTimeout = 2 * time.Minute
+
+// replaceMember replaces a node's replica on a goroutine (it blocks on
+// Raft) and answers with the catalog's record afterwards.
+func (p *peerInbound) replaceMember(replace wire.ReplaceMember, transport *peerTransport) {
+	node, logger, routines := p.core.config.Cluster, p.core.logger, &p.core.peerRoutines
+	routines.Add(1)
+	go func() {
+		defer routines.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), replaceMemberTimeout)
+		defer cancel()
+		logger.Warn("replacing the replica of a node that lost its data", "node", replace.NodeID, "replica_id", replace.ReplicaID)
+		if err := node.ReplaceReplica(ctx, replace.NodeID, replace.ReplicaID); err != nil {
+			_ = transport.sendFrame(&wire.ErrorFrame{RequestID: replace.RequestID, Code: wire.CodeUnavailable, Message: err.Error()})
+			return
+		}
+		_ = transport.sendFrame(&wire.Member{RequestID: replace.RequestID, Initialized: true, ReplicaID: replace.ReplicaID})
+	}()
 }

@@ -69,6 +69,9 @@ const (
 	TagPeerHello       Tag = 'F'<<24 | 'X'<<16 | 'H'<<8 | '1' // FXH1 node (opens a peer link)
 	TagPeerChallenge   Tag = 'F'<<24 | 'X'<<16 | 'C'<<8 | '1' // FXC1 node (answers a peer hello)
 	TagPeerAuth        Tag = 'F'<<24 | 'X'<<16 | 'A'<<8 | '1' // FXA1 node (completes the handshake)
+	TagMemberQuery     Tag = 'F'<<24 | 'X'<<16 | 'Q'<<8 | '1' // FXQ1 node (what is my replica id?)
+	TagReplaceMember   Tag = 'F'<<24 | 'X'<<16 | 'R'<<8 | '1' // FXR1 node (replace my replica)
+	TagMember          Tag = 'F'<<24 | 'X'<<16 | 'M'<<8 | '1' // FXM1 node (answers both)
 )
 
 // TagSubscriptionEnded names FSE1, the node's notice that it ended a
@@ -149,6 +152,9 @@ var kinds = []kind{
 	{TagPeerHello, "peer-hello", sentByNode, func() Frame { return new(PeerHello) }},
 	{TagPeerChallenge, "peer-challenge", sentByNode, func() Frame { return new(PeerChallenge) }},
 	{TagPeerAuth, "peer-auth", sentByNode, func() Frame { return new(PeerAuth) }},
+	{TagMemberQuery, "member-query", sentByNode, func() Frame { return new(MemberQuery) }},
+	{TagReplaceMember, "replace-member", sentByNode, func() Frame { return new(ReplaceMember) }},
+	{TagMember, "member", sentByNode, func() Frame { return new(Member) }},
 }
 
 // kindByTag indexes kinds; it is built once and only read afterwards.

@@ -126,6 +126,9 @@ func FuzzDecodeSealed(f *testing.F)          { fuzzDecoder(f, TagSealed) }
 func FuzzDecodePeerHello(f *testing.F)       { fuzzDecoder(f, TagPeerHello) }
 func FuzzDecodePeerChallenge(f *testing.F)   { fuzzDecoder(f, TagPeerChallenge) }
 func FuzzDecodePeerAuth(f *testing.F)        { fuzzDecoder(f, TagPeerAuth) }
+func FuzzDecodeMemberQuery(f *testing.F)     { fuzzDecoder(f, TagMemberQuery) }
+func FuzzDecodeReplaceMember(f *testing.F)   { fuzzDecoder(f, TagReplaceMember) }
+func FuzzDecodeMember(f *testing.F)          { fuzzDecoder(f, TagMember) }
 
 func FuzzDecodeSubscriptionEnded(f *testing.F) { fuzzDecoder(f, TagSubscriptionEnded) }
 

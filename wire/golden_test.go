@@ -141,6 +141,12 @@ func goldenCases() []goldenCase {
 				Nonce: goldenNonce(0x22), MaxBodyBytes: 32 << 20}, Proof: goldenProof(PeerProofAcceptor)}},
 		{"FXA1_peer_auth", "node1's proof",
 			&PeerAuth{Proof: goldenProof(PeerProofDialer)}},
+		{"FXQ1_member_query", "node3 starts with an empty data directory",
+			&MemberQuery{RequestID: 1, NodeID: "node3"}},
+		{"FXR1_replace_member", "node3 asks to rejoin as a new replica",
+			&ReplaceMember{RequestID: 2, NodeID: "node3", ReplicaID: 0x3333}},
+		{"FXM1_member", "the cluster exists and records node3 as 0x3333",
+			&Member{RequestID: 2, Initialized: true, ReplicaID: 0x3333}},
 	}
 }
 

@@ -247,3 +247,82 @@ func (f *Sealed) Decode(body []byte) error {
 	f.History = d.epochHistory(f.History)
 	return d.finish()
 }
+
+// MemberQuery (FXQ1) asks a node what its catalog records about a node:
+// the question a node with an empty data directory asks before it starts,
+// to tell a new cluster from one it was part of before it lost its data.
+type MemberQuery struct {
+	RequestID uint64
+	NodeID    string
+}
+
+func (*MemberQuery) Tag() Tag { return TagMemberQuery }
+
+func (f *MemberQuery) Encode(dst []byte) []byte {
+	dst, start := beginFrame(dst, TagMemberQuery)
+	dst = appendU64(dst, f.RequestID)
+	dst = appendString(dst, "node_id", f.NodeID)
+	return endFrame(dst, start)
+}
+
+func (f *MemberQuery) Decode(body []byte) error {
+	d := newDecoder(TagMemberQuery, body)
+	f.RequestID = d.nonZeroU64("request_id")
+	f.NodeID = d.str("node_id")
+	return d.finish()
+}
+
+// ReplaceMember (FXR1) asks a node to replace the asker's Raft replica with
+// a new replica id everywhere (the asker lost its data directory). It is
+// answered with FXM1 once the catalog records the new id.
+type ReplaceMember struct {
+	RequestID uint64
+	NodeID    string
+	ReplicaID uint64
+}
+
+func (*ReplaceMember) Tag() Tag { return TagReplaceMember }
+
+func (f *ReplaceMember) Encode(dst []byte) []byte {
+	dst, start := beginFrame(dst, TagReplaceMember)
+	dst = appendU64(dst, f.RequestID)
+	dst = appendString(dst, "node_id", f.NodeID)
+	dst = appendU64(dst, f.ReplicaID)
+	return endFrame(dst, start)
+}
+
+func (f *ReplaceMember) Decode(body []byte) error {
+	d := newDecoder(TagReplaceMember, body)
+	f.RequestID = d.nonZeroU64("request_id")
+	f.NodeID = d.str("node_id")
+	f.ReplicaID = d.nonZeroU64("replica_id")
+	return d.finish()
+}
+
+// Member (FXM1) answers FXQ1 and FXR1.
+type Member struct {
+	RequestID uint64
+	// Initialized says the answering node's catalog is initialised: the
+	// cluster exists. False also while the answering node is itself still
+	// deciding (its own data directory is empty).
+	Initialized bool
+	ReplicaID   uint64 // the node's replica id in the catalog; 0 when unknown
+}
+
+func (*Member) Tag() Tag { return TagMember }
+
+func (f *Member) Encode(dst []byte) []byte {
+	dst, start := beginFrame(dst, TagMember)
+	dst = appendU64(dst, f.RequestID)
+	dst = appendBool(dst, f.Initialized)
+	dst = appendU64(dst, f.ReplicaID)
+	return endFrame(dst, start)
+}
+
+func (f *Member) Decode(body []byte) error {
+	d := newDecoder(TagMember, body)
+	f.RequestID = d.nonZeroU64("request_id")
+	f.Initialized = d.boolean("initialized")
+	f.ReplicaID = d.u64("replica_id")
+	return d.finish()
+}

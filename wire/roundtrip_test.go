@@ -285,6 +285,12 @@ func (g *generator) frame(tag Tag) Frame {
 		return &PeerChallenge{PeerHello: g.peerHello(), Proof: g.fixedBytes(PeerProofBytes)}
 	case TagPeerAuth:
 		return &PeerAuth{Proof: g.fixedBytes(PeerProofBytes)}
+	case TagMemberQuery:
+		return &MemberQuery{RequestID: g.id(), NodeID: g.text(2)}
+	case TagReplaceMember:
+		return &ReplaceMember{RequestID: g.id(), NodeID: g.text(2), ReplicaID: g.id()}
+	case TagMember:
+		return &Member{RequestID: g.id(), Initialized: g.rng.Intn(2) == 0, ReplicaID: g.u64()}
 	}
 	panic("no generator for " + tag.String())
 }

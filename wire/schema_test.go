@@ -285,6 +285,20 @@ var layouts = map[Tag][]field{
 	TagPeerAuth: {
 		byteString("proof", "32 bytes: HMAC-SHA-256 of the handshake (dialer label)"),
 	},
+	TagMemberQuery: {
+		requestID(),
+		str("node_id", "the node asked about (the asker)"),
+	},
+	TagReplaceMember: {
+		requestID(),
+		str("node_id", "the node whose replica is replaced (the asker)"),
+		u64("replica_id", "its new Raft replica id; not 0"),
+	},
+	TagMember: {
+		replyID(),
+		boolean("initialized", "the answering node's catalog is initialised"),
+		u64("replica_id", "the node's replica id in that catalog; 0 = unknown"),
+	},
 }
 
 // renderLayout renders a frame kind's layout as the protocol document shows it.

@@ -33,6 +33,7 @@ import (
 // clusterProcess is one running node of a cluster of binaries.
 type clusterProcess struct {
 	id, clientAddress, httpAddress string
+	dataDir                        string
 	cmd                            *exec.Cmd
 	stderr                         *bytes.Buffer
 }
@@ -81,7 +82,8 @@ func writeClusterConfig(t *testing.T, dir string, rtt time.Duration) (string, []
 		node := nodeJSON{ID: fmt.Sprintf("node%d", i), ClientAddress: port[0], PeerAddress: port[1],
 			RaftAddress: port[2], HTTPAddress: port[3], DataDir: filepath.Join(dir, fmt.Sprintf("node%d", i))}
 		nodes = append(nodes, node)
-		processes = append(processes, &clusterProcess{id: node.ID, clientAddress: node.ClientAddress, httpAddress: node.HTTPAddress})
+		processes = append(processes, &clusterProcess{id: node.ID, clientAddress: node.ClientAddress,
+			httpAddress: node.HTTPAddress, dataDir: node.DataDir})
 	}
 	config := map[string]any{
 		"cluster": map[string]any{
@@ -108,14 +110,26 @@ func startBinaryCluster(t *testing.T, binary string, rtt time.Duration) *binaryC
 	dir := t.TempDir()
 	configFile, nodes := writeClusterConfig(t, dir, rtt)
 	c := &binaryCluster{t: t, binary: binary, configFile: configFile, nodes: nodes}
-	for _, node := range nodes {
-		c.start(node)
+	// All at once: a new cluster's nodes ask each other whether the cluster
+	// is new before any of them serves.
+	waits := make([]func(), len(nodes))
+	for i, node := range nodes {
+		waits[i] = c.launch(node)
+	}
+	for _, wait := range waits {
+		wait()
 	}
 	return c
 }
 
 // start runs one node and waits for its "serving clients" line.
 func (c *binaryCluster) start(node *clusterProcess) {
+	c.t.Helper()
+	c.launch(node)()
+}
+
+// launch runs one node and returns the wait for its "serving clients" line.
+func (c *binaryCluster) launch(node *clusterProcess) func() {
 	c.t.Helper()
 	node.stderr = &bytes.Buffer{}
 	node.cmd = exec.Command(c.binary, "serve", "--config", c.configFile, "--node", node.id)
@@ -129,13 +143,16 @@ func (c *binaryCluster) start(node *clusterProcess) {
 	}
 	process := node.cmd
 	c.t.Cleanup(func() { _ = process.Process.Kill(); _ = process.Wait() })
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "fibril: serving clients on "+node.clientAddress) {
-		_ = process.Process.Kill()
-		_ = process.Wait()
-		c.t.Fatalf("%s: first line %q; stderr:\n%s", node.id, lines.Text(), node.stderr.String())
+	return func() {
+		c.t.Helper()
+		lines := bufio.NewScanner(stdout)
+		if !lines.Scan() || !strings.HasPrefix(lines.Text(), "fibril: serving clients on "+node.clientAddress) {
+			_ = process.Process.Kill()
+			_ = process.Wait()
+			c.t.Fatalf("%s: first line %q; stderr:\n%s", node.id, lines.Text(), node.stderr.String())
+		}
+		go func() { _, _ = io.Copy(io.Discard, stdout) }()
 	}
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 }
 
 func (c *binaryCluster) node(id string) *clusterProcess {
@@ -422,4 +439,65 @@ func roundAll(samples []time.Duration) []time.Duration {
 		out[i] = sample.Round(time.Millisecond)
 	}
 	return out
+}
+
+// A node whose data directory is wiped while it is down comes back as a
+// new Raft replica: it finds the cluster through its peers, a peer
+// replaces its old replica, and it follows the catalog again (it sees a
+// queue declared while it was gone) and serves.
+func TestBinaryClusterNodeWithAWipedDataDirRejoins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binaries")
+	}
+	dir := t.TempDir()
+	server := buildBinary(t, dir, "./cmd/fibril", "fibril")
+	ctl := buildBinary(t, dir, "./cmd/fibrilctl", "fibrilctl")
+	c := startBinaryCluster(t, server, 10*time.Millisecond)
+	runCtl := func(node *clusterProcess, args ...string) string {
+		t.Helper()
+		output, err := exec.Command(ctl, append(args, "--server", node.clientAddress)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("fibrilctl %v on %s: %v\n%s", args, node.id, err, output)
+		}
+		return string(output)
+	}
+	runCtl(c.node("node1"), "declare", "before")
+	wiped := c.node("node3")
+	if err := wiped.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = wiped.cmd.Wait()
+	identity, err := os.ReadFile(filepath.Join(wiped.dataDir, "identity"))
+	if err != nil {
+		t.Fatalf("node3 kept no identity file: %v", err)
+	}
+	if err := os.RemoveAll(wiped.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	runCtl(c.node("node1"), "declare", "while-away")
+	c.start(wiped)
+	if !strings.Contains(wiped.stderr.String(), "rejoining as a new replica") {
+		t.Fatalf("node3 did not say it rejoins; stderr:\n%s", wiped.stderr.String())
+	}
+	rejoined, err := os.ReadFile(filepath.Join(wiped.dataDir, "identity"))
+	if err != nil || string(rejoined) == string(identity) || !strings.Contains(string(rejoined), `"joined":true`) {
+		t.Fatalf("identity before %s, after %s (%v)", identity, rejoined, err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var view clusterView
+		err := tryGetJSON(wiped, "/api/cluster", &view)
+		names := map[string]bool{}
+		for _, queue := range view.Queues {
+			names[queue.Name] = true
+		}
+		if err == nil && names["before"] && names["while-away"] && view.CatalogLeader != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node3 did not follow the catalog after rejoining: %+v, %v", view, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	runCtl(wiped, "declare", "after")
 }
