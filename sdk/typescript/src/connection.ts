@@ -97,6 +97,8 @@ export class Connection {
   /** Publishes refused with not_owner, waiting for the FRD1 (id 0) that names the owner. */
   private readonly awaitingRedirect = new Map<string, { seq: bigint; pending: PendingPublish; error: ServerError }[]>();
   private readonly subscriptions = new Map<bigint, SubscriptionHandlers>();
+  /** Frames of subscriptions whose subscribe-ok arrived and whose owner has not bound them yet. */
+  private readonly heldForSubscription = new Map<bigint, { deliveries: Delivery[]; ended: Error | undefined }>();
 
   private inbound: Buffer[] = [];
   private inboundBytes = 0;
@@ -191,8 +193,21 @@ export class Connection {
     return true;
   }
 
+  /**
+   * Hands a subscription's frames to handlers. Deliveries that arrived
+   * between subscribe-ok and this call (they can share a TCP segment with
+   * it) were held for it, and are handed over first.
+   */
   addSubscription(id: bigint, handlers: SubscriptionHandlers): void {
+    const held = this.heldForSubscription.get(id);
+    this.heldForSubscription.delete(id);
     this.subscriptions.set(id, handlers);
+    if (held === undefined) return;
+    if (held.deliveries.length > 0) handlers.deliver(held.deliveries);
+    if (held.ended !== undefined) {
+      this.subscriptions.delete(id);
+      handlers.ended(held.ended);
+    }
   }
 
   removeSubscription(id: bigint): void {
@@ -333,6 +348,19 @@ export class Connection {
         handlers?.ended(new ServerError(frame.code, frame.message));
         return;
       }
+      case "FSK1":
+        // Deliveries may follow in the same read, before the subscriber
+        // has bound the new id: hold them for it.
+        if (!this.subscriptions.has(frame.subscriptionId)) {
+          const held = { deliveries: [] as Delivery[], ended: undefined as Error | undefined };
+          this.heldForSubscription.set(frame.subscriptionId, held);
+          this.subscriptions.set(frame.subscriptionId, {
+            deliver: (deliveries) => held.deliveries.push(...deliveries),
+            ended: (err) => (held.ended = err),
+          });
+        }
+        this.answer(frame.requestId, { frame });
+        return;
       case "FPI1":
         this.write({ tag: "FPO1", requestId: frame.requestId });
         return;
