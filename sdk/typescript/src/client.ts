@@ -15,13 +15,14 @@
 
 import type { Frame, Header } from "./codec.js";
 import { DEFAULT_MAX_BODY_BYTES, MIN_MAX_BODY_BYTES } from "./codec.js";
-import type { Connection, OutgoingMessage, PublishOutcome } from "./connection.js";
+import type { Connection, OutgoingMessage, PublishItem, PublishOutcome } from "./connection.js";
 import {
   ClientClosedError, ConnectionLostError, MessageTooLargeError, ServerError, TooManyRedirectsError,
 } from "./errors.js";
 import { optionsMap, queueInfoOf, type Mode, type QueueConfig, type QueueInfo } from "./info.js";
 import { Link, type Session } from "./link.js";
 import { encodeMsgpack } from "./msgpack.js";
+import { Fifo } from "./fifo.js";
 import { Subscription, type DeliveryHandler, type SubscriptionHost } from "./subscription.js";
 
 export interface ClientOptions {
@@ -89,12 +90,29 @@ const utf8 = new TextEncoder();
 const PUBLISH_FRAME_OVERHEAD = 2 + 4; // queue length prefix and message count, beside the queue name
 const MESSAGE_OVERHEAD = 8 + 2 + 2 + 4; // seq, id length, header count, payload length
 
-interface QueuedPublish {
-  message: OutgoingMessage;
-  bytes: number;
-  hops: number;
-  resolve: (c: Confirm) => void;
-  reject: (e: Error) => void;
+/** One publish on its way: the client's state of it, and the connection's PublishItem. */
+class QueuedPublish implements PublishItem {
+  hops = 0;
+  constructor(readonly client: Client, readonly queue: string, readonly message: OutgoingMessage, readonly bytes: number,
+    private readonly resolveConfirm: (c: Confirm) => void, private readonly rejectConfirm: (e: Error) => void) {}
+
+  resolve(confirm: Confirm): void {
+    this.client.releaseRoom();
+    this.resolveConfirm(confirm);
+  }
+
+  reject(err: Error): void {
+    this.client.releaseRoom();
+    this.rejectConfirm(err);
+  }
+
+  settle(outcome: PublishOutcome): void {
+    this.client.outcome(this, outcome);
+  }
+
+  fail(err: Error): void {
+    this.reject(err);
+  }
 }
 
 /** Connects to the first address that answers hello. */
@@ -114,7 +132,7 @@ export class Client implements SubscriptionHost {
   private readonly batches = new Map<Link, Map<string, QueuedPublish[]>>();
   private flushScheduled = false;
   private inFlight = 0;
-  private readonly roomWaiters: (() => void)[] = [];
+  private readonly roomWaiters = new Fifo<() => void>();
   private readonly idleWaiters: (() => void)[] = [];
   private closed = false;
   private homeSession: Session | undefined;
@@ -225,51 +243,54 @@ export class Client implements SubscriptionHost {
    * ConnectionLostError (outcome unknown). Many publishes may be in flight:
    * call it without awaiting each one, up to maxPendingPublishes.
    */
-  async publish(queue: string, payload: Uint8Array | string, options: PublishOptions = {}): Promise<Confirm> {
-    if (this.closed) throw new ClientClosedError();
+  publish(queue: string, payload: Uint8Array | string, options: PublishOptions = {}): Promise<Confirm> {
+    if (this.closed) return Promise.reject(new ClientClosedError());
     const message: OutgoingMessage = {
       messageId: options.messageId ?? "",
       headers: headersOf(options.headers),
       payload: typeof payload === "string" ? utf8.encode(payload) : payload,
     };
-    let bytes = MESSAGE_OVERHEAD + utf8.encode(message.messageId).length + message.payload.length;
-    for (const [k, v] of message.headers) bytes += 2 + utf8.encode(k).length + 4 + v.length;
-    await this.reserve();
-    return new Promise<Confirm>((resolve, reject) => {
-      const done = (settle: () => void): void => {
-        this.releaseRoom();
-        settle();
-      };
-      void this.enqueue(queue, {
-        message, bytes, hops: 0,
-        resolve: (c) => done(() => resolve(c)),
-        reject: (e) => done(() => reject(e)),
-      });
+    let bytes = MESSAGE_OVERHEAD + Buffer.byteLength(message.messageId, "utf8") + message.payload.length;
+    for (const [k, v] of message.headers) bytes += 2 + Buffer.byteLength(k, "utf8") + 4 + v.length;
+    const send = (): Promise<Confirm> => new Promise<Confirm>((resolve, reject) => {
+      this.enqueue(queue, new QueuedPublish(this, queue, message, bytes, resolve, reject));
     });
-  }
-
-  private async reserve(): Promise<void> {
-    while (this.inFlight >= this.options.maxPendingPublishes) {
-      await new Promise<void>((resolve) => this.roomWaiters.push(resolve));
-      if (this.closed) throw new ClientClosedError();
+    if (this.inFlight < this.options.maxPendingPublishes && this.roomWaiters.length === 0) {
+      this.inFlight++;
+      return send();
     }
-    this.inFlight++;
+    return this.reserve().then(send);
   }
 
-  private releaseRoom(): void {
+  /** Waits for a place in the window; releaseRoom hands it over (inFlight counts it already). */
+  private async reserve(): Promise<void> {
+    await new Promise<void>((resolve) => this.roomWaiters.push(resolve));
+    if (this.closed) {
+      this.releaseRoom();
+      throw new ClientClosedError();
+    }
+  }
+
+  /** A publish was answered: its place goes to the first waiter, or back to the window. */
+  releaseRoom(): void {
+    const next = this.roomWaiters.shift();
+    if (next !== undefined) {
+      next();
+      return;
+    }
     this.inFlight--;
-    this.roomWaiters.shift()?.();
     if (this.inFlight === 0) for (const w of this.idleWaiters.splice(0)) w();
   }
 
-  private async enqueue(queue: string, item: QueuedPublish): Promise<void> {
-    let link: Link;
-    try {
-      link = await this.routeFor(queue);
-    } catch (err) {
-      item.reject(err as Error);
+  private enqueue(queue: string, item: QueuedPublish): void {
+    if (!this.routes.has(queue)) {
+      this.enqueueOn(this.home, queue, item);
       return;
     }
+    this.routeFor(queue).then((link) => this.enqueueOn(link, queue, item), (err) => item.reject(err as Error));
+  }
+
+  private enqueueOn(link: Link, queue: string, item: QueuedPublish): void {
     let perQueue = this.batches.get(link);
     if (perQueue === undefined) this.batches.set(link, (perQueue = new Map()));
     const list = perQueue.get(queue);
@@ -290,7 +311,7 @@ export class Client implements SubscriptionHost {
       for (const [queue, items] of perQueue) {
         if (connection === undefined) {
           if (this.options.waitForReconnect && !this.closed) {
-            void link.current(true).then(() => items.forEach((i) => void this.enqueue(queue, i)),
+            void link.current(true).then(() => items.forEach((i) => this.enqueue(queue, i)),
               (err) => items.forEach((i) => i.reject(err)));
           } else {
             const err = this.closed ? new ClientClosedError() : new ConnectionLostError(`not connected to ${link.addresses.join(", ")}; reconnecting`);
@@ -311,10 +332,7 @@ export class Client implements SubscriptionHost {
     let size = head;
     const send = (): void => {
       if (frame.length === 0) return;
-      const sent = frame;
-      connection.publish(queue, sent.map((i) => i.message),
-        sent.map((i) => (outcome: PublishOutcome) => this.outcome(queue, i, outcome)),
-        sent.map((i) => (err: Error) => i.reject(err)));
+      connection.publish(queue, frame);
       frame = [];
       size = head;
     };
@@ -330,7 +348,9 @@ export class Client implements SubscriptionHost {
     send();
   }
 
-  private outcome(queue: string, item: QueuedPublish, outcome: PublishOutcome): void {
+  /** QueuedPublish: the node answered a publish. */
+  outcome(item: QueuedPublish, outcome: PublishOutcome): void {
+    const queue = item.queue;
     if (outcome.ok) {
       item.resolve({ boundary: outcome.boundary });
       return;
@@ -343,7 +363,7 @@ export class Client implements SubscriptionHost {
       }
       this.routes.set(queue, outcome.redirect.address);
       item.hops++;
-      void this.linkFor(outcome.redirect.address).then(() => this.enqueue(queue, item), (err) => item.reject(err));
+      this.linkFor(outcome.redirect.address).then(() => this.enqueue(queue, item), (err) => item.reject(err));
       return;
     }
     item.reject(outcome.error);
@@ -492,7 +512,7 @@ export class Client implements SubscriptionHost {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const w of this.roomWaiters.splice(0)) w();
+    for (const w of this.roomWaiters.drain()) w();
     for (const sub of [...this.subscriptions]) sub.finish(undefined);
     await Promise.all([this.home.close(), ...[...this.links.values()].map((l) => l.close())]);
   }

@@ -19,7 +19,8 @@ export const MAX_STRING_BYTES = 65535;
 export type Header = [key: string, value: Uint8Array];
 
 export interface PublishMessage {
-  seq: bigint;
+  /** A bigint, or a number up to 2^53 (what a session's counter reaches in practice). */
+  seq: bigint | number;
   messageId: string;
   headers: Header[];
   payload: Uint8Array;
@@ -140,9 +141,16 @@ export class Encoder {
     this.off += 4;
     return this;
   }
-  u64(v: bigint): this {
-    if (v < 0n || v > U64_MAX) throw new RangeError(`${v} does not fit a u64`);
+  u64(v: bigint | number): this {
     this.room(8);
+    if (typeof v === "number") {
+      if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`${v} is not a u64 this encoder takes as a number`);
+      this.buf.writeUInt32BE(Math.floor(v / 0x1_0000_0000), this.off);
+      this.buf.writeUInt32BE(v >>> 0, this.off + 4);
+      this.off += 8;
+      return this;
+    }
+    if (v < 0n || v > U64_MAX) throw new RangeError(`${v} does not fit a u64`);
     this.buf.writeBigUInt64BE(v, this.off);
     this.off += 8;
     return this;
@@ -163,9 +171,20 @@ export class Encoder {
     return this;
   }
   string(v: string): this {
-    const bytes = utf8.encode(v);
-    if (bytes.length > MAX_STRING_BYTES) throw new RangeError(`a string of ${bytes.length} bytes is over 65,535`);
-    return this.u16(bytes.length).raw(bytes);
+    if (v.length === 0) return this.u16(0);
+    const n = Buffer.byteLength(v, "utf8");
+    if (n > MAX_STRING_BYTES) throw new RangeError(`a string of ${n} bytes is over 65,535`);
+    this.u16(n);
+    this.room(n);
+    this.off += this.buf.write(v, this.off, n, "utf8");
+    return this;
+  }
+  /** Four ASCII tag characters. */
+  tag(v: string): this {
+    this.room(4);
+    this.buf.write(v, this.off, 4, "latin1");
+    this.off += 4;
+    return this;
   }
   bytes(v: Uint8Array): this {
     return this.u32(v.length).raw(v);
@@ -183,6 +202,13 @@ export class Encoder {
   /** The bytes written so far (a view; copy if the encoder is reused). */
   bytesView(): Buffer {
     return this.buf.subarray(0, this.off);
+  }
+  /** Hands over the bytes written so far and starts on a fresh buffer, so they need no copy. */
+  takeBytes(): Buffer {
+    const out = this.buf.subarray(0, this.off);
+    this.buf = Buffer.allocUnsafe(Math.max(256, Math.min(this.buf.length, 1 << 20)));
+    this.off = 0;
+    return out;
   }
   reset(): void {
     this.off = 0;
@@ -401,7 +427,7 @@ export function encodeBody(e: Encoder, f: Frame): void {
 
 /** Appends f, envelope and body, and returns its body length. */
 export function encodeFrame(e: Encoder, f: Frame): number {
-  e.raw(Buffer.from(f.tag, "latin1"));
+  e.tag(f.tag);
   const lengthAt = e.length;
   e.u32(0);
   const start = e.length;

@@ -56,10 +56,18 @@ export type PublishOutcome =
   | { ok: true; boundary: "written" | "durable" }
   | { ok: false; error: ServerError; redirect?: { queue: string; nodeId: string; address: string } | undefined };
 
+/** One message to publish, and where its outcome goes. */
+export interface PublishItem {
+  readonly message: OutgoingMessage;
+  /** The node answered: confirmed or refused. */
+  settle(outcome: PublishOutcome): void;
+  /** The connection ended first: the outcome is unknown. */
+  fail(err: Error): void;
+}
+
 interface PendingPublish {
   queue: string;
-  settle: (outcome: PublishOutcome) => void;
-  fail: (err: Error) => void;
+  item: PublishItem;
 }
 
 export interface SubscriptionHandlers {
@@ -91,17 +99,23 @@ export class Connection {
   private rejectReady!: (err: Error) => void;
 
   private nextRequestId = 1n;
-  private nextSeq = 1n;
+  // Sequence numbers are numbers here (a session would need 2^53 publishes
+  // to pass them); ranges from the node are bigint and compared as such.
+  private nextSeq = 1;
   private readonly requests = new Map<bigint, PendingRequest>();
-  private readonly publishes = new Map<bigint, PendingPublish>();
+  private readonly publishes = new Map<number, PendingPublish>();
   /** Publishes refused with not_owner, waiting for the FRD1 (id 0) that names the owner. */
-  private readonly awaitingRedirect = new Map<string, { seq: bigint; pending: PendingPublish; error: ServerError }[]>();
+  private readonly awaitingRedirect = new Map<string, { pending: PendingPublish; error: ServerError }[]>();
   private readonly subscriptions = new Map<bigint, SubscriptionHandlers>();
   /** Frames of subscriptions whose subscribe-ok arrived and whose owner has not bound them yet. */
   private readonly heldForSubscription = new Map<bigint, { deliveries: Delivery[]; ended: Error | undefined }>();
 
+  // Bytes read and not yet framed: chunks are gathered until a whole frame
+  // (or envelope) is there, then joined once, so a large frame arriving in
+  // many reads is copied once, not once per read.
   private inbound: Buffer[] = [];
   private inboundBytes = 0;
+  private inboundNeeded = HEADER_BYTES;
   private readonly encoder = new Encoder(64 * 1024);
   private flushScheduled = false;
   private keepaliveTimer: NodeJS.Timeout | undefined;
@@ -170,19 +184,19 @@ export class Connection {
    * message with its outcome, fail if the connection ends first. The caller
    * keeps the frame within nodeMaxBodyBytes.
    */
-  publish(queue: string, messages: OutgoingMessage[], settle: ((outcome: PublishOutcome) => void)[],
-    fail: ((err: Error) => void)[]): void {
+  publish(queue: string, items: PublishItem[]): void {
     if (this.endReason) {
       const err = this.lost();
-      for (const f of fail) f(err);
+      for (const item of items) item.fail(err);
       return;
     }
     const frame: Frame = { tag: "FPB1", queue, messages: [] };
-    messages.forEach((m, i) => {
+    for (const item of items) {
       const seq = this.nextSeq++;
-      this.publishes.set(seq, { queue, settle: settle[i]!, fail: fail[i]! });
+      this.publishes.set(seq, { queue, item });
+      const m = item.message;
       frame.messages.push({ seq, messageId: m.messageId, headers: m.headers, payload: m.payload });
-    });
+    }
     this.write(frame);
   }
 
@@ -238,41 +252,34 @@ export class Connection {
       this.encoder.reset();
       return;
     }
-    this.socket.write(Buffer.from(this.encoder.bytesView()));
-    this.encoder.reset();
+    this.socket.write(this.encoder.takeBytes());
   }
 
   private received(chunk: Buffer): void {
     this.inbound.push(chunk);
     this.inboundBytes += chunk.length;
-    while (this.endReason === undefined && this.inboundBytes >= HEADER_BYTES) {
-      const head = this.peek(HEADER_BYTES);
-      const bodyBytes = head.readUInt32BE(4);
+    if (this.inboundBytes < this.inboundNeeded) return;
+    const buf = this.inbound.length === 1 ? this.inbound[0]! : Buffer.concat(this.inbound, this.inboundBytes);
+    this.inbound = [];
+    let off = 0;
+    this.inboundNeeded = HEADER_BYTES;
+    while (this.endReason === undefined && buf.length - off >= HEADER_BYTES) {
+      const bodyBytes = buf.readUInt32BE(off + 4);
       if (bodyBytes > this.maxInboundBody) {
         this.protocolError(Codes.frame_too_large, `body of ${bodyBytes} bytes exceeds the limit of ${this.maxInboundBody}`);
         return;
       }
-      if (this.inboundBytes < HEADER_BYTES + bodyBytes) return;
-      const frameBytes = this.take(HEADER_BYTES + bodyBytes);
-      const tag = frameBytes.toString("latin1", 0, 4);
-      this.frame(tag, frameBytes.subarray(0, 4), frameBytes.subarray(HEADER_BYTES));
+      if (buf.length - off < HEADER_BYTES + bodyBytes) {
+        this.inboundNeeded = HEADER_BYTES + bodyBytes;
+        break;
+      }
+      const tag = buf.toString("latin1", off, off + 4);
+      this.frame(tag, buf.subarray(off, off + 4), buf.subarray(off + HEADER_BYTES, off + HEADER_BYTES + bodyBytes));
+      off += HEADER_BYTES + bodyBytes;
     }
-  }
-
-  private peek(n: number): Buffer {
-    if (this.inbound[0]!.length >= n) return this.inbound[0]!;
-    const joined = Buffer.concat(this.inbound);
-    this.inbound = [joined];
-    return joined;
-  }
-
-  private take(n: number): Buffer {
-    const first = this.peek(n);
-    const out = first.subarray(0, n);
-    const rest = first.subarray(n);
-    this.inbound = rest.length > 0 ? [rest, ...this.inbound.slice(1)] : this.inbound.slice(1);
-    this.inboundBytes -= n;
-    return out;
+    const rest = buf.length - off;
+    this.inboundBytes = rest;
+    if (rest > 0) this.inbound.push(buf.subarray(off));
   }
 
   private frame(tag: string, rawTag: Buffer, body: Buffer): void {
@@ -315,21 +322,22 @@ export class Connection {
       case "FCF1":
         for (const r of frame.ranges) {
           const boundary = r.boundary === 2 ? "durable" : "written";
-          this.eachPublished(r.first, r.last, (_seq, p) => p.settle({ ok: true, boundary }));
+          const outcome: PublishOutcome = { ok: true, boundary };
+          this.eachPublished(r.first, r.last, (p) => p.item.settle(outcome));
         }
         return;
       case "FNC1":
         for (const r of frame.ranges) {
           const error = new ServerError(r.code, r.message);
-          this.eachPublished(r.first, r.last, (seq, p) => {
+          this.eachPublished(r.first, r.last, (p) => {
             if (r.code === Codes.not_owner) {
               // The FRD1 with request id 0 that names the owner follows.
               const waiting = this.awaitingRedirect.get(p.queue) ?? [];
-              waiting.push({ seq, pending: p, error });
+              waiting.push({ pending: p, error });
               this.awaitingRedirect.set(p.queue, waiting);
               return;
             }
-            p.settle({ ok: false, error });
+            p.item.settle({ ok: false, error });
           });
         }
         return;
@@ -382,7 +390,7 @@ export class Connection {
         }
         const waiting = this.awaitingRedirect.get(frame.queue) ?? [];
         this.awaitingRedirect.delete(frame.queue);
-        for (const w of waiting) w.pending.settle({ ok: false, error: w.error, redirect });
+        for (const w of waiting) w.pending.item.settle({ ok: false, error: w.error, redirect });
         return;
       }
       default:
@@ -391,13 +399,16 @@ export class Connection {
   }
 
   /** Calls fn for every pending publish in [first, last] and forgets it. */
-  private eachPublished(first: bigint, last: bigint, fn: (seq: bigint, p: PendingPublish) => void): void {
-    if (last - first < BigInt(this.publishes.size)) {
+  private eachPublished(firstSeq: bigint, lastSeq: bigint, fn: (p: PendingPublish) => void): void {
+    if (firstSeq >= BigInt(this.nextSeq)) return; // covers nothing this session published
+    const first = Number(firstSeq);
+    const last = Number(lastSeq < BigInt(this.nextSeq) ? lastSeq : BigInt(this.nextSeq - 1));
+    if (last - first < this.publishes.size) {
       for (let seq = first; seq <= last; seq++) {
         const p = this.publishes.get(seq);
         if (p !== undefined) {
           this.publishes.delete(seq);
-          fn(seq, p);
+          fn(p);
         }
       }
       return;
@@ -405,7 +416,7 @@ export class Connection {
     for (const [seq, p] of this.publishes) {
       if (seq >= first && seq <= last) {
         this.publishes.delete(seq);
-        fn(seq, p);
+        fn(p);
       }
     }
   }
@@ -476,8 +487,8 @@ export class Connection {
     for (const r of requests) r.reject(err);
     const publishes = [...this.publishes.values()];
     this.publishes.clear();
-    for (const p of publishes) p.fail(err);
-    for (const waiting of this.awaitingRedirect.values()) for (const w of waiting) w.pending.fail(err);
+    for (const p of publishes) p.item.fail(err);
+    for (const waiting of this.awaitingRedirect.values()) for (const w of waiting) w.pending.item.fail(err);
     this.awaitingRedirect.clear();
     const subscriptions = [...this.subscriptions.values()];
     this.subscriptions.clear();

@@ -311,7 +311,7 @@ describe("against fake nodes", () => {
         conn.send({ tag: "FRD1", requestId: frame.requestId, queue: q, nodeId: "owner", address: nodeAddress! });
       }
       if (frame.tag === "FPB1") {
-        const seqs = frame.messages.map((m) => m.seq);
+        const seqs = frame.messages.map((m) => BigInt(m.seq));
         conn.send({ tag: "FNC1", ranges: seqs.map((s) => ({ first: s, last: s, code: Codes.not_owner, message: "owned elsewhere" })) });
         conn.send({ tag: "FRD1", requestId: 0n, queue: frame.queue, nodeId: "owner", address: nodeAddress! });
       }

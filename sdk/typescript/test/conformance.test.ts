@@ -510,7 +510,7 @@ class CaseRun {
       c.nextRequestId++;
     }
     const frame = buildFrame(o);
-    if (frame.tag === "FPB1") for (const msg of frame.messages) c.published.add(msg.seq);
+    if (frame.tag === "FPB1") for (const msg of frame.messages) c.published.add(BigInt(msg.seq));
     const e = new Encoder();
     encodeFrame(e, frame);
     c.write(Buffer.from(e.bytesView()));
