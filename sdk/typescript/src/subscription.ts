@@ -33,6 +33,8 @@ export class Delivery {
   readonly headers: Header[];
   readonly payload: Uint8Array;
   private settled = false;
+  /** Given to the application (by the iterator or the handler), as opposed to released while draining. */
+  handedOut = false;
 
   constructor(wire: WireDelivery, private readonly subscription: Subscription, private readonly generation: number) {
     this.deliveryTag = wire.deliveryTag;
@@ -191,16 +193,14 @@ export class Subscription implements AsyncIterable<Delivery> {
     while (this.waiting !== undefined && this.buffer.length > 0) {
       const waiter = this.waiting;
       this.waiting = undefined;
-      this.outstanding++;
-      waiter.resolve({ value: this.buffer.shift()!, done: false });
+      waiter.resolve({ value: this.handOut(this.buffer.shift()!), done: false });
     }
   }
 
   private async runHandler(): Promise<void> {
     try {
       while (this.buffer.length > 0 && this.state === "active") {
-        const delivery = this.buffer.shift()!;
-        this.outstanding++;
+        const delivery = this.handOut(this.buffer.shift()!);
         try {
           await this.handler!(delivery);
         } catch {
@@ -212,13 +212,19 @@ export class Subscription implements AsyncIterable<Delivery> {
     }
   }
 
+  private handOut(delivery: Delivery): Delivery {
+    delivery.handedOut = true;
+    this.outstanding++;
+    return delivery;
+  }
+
   /** Queues a settle; gathered settles leave together at the end of the tick. */
   settle(delivery: Delivery, kind: SettleKind): void {
     const key = typeof kind === "string" ? kind : `nack:${kind.requeue ? 1 : 0}:${kind.delayMs}`;
     const tags = this.settles.get(key) ?? [];
     tags.push(delivery.deliveryTag);
     this.settles.set(key, tags);
-    if (this.outstanding > 0) this.outstanding--;
+    if (delivery.handedOut && this.outstanding > 0) this.outstanding--;
     if (!this.settleScheduled) {
       this.settleScheduled = true;
       queueMicrotask(() => this.flushSettles());
@@ -256,8 +262,7 @@ export class Subscription implements AsyncIterable<Delivery> {
     return {
       next: () => {
         if (this.buffer.length > 0 && this.state === "active") {
-          this.outstanding++;
-          return Promise.resolve({ value: this.buffer.shift()!, done: false });
+          return Promise.resolve({ value: this.handOut(this.buffer.shift()!), done: false });
         }
         if (this.state !== "active") {
           return this.endError ? Promise.reject(this.endError) : Promise.resolve({ value: undefined, done: true });
