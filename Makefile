@@ -4,7 +4,7 @@ BIN := bin
 PKGS := ./...
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build run test test-short vet fuzz soak bench cluster cluster-stop clean
+.PHONY: all build run test test-go test-typescript test-short vet fuzz soak bench cluster cluster-stop clean
 
 all: build
 
@@ -21,9 +21,19 @@ vet:
 	$(GO) vet $(PKGS)
 
 # Every test, under the race detector, with the short versions of the
-# fault and soak cases.
-test: vet
+# fault and soak cases; then the TypeScript SDK's.
+test: test-go test-typescript
+
+test-go: vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+# The TypeScript SDK's tests (sdk/typescript: codec, SDK, and the
+# conformance suite through its codec) against three local nodes that
+# conformance/nodes starts on free ports and stops when npm exits.
+NPM ?= npm
+test-typescript:
+	cd sdk/typescript && $(NPM) ci --no-audit --no-fund
+	$(GO) run ./conformance/nodes -- sh -c 'cd sdk/typescript && $(NPM) test'
 
 # Short fuzzing of every decoder (FUZZTIME per target). Seed corpora live in
 # each package's testdata/fuzz and run as plain tests in make test.

@@ -107,6 +107,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = wire.DefaultMaxBodyBytes
 	}
+	if c.MaxBodyBytes < wire.MinMaxBodyBytes {
+		return c, fmt.Errorf("%w: max body bytes %d is below the protocol's minimum of %d",
+			ErrInvalidConfig, c.MaxBodyBytes, wire.MinMaxBodyBytes)
+	}
 	if c.FS == nil {
 		c.FS = vfs.OS
 	}

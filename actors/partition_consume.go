@@ -345,11 +345,10 @@ func (p *partition) applySettle(ctx actor.Context, msg settleRequest, sub *subsc
 		switch {
 		case msg.requeue:
 			_, err = p.q.Nack(sub.id, offsets, msg.delay)
-		case p.home.options.DeadLetterQueue == "":
-			// Without a dead-letter queue, a nack without requeue drops.
-			_, err = p.q.Discard(sub.id, offsets)
 		default:
-			// With one, it dead-letters at once, the attempt counted.
+			// A nack without requeue dead-letters at once, the attempt
+			// counted: moved to the dead-letter queue, or dropped when the
+			// queue has none, and counted as dead-lettered either way.
 			_, err = p.q.Reject(sub.id, offsets)
 		}
 	}

@@ -18,8 +18,11 @@ import (
 )
 
 // busyBatchesMax bounds the batches waiting for room in the append
-// pipeline. Session credit already bounds them; this is the backstop.
-const busyBatchesMax = 1 << 14
+// pipeline. Session credit already bounds each session's; this is the
+// backstop against many sessions at once. It is at least one session's
+// credit, so one connection alone never meets it (docs/protocol.md, "Flow
+// control and overload").
+const busyBatchesMax = publishCreditMessages
 
 // checkpointEveryRecords is how many applied records trigger a checkpoint
 // (and a compaction after it), so recovery replays a bounded tail.
@@ -62,7 +65,8 @@ func (p *partition) queueBusy(ctx actor.Context, batch publishBatch) {
 	if len(p.busy) >= busyBatchesMax {
 		p.metrics.rejects.Add(len(batch.messages))
 		ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: requestFailure{
-			code: wire.CodeUnavailable, message: fmt.Sprintf("queue %q has too many publishes in flight; retry", p.home.name)}})
+			code: wire.CodeOverloaded, message: fmt.Sprintf("queue %q has %d publish batches waiting for its log; "+
+				"retry once earlier publishes are answered", p.home.name, len(p.busy))}})
 		return
 	}
 	p.busy = append(p.busy, batch)

@@ -50,6 +50,11 @@ func (m *queuesManager) declare(ctx actor.Context, msg declareRequest) {
 	}
 	record, exists := m.queues[msg.name]
 	if !exists {
+		if requested.DeadLetterQueue != "" && requested.MaxDeliveries == 0 {
+			refuse(wire.CodeInvalidOptions, "dead_letter_queue needs max_deliveries in the same declare "+
+				"(the attempts after which a message is dead-lettered)")
+			return
+		}
 		if err := requested.Validate(); err != nil {
 			refuse(wire.CodeInvalidOptions, "%v", err)
 			return

@@ -173,6 +173,11 @@ func (s *session) hello(frame *wire.Hello) {
 			wire.ProtocolVersion, frame.Versions))
 		return
 	}
+	if frame.MaxBodyBytes != 0 && frame.MaxBodyBytes < wire.MinMaxBodyBytes {
+		s.refuse(wire.CodeProtocolViolation, fmt.Sprintf("hello's max_body_bytes %d is below the minimum of %d "+
+			"(0 means the default of %d)", frame.MaxBodyBytes, wire.MinMaxBodyBytes, wire.DefaultMaxBodyBytes))
+		return
+	}
 	if token := s.core.config.AuthToken; token != "" &&
 		subtle.ConstantTimeCompare(frame.AuthToken, []byte(token)) != 1 {
 		s.refuse(wire.CodeUnauthorized, "the auth token does not match")
@@ -252,6 +257,7 @@ func endFrameFor(msg connectionEnded) *wire.ErrorFrame {
 // push queues frames for the client; a client that stopped reading is
 // disconnected.
 func (s *session) push(frames ...wire.Frame) {
+	frames = s.fitToClient(frames)
 	if err := s.conn.box.push(frames...); err != nil {
 		s.core.logger.Warn("closing session", "session", s.id, "err", err)
 		s.closing = true

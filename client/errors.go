@@ -64,8 +64,10 @@ func (e *ServerError) Retryable() bool { return e.Code.Retryable() }
 
 // IsRetryable reports whether err says the same request may succeed if sent
 // again: a lost connection, or a node refusal whose code is retryable
-// (fenced, limit_reached, storage_failure, unavailable, shutting_down,
-// not_owner).
+// (fenced, limit_reached, storage_failure, unavailable, overloaded,
+// shutting_down, not_owner). Wait before sending again, longer after each
+// refusal in a row (docs/protocol.md, "Flow control and overload"); a
+// publish sent again takes a new sequence number, which the SDK assigns.
 func IsRetryable(err error) bool {
 	if errors.Is(err, ErrConnectionLost) {
 		return true

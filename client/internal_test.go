@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -164,4 +165,23 @@ func tagsOf(tags []uint64) string {
 		out = append(out, byte('0'+tag))
 	}
 	return string(out)
+}
+
+// Every refusal the protocol calls retryable is retryable to the SDK,
+// overloaded (a queue whose log has too many publishes waiting) included,
+// and the request errors that are not stay so.
+func TestRetryableCodes(t *testing.T) {
+	for code, want := range map[wire.Code]bool{
+		wire.CodeOverloaded: true, wire.CodeUnavailable: true, wire.CodeLimitReached: true,
+		wire.CodeFenced: true, wire.CodeStorageFailure: true, wire.CodeNotOwner: true,
+		wire.CodeUnknownQueue: false, wire.CodeInvalidRequest: false, wire.Code(299): false,
+	} {
+		err := fmt.Errorf("publish: %w", &ServerError{Code: code, Message: "refused"})
+		if got := IsRetryable(err); got != want {
+			t.Errorf("IsRetryable(%s) = %v, want %v", code, got, want)
+		}
+		if CodeOf(err) != code {
+			t.Errorf("CodeOf(%s) = %s", code, CodeOf(err))
+		}
+	}
 }

@@ -20,6 +20,12 @@ const HeaderBytes = 8
 // 8-byte envelope.
 const DefaultMaxBodyBytes = 16 << 20
 
+// MinMaxBodyBytes is the smallest body limit a peer may advertise in hello
+// (0 there means DefaultMaxBodyBytes). Every frame a node sends, except a
+// deliver of a message larger than the limit, can be made to fit it
+// (FitFrame); a node refuses a smaller limit with protocol_violation.
+const MinMaxBodyBytes = 4096
+
 // ProtocolVersion is the protocol version this package speaks; hello
 // negotiates it.
 const ProtocolVersion uint16 = 1
