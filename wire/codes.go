@@ -46,6 +46,9 @@ const (
 	CodeStorageFailure      Code = 210 // the append failed; the message was not stored
 	CodeUnavailable         Code = 211 // not enough replicas to meet the queue's policy right now
 	CodeInvalidRequest      Code = 212 // a well-formed request with a value the node refuses
+	// 213 is taken by overloaded (the protocol work's code for a publish
+	// refused because the queue has too many publishes in flight).
+	CodeForbidden Code = 214 // the session's user lacks the permission for this operation on this queue
 )
 
 // codeInfo is one row of the code table.
@@ -76,6 +79,7 @@ var codeTable = map[Code]codeInfo{
 	CodeStorageFailure:      {"storage_failure", true, "the append failed and the message was not stored"},
 	CodeUnavailable:         {"unavailable", true, "too few replicas are reachable to meet the queue's policy"},
 	CodeInvalidRequest:      {"invalid_request", false, "a well-formed request carries a value the node refuses"},
+	CodeForbidden:           {"forbidden", false, "the session's user has no permission for this operation on this queue (declare, publish, consume or admin)"},
 }
 
 // Codes returns every defined code in ascending order.
