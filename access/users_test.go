@@ -19,7 +19,7 @@ func usersJSON(t testing.TB, entries ...[3]string) []byte {
 	return []byte(`{"version": 1, "users": [` + strings.Join(users, ",\n") + `]}`)
 }
 
-func TestParseUsersReadsTheDocumentedExample(t *testing.T) {
+func TestParseUsersReadsAUsersFile(t *testing.T) {
 	data := usersJSON(t,
 		[3]string{"billing", "billing-token-0001", `{"queues": "orders.*", "allow": ["declare", "publish", "consume"]}, {"queues": "billing", "allow": ["admin"]}`},
 		[3]string{"ops", "ops-token-00000001", `{"queues": "*", "allow": ["admin"]}`},
