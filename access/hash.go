@@ -239,3 +239,34 @@ func clip(value string) string {
 	}
 	return value
 }
+
+// HashTokenCommand is `fibril hash-token`: with generate it makes a new
+// token, otherwise it reads one from the first line of in (never from the
+// command line, where ps would show it); it writes the token (when it
+// made one) and its hash for the users file to out:
+//
+//	token       <the new token: give it to the application>
+//	token_hash  $argon2id$v=19$m=19456,t=2,p=1$...
+func HashTokenCommand(in io.Reader, out io.Writer, generate bool) error {
+	var token string
+	var err error
+	if generate {
+		token, err = GenerateToken()
+	} else {
+		token, err = ReadToken(in)
+	}
+	if err != nil {
+		return err
+	}
+	hash, err := HashToken(token)
+	if err != nil {
+		return err
+	}
+	if generate {
+		if _, err := fmt.Fprintf(out, "token       %s\n", token); err != nil {
+			return err
+		}
+	}
+	_, err = fmt.Fprintf(out, "token_hash  %s\n", hash)
+	return err
+}

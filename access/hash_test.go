@@ -119,3 +119,29 @@ func TestGenerateAndReadToken(t *testing.T) {
 		}
 	}
 }
+
+func TestHashTokenCommand(t *testing.T) {
+	var out strings.Builder
+	if err := HashTokenCommand(strings.NewReader("a-token-read-from-stdin\n"), &out, false); err != nil {
+		t.Fatal(err)
+	}
+	hashText, found := strings.CutPrefix(strings.TrimSuffix(out.String(), "\n"), "token_hash  ")
+	hash, err := parseHash(hashText)
+	if !found || err != nil || !hash.matches("a-token-read-from-stdin", argon2idDerive) || strings.Contains(out.String(), "a-token-read") {
+		t.Fatalf("output %q: %v", out.String(), err)
+	}
+	out.Reset()
+	if err := HashTokenCommand(strings.NewReader(""), &out, true); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	token, tokenFound := strings.CutPrefix(lines[0], "token       ")
+	hashText, hashFound := strings.CutPrefix(lines[len(lines)-1], "token_hash  ")
+	hash, err = parseHash(hashText)
+	if len(lines) != 2 || !tokenFound || !hashFound || err != nil || !hash.matches(token, argon2idDerive) {
+		t.Fatalf("generated output %q: %v", out.String(), err)
+	}
+	if err := HashTokenCommand(strings.NewReader("short\n"), &out, false); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("a short token: %v", err)
+	}
+}
