@@ -78,7 +78,10 @@ func (c *Client) Config(address string) *tls.Config {
 //		return tlsClient.DialContext(ctx, "tcp", address)
 //	}
 //
-// A handshake error comes back explained (ExplainHandshakeError).
+// A handshake error comes back explained (ExplainHandshakeError). Under
+// TLS 1.3 a node that refuses the client's certificate says so after the
+// client's handshake has completed: the error arrives at the first read
+// (the hello-ok), and the caller passes it to ExplainHandshakeError too.
 func (c *Client) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	return dialTLS(ctx, network, address, c.Config(address))
 }
