@@ -35,17 +35,17 @@ test-typescript:
 	cd sdk/typescript && $(NPM) ci --no-audit --no-fund
 	$(GO) run ./conformance/nodes -- sh -c 'cd sdk/typescript && $(NPM) test'
 
-# Short fuzzing of every decoder (FUZZTIME per target). Seed corpora live in
-# each package's testdata/fuzz and run as plain tests in make test.
+# Short fuzzing of every decoder and parser (FUZZTIME per target). Seed
+# corpora live in each package's testdata/fuzz or in the targets
+# themselves, and run as plain tests in make test.
 FUZZTIME ?= 10s
+FUZZ_PKGS := ./wire ./storage/log ./access ./cluster
 fuzz:
-	@for target in $$($(GO) test ./wire -list '^Fuzz' | grep '^Fuzz'); do \
-		echo "== wire $$target"; \
-		$(GO) test ./wire -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) || exit 1; \
-	done
-	@for target in $$($(GO) test ./storage/log -list '^Fuzz' | grep '^Fuzz'); do \
-		echo "== storage/log $$target"; \
-		$(GO) test ./storage/log -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) || exit 1; \
+	@for pkg in $(FUZZ_PKGS); do \
+		for target in $$($(GO) test $$pkg -list '^Fuzz' | grep '^Fuzz'); do \
+			echo "== $$pkg $$target"; \
+			$(GO) test $$pkg -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) || exit 1; \
+		done; \
 	done
 
 # Long acceptance runs: 20 process kills, 200 power losses, storage

@@ -47,6 +47,7 @@ const (
 	CodeUnavailable         Code = 211 // the queue cannot serve right now: replicas, owner election, opening, deleting
 	CodeInvalidRequest      Code = 212 // a well-formed request with a value the node refuses
 	CodeOverloaded          Code = 213 // the queue has too many publishes waiting for its log; back off
+	CodeForbidden           Code = 214 // the session's user lacks the permission for this operation on this queue
 )
 
 // codeInfo is one row of the code table.
@@ -78,6 +79,7 @@ var codeTable = map[Code]codeInfo{
 	CodeUnavailable:         {"unavailable", true, "the queue cannot serve right now: too few replicas are reachable, its owner is being elected, or it is still opening or being deleted"},
 	CodeInvalidRequest:      {"invalid_request", false, "a well-formed request carries a value the node refuses, or its reply cannot fit the client's max_body_bytes"},
 	CodeOverloaded:          {"overloaded", true, "the queue has too many publishes waiting for its log; retry once earlier publishes are answered"},
+	CodeForbidden:           {"forbidden", false, "the session's user has no permission for this operation on this queue (declare, publish, consume or admin)"},
 }
 
 // Codes returns every defined code in ascending order.
