@@ -102,13 +102,14 @@ func (p *partition) advance(ctx actor.Context) {
 	p.handOffDeadLetters(ctx, progress.DeadLetters)
 	p.answerApplied(ctx, progress.Applied)
 	if progress.Checkpoint != nil {
-		runCheckpoint(ctx.ActorSystem(), ctx.Self(), progress.Checkpoint, &p.core.storageClosers)
+		p.checkpointRunning = runCheckpoint(ctx.ActorSystem(), ctx.Self(), p.q, progress.Checkpoint, &p.core.storageClosers)
 	}
 	p.retryBusy(ctx)
 	p.dispatch(ctx)
 	p.maybeCheckpoint(ctx)
 	p.armDeadline(ctx)
 	p.publishSummary()
+	p.maybeStopDeleted(ctx)
 }
 
 func (p *partition) answerConfirms(ctx actor.Context, confirms []queue.Confirm) {
@@ -177,10 +178,11 @@ func (p *partition) maybeCheckpoint(ctx actor.Context) {
 }
 
 func (p *partition) checkpointRan(ctx actor.Context, msg checkpointRan) {
-	p.checkpointing = false
-	if p.q == nil {
-		return
+	if msg.q != p.q {
+		return // a task of a queue an earlier instance (or a reopen) closed
 	}
+	p.checkpointing = false
+	p.checkpointRunning = nil
 	if err := p.q.CheckpointDone(msg.task, msg.err); err != nil {
 		p.core.logger.Warn("checkpoint failed", "queue", p.home.name, "err", err)
 		return

@@ -49,12 +49,21 @@ func (m *queuesManager) declare(ctx actor.Context, msg declareRequest) {
 		return
 	}
 	record, exists := m.queues[msg.name]
+	if exists && record.state == queueDeleting {
+		// Checked against the new declaration once the delete finished.
+		record.redeclares = append(record.redeclares, msg)
+		return
+	}
 	if !exists {
 		if err := requested.Validate(); err != nil {
 			refuse(wire.CodeInvalidOptions, "%v", err)
 			return
 		}
 		record = m.spawnQueue(ctx, msg.name, requested)
+		if record.state == queueFailed {
+			ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: record.failure})
+			return
+		}
 		record.created = true
 		record.waiters = append(record.waiters, msg)
 		m.maybeDeclareDeadLetterQueue(ctx, requested.DeadLetterQueue)
@@ -72,8 +81,6 @@ func (m *queuesManager) declare(ctx actor.Context, msg declareRequest) {
 		m.maybeAnswerWaiters(ctx, record)
 	case queueFailed:
 		ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: record.failure})
-	case queueDeleting:
-		refuse(wire.CodeUnavailable, "queue %q is being deleted; declare it again once the delete is answered", msg.name)
 	}
 }
 
