@@ -413,3 +413,34 @@ func TestCleanShutdownLogsNoError(t *testing.T) {
 		t.Fatalf("no stop line:\n%s", logs)
 	}
 }
+
+// A declare that arrives while its name is being deleted waits for the
+// delete and then declares a fresh queue, instead of being refused.
+func TestDeclareDuringDeleteMakesAFreshQueue(t *testing.T) {
+	b := startBroker(t, nil)
+	deleter, declarer := connect(t, b), connect(t, b)
+	for round := range 5 {
+		deleter.mustDeclare("reused", wire.ModeDurable, wire.QueueOptions{})
+		deleter.mustConfirm("reused", wire.BoundaryDurable, fmt.Sprintf("old-%d", round))
+		deleteID, declareID := deleter.id(), declarer.id()
+		deleter.send(&wire.DeleteQueue{RequestID: deleteID, Queue: "reused"})
+		declarer.send(&wire.Declare{RequestID: declareID, Queue: "reused", Mode: wire.ModeDurable})
+		if ok, isOK := deleter.reply(deleteID).(*wire.OK); !isOK {
+			t.Fatalf("round %d: delete: %+v", round, ok)
+		}
+		switch reply := declarer.reply(declareID).(type) {
+		case *wire.DeclareOKMode:
+			// Before the delete (then the delete removed it) or after it
+			// (then it is fresh): either way the old message is gone.
+		default:
+			t.Fatalf("round %d: declare during the delete: %+v", round, reply)
+		}
+		deleter.mustDeclare("reused", wire.ModeDurable, wire.QueueOptions{})
+		if info := deleter.info("reused"); info.Ready != 0 {
+			t.Fatalf("round %d: the old message survived the delete: %+v", round, info)
+		}
+		id := deleter.id()
+		deleter.send(&wire.DeleteQueue{RequestID: id, Queue: "reused"})
+		deleter.reply(id)
+	}
+}
