@@ -118,7 +118,7 @@ func runStorageFailure(t *testing.T, victimMode wire.Mode, fault storageFault, r
 	// after a process restart; the pending cut must drop it.
 	mem.ClearFaults()
 	if err := node.broker.Close(); err != nil {
-		t.Logf("close after the fault: %v", err)
+		t.Errorf("close after the fault: %v", err)
 	}
 	l.awaitOutcomes()
 	h.LifeEnded(EndStorageFailure, armed, "victim")
@@ -245,7 +245,9 @@ func TestRefusedPublishStaysRefusedWhenTheCutCannotBeRecorded(t *testing.T) {
 	}
 	_ = c.Close()
 	mem.ClearFaults()
-	_ = node.broker.Close()
+	if err := node.broker.Close(); err != nil {
+		t.Errorf("close after the fault: %v", err)
+	}
 	node.start()
 	c = dialClient(t, options)
 	defer c.Close()

@@ -108,7 +108,7 @@ func Start(config Config) (*Broker, error) {
 	b.listener = listener
 	b.accepting.Add(1)
 	go b.acceptLoop()
-	config.Logger.Info("node serving", "listen", listener.Addr().String(), "data", config.DataDir,
+	config.Logger.Info("client listener bound; accepting clients", "listen", listener.Addr().String(), "data", config.DataDir,
 		"sync_interval", config.SyncInterval)
 	return b, nil
 }

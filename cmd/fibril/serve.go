@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -30,7 +31,7 @@ const fatalCloseTimeout = 10 * time.Second
 
 // startHTTP starts the HTTP debug/admin endpoint on the --http address
 // (in a cluster, the node's http_address).
-func startHTTP(broker *actors.Broker, addr string, flags serveFlags) (io.Closer, error) {
+func startHTTP(broker *actors.Broker, addr string, flags serveFlags) (httpEndpoint, error) {
 	return admin.Start(addr, admin.NodeFor(broker), admin.Options{
 		Token:            flags.httpToken,
 		ProtectReads:     flags.httpProtectReads,
@@ -157,17 +158,22 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
 		return exitError
 	}
-	fmt.Fprintf(stdout, "fibril: serving clients on %s (data %s, background sync %s)\n",
-		broker.Addr(), config.DataDir, describeSync(config.SyncInterval))
-	if node != nil {
-		fmt.Fprintf(stdout, "fibril: cluster node %s (config %s)\n", node.ID(), flags.configFile)
-	}
-	httpServer, err := maybeStartHTTP(broker, config.HTTPAddr, flags, stdout)
+	httpServer, err := maybeStartHTTP(broker, config.HTTPAddr, flags)
 	if err != nil {
 		fmt.Fprintf(stderr, "fibril serve: HTTP endpoint on %s: %v\n", config.HTTPAddr, err)
 		closeWithin(broker, fatalCloseTimeout, logger)
 		return exitError
 	}
+	// Every listener is bound: only now is the node ready (make cluster and
+	// scripts wait for this line).
+	if node != nil {
+		fmt.Fprintf(stdout, "fibril: cluster node %s (config %s)\n", node.ID(), flags.configFile)
+	}
+	if httpServer != nil {
+		fmt.Fprintf(stdout, "fibril: HTTP endpoint on %s\n", httpServer.Addr())
+	}
+	fmt.Fprintf(stdout, "fibril: serving clients on %s (data %s, background sync %s)\n",
+		broker.Addr(), config.DataDir, describeSync(config.SyncInterval))
 	status := waitForShutdown(broker, logger)
 	if httpServer != nil {
 		_ = httpServer.Close()
@@ -191,19 +197,20 @@ func describeSync(interval time.Duration) string {
 	return "every " + interval.String()
 }
 
+// httpEndpoint is the running HTTP endpoint.
+type httpEndpoint interface {
+	io.Closer
+	Addr() net.Addr
+}
+
 // maybeStartHTTP starts the HTTP endpoint unless --http is empty. A bad
 // address stops start-up: an operator who asked for the endpoint gets it
 // or a clear error.
-func maybeStartHTTP(broker *actors.Broker, addr string, flags serveFlags, stdout io.Writer) (io.Closer, error) {
+func maybeStartHTTP(broker *actors.Broker, addr string, flags serveFlags) (httpEndpoint, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	server, err := startHTTP(broker, addr, flags)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(stdout, "fibril: HTTP endpoint on %s\n", addr)
-	return server, nil
+	return startHTTP(broker, addr, flags)
 }
 
 // waitForShutdown blocks until a signal (clean shutdown) or a fatal
@@ -221,7 +228,7 @@ func waitForShutdown(broker *actors.Broker, logger *slog.Logger) int {
 		}()
 		return exitOK
 	case <-broker.Fatal():
-		logger.Error("stopping after a fatal failure", "err", broker.FatalError())
+		// The broker logged the failure (one line naming it).
 		return exitFatal
 	}
 }
@@ -233,10 +240,10 @@ func closeWithin(broker *actors.Broker, timeout time.Duration, logger *slog.Logg
 	select {
 	case err := <-done:
 		if err != nil {
-			logger.Error("close after the fatal failure reported", "err", err)
+			logger.Warn("close after the failure reported", "err", err)
 		}
 	case <-time.After(timeout):
-		logger.Error("close after the fatal failure did not finish in time")
+		logger.Warn("close after the failure did not finish in time")
 	}
 }
 
