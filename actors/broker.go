@@ -12,7 +12,9 @@ package actors
 // Close order, all of it against one deadline (Config.ShutdownTimeout):
 // stop accepting; drain the sessions (each finishes what it has in flight:
 // its unanswered publishes get their confirms or refusals, new requests are
-// refused as unavailable; then it closes with a shutting_down error frame);
+// refused as unavailable; then it closes with a shutting_down error frame)
+// while the partitions refuse, as not stored, every publish they have not
+// appended yet, so the drain waits only for appends already in flight;
 // wait for their sockets; stop the tree (each partition closes its queue,
 // which flushes and syncs what is written); wait for every log to close.
 // A step that does not finish in time is named in Close's error, and the
@@ -95,13 +97,13 @@ func Start(config Config) (*Broker, error) {
 	metrics := newMetrics(registry.RestartsTotal)
 	b.core = newBrokerCore(config, system, registry, metrics)
 	if err := b.startTree(); err != nil {
-		b.shutdownTree(time.Now().Add(config.ShutdownTimeout))
+		b.shutdownTree(time.Now().Add(config.ShutdownTimeout), &shutdownSteps{})
 		unlock()
 		return nil, err
 	}
 	listener, err := net.Listen("tcp", config.ListenAddr)
 	if err != nil {
-		b.shutdownTree(time.Now().Add(config.ShutdownTimeout))
+		b.shutdownTree(time.Now().Add(config.ShutdownTimeout), &shutdownSteps{})
 		unlock()
 		return nil, fmt.Errorf("actors: listen on %s: %w", config.ListenAddr, err)
 	}
@@ -261,37 +263,54 @@ func (b *Broker) Health() Health {
 // call more than once and returns the first call's result.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
-		deadline := time.Now().Add(b.core.config.ShutdownTimeout)
+		began := time.Now()
+		deadline := began.Add(b.core.config.ShutdownTimeout)
 		_ = b.listener.Close()
 		b.accepting.Wait()
-		b.closeErr = b.shutdownTree(deadline)
+		var steps shutdownSteps
+		b.closeErr = b.shutdownTree(deadline, &steps)
 		b.unlock()
-		b.core.logger.Info("node stopped")
+		b.core.logger.Info("node stopped", "took", time.Since(began), "drain", steps.drain,
+			"connections", steps.connections, "actors", steps.actors, "storage", steps.storage,
+			"clean", b.closeErr == nil)
 	})
 	return b.closeErr
 }
 
+// shutdownSteps is how long each step of a shutdown took, for its log line.
+type shutdownSteps struct{ drain, connections, actors, storage time.Duration }
+
 // shutdownTree drains the sessions, stops the tree and waits for storage,
 // every step against deadline.
-func (b *Broker) shutdownTree(deadline time.Time) error {
+func (b *Broker) shutdownTree(deadline time.Time, steps *shutdownSteps) error {
 	core := b.core
 	var errs []error
+	mark := time.Now()
+	lap := func(step *time.Duration) {
+		now := time.Now()
+		*step, mark = now.Sub(mark), now
+	}
 	if b.node != nil {
 		sessions := actor.NewPID(core.system.Address(), b.node.Id+"/sessions")
+		core.draining.Store(true)
 		core.system.Root.Send(sessions, drainSessions{})
 		if !waitBefore(core.sessionsDrained.C(), deadline) {
 			errs = append(errs, fmt.Errorf("sessions did not finish their work in time (still open: %s)",
 				b.livePaths("session")))
 		}
+		lap(&steps.drain)
 		b.stopAndWait(sessions, deadline, &errs)
 		if !waitGroupUntil(&core.connections, deadline) {
 			errs = append(errs, errors.New("client connections did not close in time"))
 		}
+		lap(&steps.connections)
 		b.stopAndWait(b.node, deadline, &errs)
+		lap(&steps.actors)
 	}
 	if !waitGroupUntil(&core.storageClosers, deadline) {
 		errs = append(errs, errors.New("queue storage did not close in time (a log close or sync is still running)"))
 	}
+	lap(&steps.storage)
 	core.system.Shutdown()
 	return errors.Join(errs...)
 }

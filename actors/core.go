@@ -54,6 +54,10 @@ type brokerCore struct {
 	ready *signal
 	// sessionsDrained fires once a shutdown's drain left no session.
 	sessionsDrained *signal
+	// draining is set when a shutdown begins: partitions refuse, as not
+	// stored, every publish they have not appended (one atomic load per
+	// publish batch).
+	draining atomic.Bool
 	// sessionNumbers numbers sessions, across restarts of their supervisor.
 	sessionNumbers atomic.Uint64
 }

@@ -31,6 +31,10 @@ func (p *partition) publish(ctx actor.Context, batch publishBatch) {
 		p.metrics.rejects.Add(len(batch.messages))
 		return
 	}
+	if p.core.draining.Load() {
+		p.refuseDraining(ctx, batch)
+		return
+	}
 	if len(p.busy) > 0 {
 		p.queueBusy(ctx, batch) // keep the order of batches
 		return
@@ -68,8 +72,16 @@ func (p *partition) queueBusy(ctx actor.Context, batch publishBatch) {
 	p.busy = append(p.busy, batch)
 }
 
-// retryBusy appends waiting batches until the pipeline is full again.
+// retryBusy appends waiting batches until the pipeline is full again (or
+// refuses them all when the node shuts down).
 func (p *partition) retryBusy(ctx actor.Context) {
+	if len(p.busy) > 0 && p.core.draining.Load() {
+		for _, batch := range p.busy {
+			p.refuseDraining(ctx, batch)
+		}
+		p.busy = nil
+		return
+	}
 	for len(p.busy) > 0 && p.state == partitionOpen {
 		batch := p.busy[0]
 		p.busy = p.busy[1:]
@@ -252,4 +264,17 @@ func wireMode(mode queue.Mode) wire.Mode {
 		return wire.ModeBuffered
 	}
 	return wire.ModeDurable
+}
+
+// drainingFailure answers a publish a draining node has not appended.
+var drainingFailure = requestFailure{code: wire.CodeUnavailable,
+	message: "the node is shutting down; the message was not stored"}
+
+// refuseDraining refuses a publish the node has not appended while it
+// shuts down (core.draining): the sessions' drain then waits only for the
+// appends already in flight, which are confirmed as usual, instead of for
+// every batch still queued in the partitions' mailboxes.
+func (p *partition) refuseDraining(ctx actor.Context, batch publishBatch) {
+	p.metrics.rejects.Add(len(batch.messages))
+	ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: drainingFailure})
 }
