@@ -21,23 +21,27 @@ package actors
 //	          cut) or the node restarts. Other queues are unaffected.
 //	stopping  Stopping ran: what it owed is answered (a delete: the queue is
 //	          gone; a shutdown or a restart above it: unavailable), the
-//	          queue closes on a goroutine (and its files are removed when it
-//	          is deleted); every later message is answered or dropped by
-//	          ReceiveStopping without touching the queue. The actor stops
-//	          once its log and sync children have.
+//	          queue closes on a goroutine; every later message is answered
+//	          or dropped by ReceiveStopping without touching the queue. The
+//	          actor stops once its log and sync children have; the manager
+//	          then removes a deleted queue's files.
+//
+// Open and fenced have a deleting variant (partition_delete.go): the
+// queue is deleted, new work is refused, and the partition stops itself
+// once the publishes it took before are answered.
 //
 // Messages taken: publishBatch, settleRequest, subscribeRequest,
 // unsubscribeRequest, purgeRequest, infoRequest, consumersRequest,
 // syncRequest (sessions, Broker); deadLetterPublish, deadLettersTaken,
 // deadLettersRefused (other partitions, via the manager); reopenQueue,
-// setSyncInterval (manager); logLatched (log actor); appendsDone,
-// deadlineReached, checkpointRan, retryHandoffs, statusTick, queueOpened
-// (itself); Terminated of its sessions and children. Sent: publishResult,
-// subscribeResult, unsubscribeResult, deliverBatch, settleFailed,
-// subscriptionEnded, partitionNotice, infoResult, purgeResult (sessions);
-// partitionReady, partitionOpenFailed, partitionDeleted, reopenRefused,
-// deadLetterHandoff (manager); deadLettersTaken, deadLettersRefused (a
-// dead-letter source).
+// deleteQueue, setSyncInterval (manager); logLatched (log actor);
+// appendsDone, deadlineReached, checkpointRan, retryHandoffs, statusTick,
+// queueOpened, deleteDrainExpired (itself); Terminated of its sessions
+// and children. Sent: publishResult, subscribeResult, unsubscribeResult,
+// deliverBatch, settleFailed, subscriptionEnded, partitionNotice,
+// infoResult, purgeResult (sessions); partitionReady, partitionOpenFailed,
+// deleteCounted, reopenRefused, deadLetterHandoff (manager);
+// deadLettersTaken, deadLettersRefused (a dead-letter source).
 //
 // Supervision: a panic restarts the partition (policy in queues.go). The
 // failing instance, on Restarting, refuses its unconfirmed publishes
