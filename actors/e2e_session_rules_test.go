@@ -92,6 +92,31 @@ func TestPipelinedRequestsTakeEffectInOrder(t *testing.T) {
 	}
 }
 
+// A publish pipelined right before a delete takes effect first: it is
+// confirmed, and the delete's count includes it.
+func TestPublishBeforeDeleteIsCountedByIt(t *testing.T) {
+	for _, mode := range []wire.Mode{wire.ModeDurable, wire.ModeBuffered} {
+		t.Run(mode.String(), func(t *testing.T) {
+			b := startBroker(t, nil)
+			c := connect(t, b)
+			c.mustDeclare("short-lived", mode, wire.QueueOptions{})
+			c.writeAll(
+				&wire.Publish{Queue: []byte("short-lived"), Messages: []wire.PublishMessage{
+					{Seq: 1, Payload: []byte("a")}, {Seq: 2, Payload: []byte("b")}}},
+				&wire.DeleteQueue{RequestID: 9, Queue: "short-lived"},
+			)
+			for seq, out := range c.awaitOutcomes([]uint64{1, 2}) {
+				if !out.confirmed {
+					t.Fatalf("seq %d published before the delete: %+v", seq, out)
+				}
+			}
+			if ok, isOK := c.reply(9).(*wire.OK); !isOK || ok.Count != 2 {
+				t.Fatalf("delete: %+v, want ok counting the 2 messages published before it", ok)
+			}
+		})
+	}
+}
+
 // A client that pipelines far more frames than the session holds behind a
 // declare is slowed, not refused: every publish is confirmed, in order
 // with the declare.

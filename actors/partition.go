@@ -294,7 +294,7 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 		p.beginDelete(ctx)
 	case deleteDrainExpired:
 		p.core.logger.Warn("deleted queue's appends did not finish in time; it stops without them", "queue", p.home.name)
-		p.core.registry.stopActor(ctx, ctx.Self(), stopDelete)
+		p.stopDeleted(ctx)
 	default:
 		p.core.logger.Error("partition got an unexpected message", "queue", p.home.name,
 			"type", fmt.Sprintf("%T", message))

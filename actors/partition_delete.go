@@ -31,7 +31,9 @@ const deleteDrainTimeout = 10 * time.Second
 type (
 	// deleteQueue tells a partition its queue is deleted.
 	deleteQueue struct{}
-	// deleteCounted tells the manager what the delete removes.
+	// deleteCounted tells the manager what the delete removes; it reaches
+	// the manager before the removal of the files is answered (it is sent
+	// before the partition stops, and the removal waits for its close).
 	deleteCounted struct {
 		name    string
 		removed uint64
@@ -45,12 +47,6 @@ func (p *partition) beginDelete(ctx actor.Context) {
 		return
 	}
 	p.deleting = true
-	var removed uint64
-	if p.q != nil {
-		counts := p.q.Info().Counts
-		removed = counts.Ready + counts.Leased + counts.Delayed + counts.DeadLettering
-	}
-	ctx.Send(p.home.manager, deleteCounted{name: p.home.name, removed: removed})
 	self, system := ctx.Self(), ctx.ActorSystem()
 	p.deleteTimer = time.AfterFunc(deleteDrainTimeout, func() { system.Root.Send(self, deleteDrainExpired{}) })
 	p.maybeStopDeleted(ctx)
@@ -59,8 +55,20 @@ func (p *partition) beginDelete(ctx actor.Context) {
 // maybeStopDeleted stops a deleted partition once it owes nothing.
 func (p *partition) maybeStopDeleted(ctx actor.Context) {
 	if p.deleting && len(p.tickets) == 0 && len(p.busy) == 0 && len(p.purges) == 0 {
-		p.core.registry.stopActor(ctx, ctx.Self(), stopDelete)
+		p.stopDeleted(ctx)
 	}
+}
+
+// stopDeleted tells the manager what the delete removes (the publishes
+// taken before it included) and stops the partition.
+func (p *partition) stopDeleted(ctx actor.Context) {
+	var removed uint64
+	if p.q != nil {
+		counts := p.q.Info().Counts
+		removed = counts.Ready + counts.Leased + counts.Delayed + counts.DeadLettering
+	}
+	ctx.Send(p.home.manager, deleteCounted{name: p.home.name, removed: removed})
+	p.core.registry.stopActor(ctx, ctx.Self(), stopDelete)
 }
 
 // refuseWhileDeleting refuses the requests a deleted partition no longer
