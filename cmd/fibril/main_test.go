@@ -36,6 +36,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--config", "cluster.json", "--node", "n1", "--listen", "127.0.0.1:1"}, exitUsage, "cannot be combined"},
 		{[]string{"serve", "--sync-interval", "-1s"}, exitUsage, "negative"},
 		{[]string{"serve", "--log-level", "loud"}, exitUsage, "log-level"},
+		{[]string{"serve", "--keepalive-interval", "0s"}, exitUsage, "above 0"},
+		{[]string{"serve", "--keepalive-missed-max", "0"}, exitUsage, "above 0"},
 		{[]string{"serve", "extra"}, exitUsage, "unexpected arguments"},
 		{[]string{"version"}, exitOK, "fibril"},
 	}

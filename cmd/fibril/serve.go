@@ -78,6 +78,9 @@ type serveFlags struct {
 	recordTrace        string
 	logLevel           string
 	maxBodyBytes       uint
+	// Lifecycle and keepalive settings (0: the broker's default).
+	shutdownTimeout, helloTimeout, keepaliveInterval time.Duration
+	keepaliveMissedMax                               uint
 	// HTTP endpoint access.
 	httpToken            string
 	httpProtectReads     bool
@@ -100,6 +103,14 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	set.StringVar(&f.recordTrace, "record-trace", "", "record every client frame to this trace file")
 	set.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	set.UintVar(&f.maxBodyBytes, "max-body-bytes", wire.DefaultMaxBodyBytes, "largest frame body accepted")
+	set.DurationVar(&f.shutdownTimeout, "shutdown-timeout", actors.DefaultShutdownTimeout,
+		"bound on a clean shutdown: finishing in-flight work, stopping every actor, closing every log")
+	set.DurationVar(&f.helloTimeout, "hello-timeout", actors.DefaultHelloTimeout,
+		"a connection that sends no hello within this is closed")
+	set.DurationVar(&f.keepaliveInterval, "keepalive-interval", actors.DefaultKeepaliveInterval,
+		"how often each connection is checked; a silent one is pinged")
+	set.UintVar(&f.keepaliveMissedMax, "keepalive-missed-max", actors.DefaultKeepaliveMissedMax,
+		"pings a connection may leave unanswered in a row before it is closed")
 	set.StringVar(&f.httpToken, "http-token", os.Getenv("FIBRIL_HTTP_TOKEN"),
 		"bearer token for HTTP writes (default: $FIBRIL_HTTP_TOKEN; empty: none)")
 	set.BoolVar(&f.httpProtectReads, "http-protect-reads", false, "require the HTTP token for reads too")
@@ -113,6 +124,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	}
 	if f.syncInterval < 0 {
 		return f, fmt.Errorf("--sync-interval must not be negative")
+	}
+	if f.shutdownTimeout <= 0 || f.helloTimeout <= 0 || f.keepaliveInterval <= 0 || f.keepaliveMissedMax == 0 {
+		return f, fmt.Errorf("--shutdown-timeout, --hello-timeout, --keepalive-interval and --keepalive-missed-max must be above 0")
 	}
 	if err := checkClusterFlags(set, f); err != nil {
 		return f, err
@@ -138,6 +152,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	config.DataDir, config.ListenAddr, config.HTTPAddr = flags.data, flags.listen, flags.http
 	config.SyncInterval, config.AuthToken, config.Logger = flags.syncInterval, flags.authToken, logger
 	config.MaxBodyBytes = uint32(min(flags.maxBodyBytes, 1<<30))
+	config.ShutdownTimeout, config.HelloTimeout = flags.shutdownTimeout, flags.helloTimeout
+	config.KeepaliveInterval = flags.keepaliveInterval
+	config.KeepaliveMissedMax = int(min(flags.keepaliveMissedMax, 1<<20))
 	node, err := maybeStartClusterNode(&config, flags, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
