@@ -62,10 +62,13 @@ clean:
 
 CLUSTER_CONFIG ?= testdata/cluster/three-nodes.json
 CLUSTER_NODES := node1 node2 node3
+CLUSTER_SETTLE_SECONDS ?= 1
 
 # Starts the three nodes of the example cluster config in the background
 # and returns once each serves clients (at most 30 s each; a node that
-# exits or stays silent fails the target with its log's tail).
+# exits or stays silent fails the target with its log's tail). A node
+# prints its ready line only once every listener is bound; the target then
+# waits CLUSTER_SETTLE_SECONDS and checks that every node is still alive.
 # Logs: cluster-data/<node>.log; PIDs: cluster-data/<node>.pid.
 cluster: build
 	@mkdir -p cluster-data
@@ -88,6 +91,14 @@ cluster: build
 		done; \
 		if ! grep -q "^fibril: serving clients" cluster-data/$$node.log 2>/dev/null; then \
 			echo "$$node (pid $$pid) is not serving; the end of cluster-data/$$node.log:"; \
+			tail -n 20 cluster-data/$$node.log; exit 1; \
+		fi; \
+	done
+	@sleep $(CLUSTER_SETTLE_SECONDS)
+	@for node in $(CLUSTER_NODES); do \
+		pid=$$(cat cluster-data/$$node.pid); \
+		if ! kill -0 $$pid 2>/dev/null; then \
+			echo "$$node (pid $$pid) said it serves, then exited; the end of cluster-data/$$node.log:"; \
 			tail -n 20 cluster-data/$$node.log; exit 1; \
 		fi; \
 	done

@@ -118,7 +118,7 @@ func runStorageFailure(t *testing.T, victimMode wire.Mode, fault storageFault, r
 	// after a process restart; the pending cut must drop it.
 	mem.ClearFaults()
 	if err := node.broker.Close(); err != nil {
-		t.Logf("close after the fault: %v", err)
+		t.Errorf("close after the fault: %v", err)
 	}
 	l.awaitOutcomes()
 	h.LifeEnded(EndStorageFailure, armed, "victim")
@@ -139,9 +139,12 @@ func runStorageFailure(t *testing.T, victimMode wire.Mode, fault storageFault, r
 		if result.Queue == "victim" && result.Refused == 0 {
 			t.Errorf("victim: no publish was refused")
 		}
-		if result.Queue != "victim" && result.Refused > 0 {
+		// The restart's own drain refuses, as not stored, what the node had
+		// not appended when it began to shut down: that is the shutdown's
+		// answer, not the failed disk's.
+		if bystander := refusalsNotByShutdown(h.Record(), result.Queue); result.Queue != "victim" && len(bystander) > 0 {
 			t.Errorf("%s refused %d publishes while another queue's disk failed: %v", result.Queue,
-				result.Refused, refusals(h.Record(), result.Queue)[:1])
+				len(bystander), bystander[:1])
 		}
 	}
 	return results, recovery
@@ -245,7 +248,9 @@ func TestRefusedPublishStaysRefusedWhenTheCutCannotBeRecorded(t *testing.T) {
 	}
 	_ = c.Close()
 	mem.ClearFaults()
-	_ = node.broker.Close()
+	if err := node.broker.Close(); err != nil {
+		t.Errorf("close after the fault: %v", err)
+	}
 	node.start()
 	c = dialClient(t, options)
 	defer c.Close()
@@ -256,4 +261,16 @@ func TestRefusedPublishStaysRefusedWhenTheCutCannotBeRecorded(t *testing.T) {
 	if info.Ready != 10 {
 		t.Fatalf("after the restart the queue holds %d messages: 10 were confirmed and 1 refused", info.Ready)
 	}
+}
+
+// refusalsNotByShutdown are a queue's refusals other than the ones a
+// node's shutdown gives what it had not appended yet.
+func refusalsNotByShutdown(record Record, queue string) []string {
+	var out []string
+	for _, reason := range refusals(record, queue) {
+		if !strings.Contains(reason, "the node is shutting down") {
+			out = append(out, reason)
+		}
+	}
+	return out
 }

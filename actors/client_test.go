@@ -372,12 +372,18 @@ func startBroker(t *testing.T, mutate func(*Config)) *Broker {
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
+	closeOnCleanup(t, b)
+	return b
+}
+
+// closeOnCleanup closes the broker when the test ends and fails the test
+// when Close reports an error: a shutdown that is not clean is a defect.
+func closeOnCleanup(t testing.TB, b *Broker) {
 	t.Cleanup(func() {
 		if err := b.Close(); err != nil {
-			t.Logf("close: %v", err)
+			t.Errorf("close: %v", err)
 		}
 	})
-	return b
 }
 
 func testConfig(t *testing.T, dir string) Config {

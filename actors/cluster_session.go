@@ -176,6 +176,7 @@ func (s *session) clusterDelete(ctx actor.Context, msg inDeleteQueue) bool {
 			return true
 		}
 	}
+	s.beginBarrier("delete")
 	ctx.Send(s.core.queuesManager, clusterDeleteRequest{request: deleteRequest{
 		replyTo: ctx.Self(), requestID: msg.frame.RequestID, name: name}})
 	return true

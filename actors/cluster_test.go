@@ -97,7 +97,9 @@ func startBrokerCluster(t *testing.T, nodeCount int) *brokerCluster {
 		c.members[nodeConfig.ID], c.order = member, append(c.order, nodeConfig.ID)
 		t.Cleanup(func() {
 			if member.broker != nil {
-				_ = member.broker.Close()
+				if err := member.broker.Close(); err != nil {
+					t.Errorf("close broker %s: %v", member.config.ID, err)
+				}
 			}
 			node.Close()
 		})

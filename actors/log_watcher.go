@@ -11,6 +11,10 @@ package actors
 // It needs the log handle, so it runs only when the queue exposes it (see
 // syncControlOf); without it the partition refreshes the same metrics from
 // queue info on a timer (partition.statusTick).
+//
+// States: watching (from Started), and the lifecycle phases every actor
+// has (doc.go, "Lifecycle"): Stopping and Restarting end the watch
+// goroutine. Takes frontierMoved; sends logLatched to its partition.
 
 import (
 	"fmt"

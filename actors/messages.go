@@ -69,6 +69,7 @@ type listResult struct {
 	requestID uint64
 	more      bool
 	queues    []wire.QueueInfo
+	failure   requestFailure // set when the list could not be made
 }
 
 // --- session → partition (hot path), and back ---

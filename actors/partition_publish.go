@@ -34,6 +34,10 @@ func (p *partition) publish(ctx actor.Context, batch publishBatch) {
 		p.metrics.rejects.Add(len(batch.messages))
 		return
 	}
+	if p.core.draining.Load() {
+		p.refuseDraining(ctx, batch)
+		return
+	}
 	if len(p.busy) > 0 {
 		p.queueBusy(ctx, batch) // keep the order of batches
 		return
@@ -72,8 +76,16 @@ func (p *partition) queueBusy(ctx actor.Context, batch publishBatch) {
 	p.busy = append(p.busy, batch)
 }
 
-// retryBusy appends waiting batches until the pipeline is full again.
+// retryBusy appends waiting batches until the pipeline is full again (or
+// refuses them all when the node shuts down).
 func (p *partition) retryBusy(ctx actor.Context) {
+	if len(p.busy) > 0 && p.core.draining.Load() {
+		for _, batch := range p.busy {
+			p.refuseDraining(ctx, batch)
+		}
+		p.busy = nil
+		return
+	}
 	for len(p.busy) > 0 && p.state == partitionOpen {
 		batch := p.busy[0]
 		p.busy = p.busy[1:]
@@ -106,13 +118,14 @@ func (p *partition) advance(ctx actor.Context) {
 	p.handOffDeadLetters(ctx, progress.DeadLetters)
 	p.answerApplied(ctx, progress.Applied)
 	if progress.Checkpoint != nil {
-		runCheckpoint(ctx.ActorSystem(), ctx.Self(), progress.Checkpoint, &p.core.storageClosers)
+		p.checkpointRunning = runCheckpoint(ctx.ActorSystem(), ctx.Self(), p.q, progress.Checkpoint, &p.core.storageClosers)
 	}
 	p.retryBusy(ctx)
 	p.dispatch(ctx)
 	p.maybeCheckpoint(ctx)
 	p.armDeadline(ctx)
 	p.publishSummary()
+	p.maybeStopDeleted(ctx)
 }
 
 func (p *partition) answerConfirms(ctx actor.Context, confirms []queue.Confirm) {
@@ -181,10 +194,11 @@ func (p *partition) maybeCheckpoint(ctx actor.Context) {
 }
 
 func (p *partition) checkpointRan(ctx actor.Context, msg checkpointRan) {
-	p.checkpointing = false
-	if p.q == nil {
-		return
+	if msg.q != p.q {
+		return // a task of a queue an earlier instance (or a reopen) closed
 	}
+	p.checkpointing = false
+	p.checkpointRunning = nil
 	if err := p.q.CheckpointDone(msg.task, msg.err); err != nil {
 		p.core.logger.Warn("checkpoint failed", "queue", p.home.name, "err", err)
 		return
@@ -254,4 +268,17 @@ func wireMode(mode queue.Mode) wire.Mode {
 		return wire.ModeBuffered
 	}
 	return wire.ModeDurable
+}
+
+// drainingFailure answers a publish a draining node has not appended.
+var drainingFailure = requestFailure{code: wire.CodeUnavailable,
+	message: "the node is shutting down; the message was not stored"}
+
+// refuseDraining refuses a publish the node has not appended while it
+// shuts down (core.draining): the sessions' drain then waits only for the
+// appends already in flight, which are confirmed as usual, instead of for
+// every batch still queued in the partitions' mailboxes.
+func (p *partition) refuseDraining(ctx actor.Context, batch publishBatch) {
+	p.metrics.rejects.Add(len(batch.messages))
+	ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: drainingFailure})
 }

@@ -49,6 +49,11 @@ func (m *queuesManager) declare(ctx actor.Context, msg declareRequest) {
 		return
 	}
 	record, exists := m.queues[msg.name]
+	if exists && record.state == queueDeleting {
+		// Checked against the new declaration once the delete finished.
+		record.redeclares = append(record.redeclares, msg)
+		return
+	}
 	if !exists {
 		if requested.DeadLetterQueue != "" && requested.MaxDeliveries == 0 {
 			refuse(wire.CodeInvalidOptions, "dead_letter_queue needs max_deliveries in the same declare "+
@@ -60,6 +65,10 @@ func (m *queuesManager) declare(ctx actor.Context, msg declareRequest) {
 			return
 		}
 		record = m.spawnQueue(ctx, msg.name, requested)
+		if record.state == queueFailed {
+			ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: record.failure})
+			return
+		}
 		record.created = true
 		record.waiters = append(record.waiters, msg)
 		m.maybeDeclareDeadLetterQueue(ctx, requested.DeadLetterQueue)
@@ -77,8 +86,6 @@ func (m *queuesManager) declare(ctx actor.Context, msg declareRequest) {
 		m.maybeAnswerWaiters(ctx, record)
 	case queueFailed:
 		ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: record.failure})
-	case queueDeleting:
-		refuse(wire.CodeUnavailable, "queue %q is being deleted; declare it again once the delete is answered", msg.name)
 	}
 }
 

@@ -49,6 +49,10 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 		ctx.Send(s.core.queuesManager, listRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID,
 			prefix: msg.frame.Prefix, after: msg.frame.After, limit: int(msg.frame.Limit)})
 	case listResult:
+		if msg.failure.failed() {
+			s.push(msg.failure.frame(msg.requestID))
+			return
+		}
 		s.push(&wire.QueueList{RequestID: msg.requestID, More: msg.more, Queues: msg.queues})
 	case inDeleteQueue:
 		if err := ValidateQueueName(msg.frame.Queue); err != nil {
@@ -58,6 +62,7 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 		if s.clusterDelete(ctx, msg) {
 			return
 		}
+		s.beginBarrier("delete")
 		ctx.Send(s.core.queuesManager, deleteRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID, name: msg.frame.Queue})
 	case deleteResult:
 		s.answer(msg.requestID, msg.removed, msg.failure)
@@ -134,6 +139,7 @@ func (s *session) declare(ctx actor.Context, msg inDeclare) {
 		s.push(&wire.ErrorFrame{RequestID: frame.RequestID, Code: wire.CodeInvalidOptions, Message: msg.optionsErr.Error()})
 		return
 	}
+	s.beginBarrier("declare")
 	ctx.Send(s.core.queuesManager, declareRequest{replyTo: ctx.Self(), requestID: frame.RequestID,
 		name: frame.Queue, options: frame.Options, mode: frame.Mode, modeNamed: frame.Mode != wire.ModeUnset})
 }

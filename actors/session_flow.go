@@ -135,7 +135,7 @@ func (s *session) partitionStopped(partition *actor.PID) {
 		}
 		delete(s.pending, batchID)
 		s.answerBatch(batch, 0, 0, requestFailure{code: wire.CodeUnknownQueue,
-			message: fmt.Sprintf("queue %q stopped (deleted, or the node is shutting down) before the publish was confirmed", batch.queue)})
+			message: fmt.Sprintf("queue %q stopped (deleted, restarted, or the node is shutting down) before answering the publish; it may have been stored", batch.queue)})
 	}
 	for id, subscription := range s.subscriptions {
 		if subscription.partition.Id != partition.Id {

@@ -12,6 +12,7 @@
 //	GET  /api/queues                every queue's status
 //	GET  /api/queues/{name}         one queue's status; 404 JSON for an unknown queue
 //	POST /api/queues/{name}/sync    sync the queue's log now (when the node is a QueueSyncer)
+//	POST /api/queues/{name}/reopen  reopen a fenced or failed queue, running its log's recovery (reopen.go)
 //	GET  /api/settings/sync-interval
 //	PUT  /api/settings/sync-interval  body "250ms", "0" (off) or {"interval_ms":250}
 //	GET  /api/cluster               cluster status (when the node is a ClusterNode)

@@ -108,6 +108,8 @@ func (s *Server) resolve(path string) (endpoint, string, bool) {
 		return endpoint{get: s.handleQueue}, name, true
 	case action == "sync":
 		return endpoint{post: s.handleQueueSync}, name, true
+	case action == "reopen":
+		return endpoint{post: s.handleQueueReopen}, name, true
 	}
 	return endpoint{}, "", false
 }

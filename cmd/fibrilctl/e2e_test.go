@@ -24,7 +24,11 @@ func startBroker(t *testing.T, dataDir, address string) *actors.Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { broker.Close() })
+	t.Cleanup(func() {
+		if err := broker.Close(); err != nil {
+			t.Errorf("close broker: %v", err)
+		}
+	})
 	return broker
 }
 

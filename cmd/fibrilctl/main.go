@@ -8,6 +8,7 @@
 //	fibrilctl queues [--json]
 //	fibrilctl delete NAME
 //	fibrilctl purge NAME
+//	fibrilctl reopen NAME [--http ADDR] [--http-token TOKEN]
 //
 // Every command takes --server ADDR (default 127.0.0.1:7420; several
 // addresses may be given, comma-separated) and --token TOKEN. Exit codes:
@@ -59,6 +60,8 @@ var commands = []command{
 	{"queues", "[--json]", "list every queue", runQueues},
 	{"delete", "NAME", "delete a queue and its messages", runDelete},
 	{"purge", "NAME", "remove a queue's ready messages", runPurge},
+	{"reopen", "NAME [--http ADDR] [--http-token TOKEN]",
+		"reopen a fenced or failed queue (runs its log's recovery) through the node's HTTP endpoint", runReopen},
 	{"bench", "[--case NAME] [--mode durable|buffered|both] [--size BYTES] [--duration D] [--json FILE] | replay FILE [--speed X]", "measure latency, rates and broker CPU; prints markdown tables", runBench},
 }
 
