@@ -232,7 +232,7 @@ func (r *lifecycleRun) step(int) {
 		r.panicSession()
 	default:
 		r.note("info %s", name)
-		r.client.info(name)
+		r.client.settledInfo(name)
 	}
 }
 
@@ -293,7 +293,7 @@ func (r *lifecycleRun) publish(name string, q *lifecycleQueue, count int) {
 // consume subscribes, takes what the queue has ready (up to a prefetch),
 // acks some and releases the rest, then unsubscribes.
 func (r *lifecycleRun) consume(name string, q *lifecycleQueue) {
-	info := r.client.info(name)
+	info := r.client.settledInfo(name)
 	prefetch := 1 + r.random.IntN(6)
 	want := min(int(info.Ready), prefetch)
 	r.note("consume %s: %d of %d ready, prefetch %d", name, want, info.Ready, prefetch)
@@ -510,7 +510,7 @@ func (r *lifecycleRun) check(step int) {
 		r.t.Fatalf("step %d: actors outside the registry: %v", step, outside)
 	}
 	for name, q := range r.queues {
-		info := r.client.info(name)
+		info := r.client.settledInfo(name)
 		if held := info.Ready + info.Leased + info.Delayed; held < uint64(len(q.confirmed)) {
 			r.t.Fatalf("step %d: %s holds %d messages, %d confirmed ones must be there (%+v)",
 				step, name, held, len(q.confirmed), info)

@@ -165,6 +165,9 @@ type infoRequest struct {
 type infoResult struct {
 	requestID uint64
 	info      wire.QueueInfo
+	// failure is set when the partition cannot tell: it is stopping (a
+	// restart, a delete or the node's shutdown).
+	failure requestFailure
 }
 
 type purgeRequest struct {

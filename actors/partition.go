@@ -224,7 +224,16 @@ func (p *partition) Receive(ctx actor.Context) {
 	case injectedPanic:
 		panic(fmt.Errorf("injected panic in partition %s: %s", p.home.name, msg.reason))
 	case infoRequest:
-		p.info(ctx, msg) // answered in every state: a request future waits for it
+		if p.state == partitionOpening {
+			// Counts are unknown until the queue is open: answer then, so a
+			// reopening queue never reports that it holds nothing.
+			if msg.replyTo == nil {
+				msg.replyTo = ctx.Sender() // a request future
+			}
+			p.hold(ctx, msg)
+			return
+		}
+		p.info(ctx, msg) // answered in every other state: a request future waits for it
 	case consumersRequest:
 		p.consumers(ctx) // answered in every state, like info
 	default:
@@ -251,6 +260,8 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 		return
 	}
 	switch msg := message.(type) {
+	case infoRequest: // held while opening
+		p.info(ctx, msg)
 	case publishBatch:
 		p.publish(ctx, msg)
 	case appendsDone:
@@ -499,7 +510,9 @@ func (p *partition) stoppedFailure(cause stopReason) requestFailure {
 func (p *partition) ReceiveStopping(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case infoRequest:
-		p.info(ctx, msg)
+		// Its counts are gone with the closed queue: say why rather than
+		// report an empty queue.
+		p.answerInfo(ctx, msg, infoResult{requestID: msg.requestID, failure: p.stoppedFailure(p.entry.StopCause())})
 	case consumersRequest:
 		p.consumers(ctx)
 	case reopenQueue:
@@ -575,6 +588,8 @@ func (p *partition) stopStatusTick() {
 // refuse answers a request the partition cannot serve.
 func (p *partition) refuse(ctx actor.Context, message any, failure requestFailure) {
 	switch msg := message.(type) {
+	case infoRequest:
+		p.answerInfo(ctx, msg, infoResult{requestID: msg.requestID, failure: failure})
 	case publishBatch:
 		ctx.Send(msg.replyTo, publishResult{batchID: msg.batchID, failure: failure})
 	case subscribeRequest:

@@ -220,7 +220,11 @@ func (p *partition) info(ctx actor.Context, msg infoRequest) {
 			p.becomeFenced(ctx, fenced)
 		}
 	}
-	result := infoResult{requestID: msg.requestID, info: p.queueInfo()}
+	p.answerInfo(ctx, msg, infoResult{requestID: msg.requestID, info: p.queueInfo()})
+}
+
+// answerInfo sends an info answer to the session or the future that asked.
+func (p *partition) answerInfo(ctx actor.Context, msg infoRequest, result infoResult) {
 	if msg.replyTo == nil {
 		ctx.Respond(result)
 		return

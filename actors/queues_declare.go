@@ -301,6 +301,10 @@ func gatherInfos(system *actor.ActorSystem, routes []queueRoute) []wire.QueueInf
 		}
 		result, err := futures[i].Result()
 		if answer, ok := result.(infoResult); ok && err == nil {
+			if answer.failure.failed() {
+				infos[i].FenceError = answer.failure.message // stopping: not serving, for now
+				continue
+			}
 			infos[i] = answer.info
 			continue
 		}

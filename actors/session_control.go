@@ -44,6 +44,10 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 			ctx.Send(partition, infoRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID})
 		}
 	case infoResult:
+		if msg.failure.failed() {
+			s.push(msg.failure.frame(msg.requestID))
+			return
+		}
 		s.push(&wire.QueueInfoReply{RequestID: msg.requestID, Info: s.core.withClusterInfo(msg.info)})
 	case inListQueues:
 		ctx.Send(s.core.queuesManager, listRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID,
