@@ -8,7 +8,7 @@ package log
 
 import (
 	"bytes"
-	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,10 +34,12 @@ func FuzzDecodeRecord(f *testing.F) {
 }
 
 // FuzzRecoverSegment feeds arbitrary log and index bytes to the recovery
-// analysis and the residue probe: they must not panic, must stay within
-// the bytes given, and what they accept must be a clean walk from where the
-// analysis started (byte 0, or an index anchor whose entries all point at
-// the records they name).
+// analysis, once with every index entry usable as an anchor (a sealed
+// segment) and once with only the entries at or below a proven end taken
+// from the input (a tail): it must not panic, must stay within the bytes
+// given, must never anchor above the proven end, and what it accepts must
+// be a clean walk from where the analysis started (byte 0, or an index
+// anchor whose entries all point at the records they name).
 func FuzzRecoverSegment(f *testing.F) {
 	var log []byte
 	for offset := uint64(10); offset < 20; offset++ {
@@ -47,33 +49,37 @@ func FuzzRecoverSegment(f *testing.F) {
 	f.Add(log[:len(log)-3], []byte(nil))
 	f.Add(append(log[:50:50], log[80:]...), appendIndexEntries(nil, []indexEntry{{0, 0}, {9, 9999}}))
 	f.Fuzz(func(t *testing.T, data, index []byte) {
-		source := &countingSource{data: data}
-		analysis, err := analyzeSegment(source, 10, int64(len(data)), index, 64)
-		if err != nil {
-			t.Fatalf("analysis over bytes in memory failed: %v", err)
-		}
-		if analysis.validEnd > int64(len(data)) || (analysis.damage == nil && analysis.validEnd != int64(len(data))) {
-			t.Fatalf("valid end %d of %d bytes, damage %v", analysis.validEnd, len(data), analysis.damage)
-		}
-		if err := checkIndex(analysis.entries, max(analysis.validEnd, 1)); err != nil && analysis.validEnd > 0 {
-			t.Fatalf("recovered index inconsistent: %v", err)
-		}
-		var fresh segmentAnalysis
-		if analysis.walkStart != 0 && analysis.indexReason != nil {
-			t.Fatalf("index rejected (%v) but the walk began at byte %d", analysis.indexReason, analysis.walkStart)
-		}
-		if err := walkSegment(&fresh, source, 10, analysis.walkStart, analysis.walkStartOffset, analysis.validEnd, 64); err != nil || fresh.damage != nil || fresh.next != analysis.next {
-			t.Fatalf("accepted prefix is not a clean walk from byte 0: next %d vs %d, damage %v", fresh.next, analysis.next, fresh.damage)
-		}
-		if analysis.damage != nil {
-			if _, _, err := probeResidue(source, analysis.damage.position, int64(len(data)), analysis.next); err != nil && !isUnverified(err) {
-				t.Fatalf("probe: %v", err)
-			}
+		proven := uint64(10 + len(index)%16) // a proven end somewhere in [10, 26)
+		for _, anchorLimit := range []uint64{anchorsUnlimited, proven} {
+			checkRecoveredSegment(t, data, index, anchorLimit)
 		}
 	})
 }
 
-func isUnverified(err error) bool { return errors.Is(err, ErrUnverifiedTail) }
+func checkRecoveredSegment(t *testing.T, data, index []byte, anchorLimit uint64) {
+	t.Helper()
+	source := &countingSource{data: data}
+	analysis, err := analyzeSegment(source, 10, int64(len(data)), index, 64, anchorLimit)
+	if err != nil {
+		t.Fatalf("analysis over bytes in memory failed: %v", err)
+	}
+	if analysis.validEnd > int64(len(data)) || (analysis.damage == nil && analysis.validEnd != int64(len(data))) {
+		t.Fatalf("valid end %d of %d bytes, damage %v", analysis.validEnd, len(data), analysis.damage)
+	}
+	if analysis.walkStartOffset > max(anchorLimit, 10) {
+		t.Fatalf("the walk began at record %d, above the anchor limit %d", analysis.walkStartOffset, anchorLimit)
+	}
+	if err := checkIndex(analysis.entries, max(analysis.validEnd, 1)); err != nil && analysis.validEnd > 0 {
+		t.Fatalf("recovered index inconsistent: %v", err)
+	}
+	var fresh segmentAnalysis
+	if analysis.walkStart != 0 && analysis.indexReason != nil {
+		t.Fatalf("index rejected (%v) but the walk began at byte %d", analysis.indexReason, analysis.walkStart)
+	}
+	if err := walkSegment(&fresh, source, 10, analysis.walkStart, analysis.walkStartOffset, analysis.validEnd, 64); err != nil || fresh.damage != nil || fresh.next != analysis.next {
+		t.Fatalf("accepted prefix is not a clean walk from byte 0: next %d vs %d, damage %v", fresh.next, analysis.next, fresh.damage)
+	}
+}
 
 // TestWriteFuzzSeeds regenerates the committed seed corpora when
 // FIBRIL_WRITE_FUZZ_SEEDS=1; otherwise it checks that they exist.
@@ -124,4 +130,23 @@ func TestWriteFuzzSeeds(t *testing.T) {
 			}
 		}
 	}
+}
+
+// countingSource is a readerAt over bytes in memory that counts what it
+// reads.
+type countingSource struct {
+	data      []byte
+	readBytes int64
+}
+
+func (c *countingSource) readAt(p []byte, position int64) (int, error) {
+	c.readBytes += int64(len(p))
+	if position >= int64(len(c.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, c.data[position:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }

@@ -41,7 +41,14 @@ type Log struct {
 	admission sync.RWMutex
 	closed    bool
 	isClosed  atomic.Bool
-	latch     atomic.Pointer[latchState]
+	// latch is the frontiers' latch state, copied for checks that take no
+	// lock; nil until the log latches.
+	latch atomic.Pointer[latchState]
+	// pendingCut is 1 + the offset of a TruncateAfter in progress (0 when
+	// none): a latch meanwhile records the lower of it and durable_next.
+	pendingCut atomic.Uint64
+	// durableEnd is the durable-end record (durable.go).
+	durableEnd *durableEndRecord
 
 	// inbox carries appends, ticks and controls to the writer, in order.
 	inbox           chan *appendRequest
@@ -64,9 +71,6 @@ type Log struct {
 	requestPool sync.Pool
 	scanPool    sync.Pool
 }
-
-// latchState records why a log latched.
-type latchState struct{ err error }
 
 // Open opens (creating when needed) the log in dir and recovers it; see
 // recovery.go for the rules. It returns ErrInteriorCorruption or
@@ -94,6 +98,10 @@ func (l *Log) recover() (*writer, error) {
 		return nil, err
 	}
 	bases := listing.logBases
+	proven, err := l.provenDurableEnd()
+	if err != nil {
+		return nil, err
+	}
 	if listing.cutPending {
 		cut, _, err := readCutFile(l.fs, l.dir)
 		if err != nil {
@@ -102,32 +110,63 @@ func (l *Log) recover() (*writer, error) {
 		if bases, err = cutSegmentFiles(l.fs, l.dir, bases, cut, nil); err != nil {
 			return nil, fmt.Errorf("carrying out the pending cut to %d: %w", cut, err)
 		}
+		proven = min(proven, cut)
 	}
-	recovered, err := recoverSegments(l.fs, l.dir, bases, l.opts)
+	recovered, err := recoverSegments(l.fs, l.dir, bases, l.opts, proven)
 	if err != nil {
 		return nil, err
 	}
 	l.segments = recovered.segments
 	l.firstOffset.Store(recovered.segments[0].base)
-	if err := l.cleanDirectory(listing, recovered.segments); err != nil {
+	w, err := l.finishRecovery(listing, recovered)
+	if err != nil {
+		l.durableEnd.close()
 		closeSegments(recovered.segments)
+		return nil, err
+	}
+	return w, nil
+}
+
+// provenDurableEnd reads the durable-end record: 0 when there is none
+// (then only the sealed segments are proven).
+func (l *Log) provenDurableEnd() (uint64, error) {
+	proven, recorded, err := readDurableEnd(l.fs, l.dir)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", durableEndFileName, err)
+	}
+	if !recorded {
+		return 0, nil
+	}
+	return proven, nil
+}
+
+// finishRecovery runs once the segments are recovered and synced: it
+// records the recovered end as durable, cleans the directory, opens the
+// writer and recovers the epochs and the incarnation.
+func (l *Log) finishRecovery(listing directoryListing, recovered recoveredSegments) (*writer, error) {
+	record, err := openDurableEnd(l.fs, l.dir)
+	if err != nil {
+		return nil, err
+	}
+	l.durableEnd = record
+	if err := record.recordDurably(recovered.next); err != nil {
+		return nil, fmt.Errorf("recording the durable end: %w", err)
+	}
+	if err := l.cleanDirectory(listing, recovered.segments); err != nil { // syncs the directory
 		return nil, err
 	}
 	w, err := l.newWriter(recovered)
 	if err != nil {
-		closeSegments(recovered.segments)
 		return nil, err
 	}
 	if err := l.recoverEpochs(w.next); err != nil {
 		w.closeFiles()
-		closeSegments(recovered.segments)
 		return nil, err
 	}
 	w.lastEpoch, w.epochSeen = l.lastEpoch()
 	incarnation, err := bumpIncarnation(l.fs, l.dir, func() int64 { return l.clock().UnixNano() })
 	if err != nil {
 		w.closeFiles()
-		closeSegments(recovered.segments)
 		return nil, err
 	}
 	l.incarnation.Store(incarnation)
@@ -187,25 +226,65 @@ func (l *Log) start(w *writer) {
 	}
 }
 
-// latchError returns the error appends get on a latched log, or nil.
+// latchError returns the error appends get on a latched log, or nil. It
+// is nil too in the moment between the freeze and the publication of the
+// latch (while the cut is being recorded); latchBegun covers that moment.
 func (l *Log) latchError() error {
 	if state := l.latch.Load(); state != nil {
-		return state.err
+		select {
+		case <-state.done:
+			return state.err
+		default:
+		}
 	}
 	return nil
 }
 
-// setLatch records the first failure; later ones only update LastError.
-// The frontiers are the authority: they freeze and keep the latch error
-// under one lock, so no sync outcome moves durable_next any more (see
-// durableLedger) and no append is reported done above the cut. The copy in
-// l.latch, stored after, serves the checks that take no lock.
+// latchBegun reports whether the log has latched, even if the latch is
+// not yet published.
+func (l *Log) latchBegun() bool { return l.latch.Load() != nil }
+
+// awaitLatch waits until the latch is final and returns its error. The
+// log must have latched.
+func (l *Log) awaitLatch() error {
+	state := l.frontiers.currentLatch()
+	if state == nil {
+		panic("log: latched without a cause")
+	}
+	<-state.done
+	return state.err
+}
+
+// setLatch latches the log after a storage failure, from any goroutine.
+// The first call freezes the frontiers (so no sync outcome moves
+// durable_next any more and no append is reported done above the cut),
+// records the cut in latched-cut.pending, durably, and only then publishes
+// the latch: its error, the watchers' wake-up, and Status. When the disk
+// refuses even the cut file, the latch error wraps ErrCutNotRecorded too,
+// so that every refusal and Status says the node must stop. Later calls
+// wait for the first one and return its error.
 func (l *Log) setLatch(cause error) error {
-	err := l.frontiers.latch(fmt.Errorf("%w: %w", ErrLatched, cause))
-	l.latch.CompareAndSwap(nil, &latchState{err: err})
+	state, cut, first := l.frontiers.freeze()
+	l.latch.CompareAndSwap(nil, state)
+	if !first {
+		<-state.done
+		return state.err
+	}
+	if pending := l.pendingCut.Load(); pending != 0 {
+		cut = min(cut, pending-1) // a suffix cut in progress: it must still happen
+	}
+	err, lastError := fmt.Errorf("%w: %w", ErrLatched, cause), cause
+	if recordErr := writeSmallFile(l.fs, l.dir, cutFileName, encodeUint64(cut)); recordErr != nil {
+		err = fmt.Errorf("%w: %w; %w: %w", ErrLatched, cause, ErrCutNotRecorded, recordErr)
+		lastError = fmt.Errorf("%w; %w: %w", cause, ErrCutNotRecorded, recordErr)
+		l.logger.Error("log could not record its cut after a storage failure", "dir", l.dir, "cut", cut, "error", recordErr)
+	}
 	l.statusMu.Lock()
-	l.lastError = cause
+	l.lastError = lastError
 	l.statusMu.Unlock()
+	state.err = err
+	l.frontiers.publishLatch(err)
+	close(state.done)
 	return err
 }
 
@@ -414,6 +493,7 @@ func (l *Log) Close() error {
 	l.segmentsMu.Lock()
 	closeSegments(l.segments)
 	l.segmentsMu.Unlock()
+	l.durableEnd.close()
 	l.frontiers.wakeAll()
 	return err
 }

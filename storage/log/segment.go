@@ -229,6 +229,20 @@ func (s *segment) publish(next uint64, size int64, entries []indexEntry) {
 	s.entries = append(s.entries, entries...)
 }
 
+// cutTo drops the segment's records from next on (the latch's cut of the
+// active segment, whose file now ends at size).
+func (s *segment) cutTo(next uint64, size int64) {
+	s.forgetReadHints()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next, s.size = next, size
+	kept := 0
+	for kept < len(s.entries) && int64(s.entries[kept].position) < size {
+		kept++
+	}
+	s.entries = s.entries[:kept]
+}
+
 // findSegment returns the segment holding offset from a list sorted by base.
 func findSegment(segments []*segment, offset uint64) *segment {
 	i := sort.Search(len(segments), func(i int) bool { return segments[i].base > offset })

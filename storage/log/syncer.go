@@ -162,6 +162,11 @@ func (l *Log) settleSync(job *syncJob) {
 	l.statusMu.Lock()
 	l.lastSyncTime = l.clock()
 	l.statusMu.Unlock()
+	if err := l.durableEnd.note(durable); err != nil {
+		// The records are durable all the same; a disk that refuses this
+		// small write is failing, so stop trusting it.
+		l.setLatch(fmt.Errorf("write %s: %w", durableEndFileName, err))
+	}
 	kept := job.waiters[:0]
 	for _, request := range job.waiters {
 		if request.next <= durable {

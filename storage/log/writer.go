@@ -359,8 +359,8 @@ func (w *writer) flush() {
 		return // the latch failed every waiter; written_next stays at durable_next
 	}
 	if len(w.pieces) > 0 {
-		if w.l.latchError() != nil {
-			w.becomeLatched(nil) // latched by the syncer meanwhile
+		if w.l.latchBegun() {
+			w.becomeLatched(nil) // latched by the syncer meanwhile: write nothing more
 			return
 		}
 		for _, piece := range w.pieces {
@@ -509,23 +509,24 @@ func (l *Log) createSegment(base uint64) (*segment, error) {
 }
 
 // becomeLatched stops the log after a storage failure (cause, or nil when
-// another goroutine latched the log already): it freezes durable_next,
-// waits for the outstanding sync to come back, drops written_next to
-// durable_next, records the cut for the next Open and fails every waiter.
+// another goroutine latched the log already): it latches (setLatch freezes
+// durable_next and records the cut), waits for the outstanding sync to
+// come back, drops written_next to durable_next, cuts the active segment
+// back to it in the page cache, and fails every waiter.
 func (w *writer) becomeLatched(cause error) {
 	if w.latched {
 		return
 	}
 	w.latched = true
 	l := w.l
-	latchErr := l.frontiers.latchError() // set before any refusal or l.latch
+	var latchErr error
 	if cause != nil {
 		latchErr = l.setLatch(cause)
-	}
-	if latchErr == nil {
-		panic("log: latched without a cause")
+	} else {
+		latchErr = l.awaitLatch()
 	}
 	w.awaitSync() // its waiters rejoin fsyncWaiters
+	durableBytes := l.frontiers.durableBytes()
 	l.frontiers.dropToDurable()
 	durable := l.frontiers.snapshot().Durable
 	w.pieces, w.groupBytes = w.pieces[:0], 0
@@ -533,13 +534,8 @@ func (w *writer) becomeLatched(cause error) {
 	l.epochMu.Lock()
 	l.epochs = trimEpochHistory(l.epochs, durable)
 	l.epochMu.Unlock()
+	w.truncateActive(durable, durableBytes)
 	l.logger.Error("log latched after a storage failure", "dir", l.dir, "durable_next", durable, "error", latchErr)
-	if err := writeSmallFile(l.fs, l.dir, cutFileName, encodeUint64(durable)); err != nil {
-		l.logger.Error("log could not record its pending cut", "dir", l.dir, "error", err)
-		l.statusMu.Lock()
-		l.lastError = errors.Join(l.lastError, err)
-		l.statusMu.Unlock()
-	}
 	// Waiters learn of the failure only once the latch is complete.
 	for _, waiters := range [][]*appendRequest{w.groupWaiters, w.fsyncWaiters} {
 		for _, request := range waiters {
@@ -548,6 +544,34 @@ func (w *writer) becomeLatched(cause error) {
 	}
 	clear(w.groupWaiters)
 	w.groupWaiters, w.fsyncWaiters = w.groupWaiters[:0], nil
+}
+
+// truncateActive cuts the active segment's file back to the record at
+// durable (whose cumulative byte count is durableBytes), without a sync:
+// the page cache then no longer holds any record past the cut, so a
+// process restart never serves one, even when the disk refused the cut
+// file. Every byte staged after durable lies in the active segment, since
+// rollover creates the next segment only once durable_next reached the
+// outgoing one's end. A failure is logged and kept in Status; the cut
+// file, when recorded, still cuts at the next open.
+func (w *writer) truncateActive(durable uint64, durableBytes int64) {
+	if w.logFile == nil || durable < w.active.base {
+		return
+	}
+	position := w.position - (w.stagedBytes - durableBytes)
+	if position < 0 || position > w.position {
+		panic(fmt.Sprintf("log: latch cut at %d maps to byte %d of a segment staged to %d", durable, position, w.position))
+	}
+	if err := w.logFile.Truncate(position); err != nil {
+		err = fmt.Errorf("truncate %s to the cut: %w", w.active.logPath, err)
+		w.l.logger.Error("log could not cut its active segment back after a storage failure", "dir", w.l.dir, "error", err)
+		w.l.statusMu.Lock()
+		w.l.lastError = errors.Join(w.l.lastError, err)
+		w.l.statusMu.Unlock()
+		return
+	}
+	w.pendingEntries = w.pendingEntries[:0]
+	w.active.cutTo(durable, position)
 }
 
 // close writes and syncs everything staged, then closes the files.
@@ -569,6 +593,9 @@ func (w *writer) close() error {
 		err = w.l.latchError()
 	} else {
 		err = w.l.persistEpochs()
+		if recordErr := w.l.durableEnd.recordDurably(w.l.frontiers.snapshot().Durable); recordErr != nil && err == nil {
+			err = fmt.Errorf("log: close: recording the durable end: %w", recordErr)
+		}
 	}
 	w.closeFiles()
 	return err
