@@ -16,9 +16,11 @@ import (
 type Log struct {
 	dir    string
 	opts   Options
-	fs     vfs.FS
+	fs     vfs.FS // opts.FS, its syncs counted in syncs and the budget's
 	clock  func() time.Time
 	logger *slog.Logger
+	budget *Budget
+	syncs  vfs.SyncCounter
 
 	frontiers frontierState
 	cache     *tailCache
@@ -82,12 +84,14 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := opts.FS.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("log: open %s: %w", dir, err)
 	}
-	l := &Log{dir: dir, opts: opts, fs: opts.FS, clock: opts.Clock, logger: opts.Logger}
+	l := &Log{dir: dir, opts: opts, clock: opts.Clock, logger: opts.Logger, budget: opts.Budget}
+	l.fs = vfs.CountSyncs(opts.FS, &l.syncs, &l.budget.syncs)
 	state, err := l.recover()
 	if err != nil {
 		return nil, fmt.Errorf("log: open %s: %w", dir, err)
 	}
 	l.start(state)
+	l.budget.logs.Add(1)
 	return l, nil
 }
 
@@ -117,6 +121,9 @@ func (l *Log) recover() (*writer, error) {
 		return nil, err
 	}
 	l.segments = recovered.segments
+	for _, seg := range l.segments {
+		seg.useFiles(&l.budget.files, l.fs)
+	}
 	l.firstOffset.Store(recovered.segments[0].base)
 	w, err := l.finishRecovery(listing, recovered)
 	if err != nil {
@@ -204,10 +211,7 @@ func closeSegments(segments []*segment) {
 // start publishes the recovered frontiers and starts the goroutines.
 func (l *Log) start(w *writer) {
 	l.frontiers.reset(w.next, 0)
-	l.cache = newTailCache(l.opts.TailCacheBytes, w.next)
-	if l.opts.TailCacheBytes < 0 {
-		l.cache = newTailCache(0, w.next)
-	}
+	l.cache = newTailCache(max(l.opts.TailCacheBytes, 0), w.next, &l.budget.tail)
 	w.groupLimit = min(l.opts.MaxGroupBytes, l.cache.groupBytesLimit())
 	l.syncIntervalNanos.Store(int64(l.opts.SyncInterval))
 	l.inbox = make(chan *appendRequest, l.opts.RequestQueueLength)
@@ -454,8 +458,15 @@ func (l *Log) Status() Status {
 		Latched:           l.latchError() != nil,
 		SyncInterval:      l.syncInterval(),
 		Incarnation:       l.Incarnation(),
+		TailCacheBytes:    l.cache.heldBytes.Load(),
+		FileSyncs:         l.syncs.FileSyncs(),
+		DirectorySyncs:    l.syncs.DirectorySyncs(),
 	}
 }
+
+// Budget is the node-wide budget the log draws on (Options.Budget, or its
+// private one).
+func (l *Log) Budget() *Budget { return l.budget }
 
 // EpochHistory returns, for each epoch in the log, its first offset, in
 // order. It covers every staged record.
@@ -494,6 +505,8 @@ func (l *Log) Close() error {
 	closeSegments(l.segments)
 	l.segmentsMu.Unlock()
 	l.durableEnd.close()
+	l.cache.close()
+	l.budget.logs.Add(-1)
 	l.frontiers.wakeAll()
 	return err
 }

@@ -224,19 +224,15 @@ func removeSegmentFiles(fs vfs.FS, dir string, base uint64) error {
 	return nil
 }
 
-// buildSegments opens a read descriptor per kept segment; every segment
-// but the last is sealed (its index searched on disk).
+// buildSegments describes the kept segments; the last one is the active
+// segment and gets a read descriptor, every other one is sealed (its files
+// are opened through the descriptor cache when read, its index searched on
+// disk).
 func buildSegments(fs vfs.FS, dir string, plans []segmentPlan) (recoveredSegments, error) {
 	var out recoveredSegments
 	for i, plan := range plans {
 		seg := newSegment(dir, plan.base)
 		out.segments = append(out.segments, seg)
-		reader, err := fs.Open(seg.logPath)
-		if err != nil {
-			closeSegments(out.segments)
-			return recoveredSegments{}, err
-		}
-		seg.reader = reader
 		seg.entries = plan.analysis.entries
 		seg.next, seg.size = plan.base, 0
 		if plan.size > 0 {
@@ -244,13 +240,14 @@ func buildSegments(fs vfs.FS, dir string, plans []segmentPlan) (recoveredSegment
 		}
 		out.next = seg.next
 		if i < len(plans)-1 {
-			indexReader, err := fs.Open(seg.indexPath)
-			if err != nil {
-				closeSegments(out.segments)
-				return recoveredSegments{}, err
-			}
-			seg.seal(indexReader)
+			seg.seal()
+			continue
 		}
+		reader, err := fs.Open(seg.logPath)
+		if err != nil {
+			return recoveredSegments{}, err
+		}
+		seg.reader = reader
 	}
 	return out, nil
 }

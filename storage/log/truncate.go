@@ -217,7 +217,11 @@ func (w *writer) reloadActive(active *segment) error {
 			return err
 		}
 	}
-	active.unseal(analysis.entries, analysis.next, analysis.validEnd)
+	reader, err := l.fs.Open(active.logPath)
+	if err != nil {
+		return err
+	}
+	active.unseal(reader, analysis.entries, analysis.next, analysis.validEnd)
 	w.active = active
 	return nil
 }

@@ -372,6 +372,7 @@ func (w *writer) flush() {
 		w.pieces = w.pieces[:0]
 		w.groupBytes = 0
 		w.writtenBytes = w.stagedBytes
+		w.l.cache.markWritten(w.next)
 		w.active.publish(w.next, w.position, w.pendingEntries)
 		w.pendingEntries = w.pendingEntries[:0]
 		if len(w.active.entries)-w.indexPersisted >= indexPersistBatch {
@@ -467,12 +468,7 @@ func (w *writer) rollover() {
 	if durable := w.l.frontiers.snapshot().Durable; durable != w.next {
 		panic(fmt.Sprintf("log: rollover at %d with durable_next %d", w.next, durable))
 	}
-	indexReader, err := w.l.fs.Open(w.active.indexPath)
-	if err != nil {
-		w.becomeLatched(err)
-		return
-	}
-	w.active.seal(indexReader)
+	w.active.seal()
 	w.closeFiles() // the syncer is done with them: no sync is outstanding
 	next, err := w.l.createSegment(w.next)
 	if err != nil {
@@ -502,6 +498,7 @@ func (l *Log) createSegment(base uint64) (*segment, error) {
 		return nil, err
 	}
 	seg.reader = reader
+	seg.useFiles(&l.budget.files, l.fs)
 	l.segmentsMu.Lock()
 	l.segments = append(l.segments, seg)
 	l.segmentsMu.Unlock()
