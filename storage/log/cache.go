@@ -109,6 +109,27 @@ func (c *tailCache) stage(offset, epoch uint64, recordType uint8, body []byte) (
 	return block, start, len(block.data)
 }
 
+// stageEncoded is stage for a record already encoded (a replicated
+// record: its bytes, CRC included, are kept as they are). The record must
+// be a checked record for offset.
+func (c *tailCache) stageEncoded(offset uint64, record []byte) (*cacheBlock, int, int) {
+	c.mu.Lock()
+	if offset != c.next || len(record) > c.blockBytes {
+		c.mu.Unlock()
+		panic("log: tail cache staged out of order or oversized")
+	}
+	block := c.newestLocked()
+	if block == nil || len(block.data)+len(record) > c.blockBytes {
+		block = c.startBlockLocked(offset)
+	}
+	start := len(block.data)
+	block.positions = append(block.positions, uint32(start))
+	block.data = append(block.data, record...)
+	c.next = offset + 1
+	c.mu.Unlock()
+	return block, start, len(block.data)
+}
+
 func (c *tailCache) newestLocked() *cacheBlock {
 	if len(c.blocks) == 0 {
 		return nil
@@ -282,4 +303,45 @@ func (c *tailCache) copyOut(from, limit uint64, budgetBytes int, dst []byte) (ou
 		}
 	}
 	return dst, next, true
+}
+
+// pinSpan returns, without copying, the encoded records of one block from
+// offset from: as many as end below limit and keep the span within
+// budgetBytes (the first one regardless, when atLeastOne). The block is pinned (its memory is not reused)
+// until the caller calls unpin; the bytes never change while it is. hit is
+// false when from is not cached.
+func (c *tailCache) pinSpan(from, limit uint64, budgetBytes int, atLeastOne bool) (block *cacheBlock, span []byte, next uint64, hit bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if from < c.first || from >= c.next || from >= limit {
+		return nil, nil, from, false
+	}
+	limit = min(limit, c.next)
+	i := len(c.blocks) - 1
+	for c.blocks[i].first > from {
+		i--
+	}
+	block = c.blocks[i]
+	start := int(block.positions[from-block.first])
+	end := start
+	for next = from; next < limit && next < block.end(); next++ {
+		k := next - block.first
+		recordEnd := len(block.data)
+		if k+1 < uint64(len(block.positions)) {
+			recordEnd = int(block.positions[k+1])
+		}
+		if (next > from || !atLeastOne) && recordEnd-start > budgetBytes {
+			break
+		}
+		end = recordEnd
+	}
+	block.pins.Add(1)
+	return block, block.data[start:end:end], next, true
+}
+
+// unpin releases a pinSpan.
+func (b *cacheBlock) unpin() {
+	if b.pins.Add(-1) < 0 {
+		panic("log: tail cache block unpinned more often than pinned")
+	}
 }

@@ -41,9 +41,15 @@ var (
 	// ErrEpochRegression: an entry's epoch is below the last appended
 	// epoch. Epochs never decrease along a log.
 	ErrEpochRegression = errors.New("log: epoch lower than the log's last epoch")
+	// ErrOffsetMismatch: encoded records do not start at the log's next
+	// offset, or their offsets are not dense (AppendEncoded).
+	ErrOffsetMismatch = errors.New("log: encoded records do not continue the log at its next offset")
 	// ErrInvalidDurability: the durability level is not one of AfterWrite,
 	// AfterFlush, AfterFsync.
 	ErrInvalidDurability = errors.New("log: invalid durability level")
+	// ErrDirectMode: the log was opened with OpenDirect, so appends, cuts
+	// and Close go through its Appender.
+	ErrDirectMode = errors.New("log: opened with OpenDirect: append, cut and close through its Appender")
 	// ErrTruncated: TruncateAfter removed the append's records before they
 	// reached the requested level.
 	ErrTruncated = errors.New("log: records removed by TruncateAfter")

@@ -51,6 +51,9 @@ type Log struct {
 	pendingCut atomic.Uint64
 	// durableEnd is the durable-end record (durable.go).
 	durableEnd *durableEndRecord
+	// direct: the caller's goroutine drives the writer (direct.go); there
+	// is no writer goroutine, inbox or ticker.
+	direct bool
 
 	// inbox carries appends, ticks and controls to the writer, in order.
 	inbox           chan *appendRequest
@@ -75,24 +78,35 @@ type Log struct {
 }
 
 // Open opens (creating when needed) the log in dir and recovers it; see
-// recovery.go for the rules. It returns ErrInteriorCorruption or
-// ErrUnverifiedTail, deleting nothing, when the log cannot be recovered
-// safely.
+// recovery.go for the rules. It returns ErrInteriorCorruption, deleting
+// nothing, when the log cannot be recovered safely. The log runs its own
+// writer and syncer goroutines; OpenDirect is the mode in which the
+// caller's goroutine drives it instead.
 func Open(dir string, opts Options) (*Log, error) {
+	l, w, err := open(dir, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	l.start(w)
+	return l, nil
+}
+
+// open recovers the log in dir and prepares what both modes share.
+func open(dir string, opts Options, direct bool) (*Log, *writer, error) {
 	opts = opts.withDefaults()
 	dir = filepath.Clean(dir)
 	if err := opts.FS.MkdirAll(dir); err != nil {
-		return nil, fmt.Errorf("log: open %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("log: open %s: %w", dir, err)
 	}
-	l := &Log{dir: dir, opts: opts, clock: opts.Clock, logger: opts.Logger, budget: opts.Budget}
+	l := &Log{dir: dir, opts: opts, clock: opts.Clock, logger: opts.Logger, budget: opts.Budget, direct: direct}
 	l.fs = vfs.CountSyncs(opts.FS, &l.syncs, &l.budget.syncs)
-	state, err := l.recover()
+	w, err := l.recover()
 	if err != nil {
-		return nil, fmt.Errorf("log: open %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("log: open %s: %w", dir, err)
 	}
-	l.start(state)
+	l.prepare(w)
 	l.budget.logs.Add(1)
-	return l, nil
+	return l, w, nil
 }
 
 // recover runs recovery and leaves the log ready for its goroutines.
@@ -106,7 +120,20 @@ func (l *Log) recover() (*writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if listing.cutPending {
+	switch {
+	case listing.rebasePending:
+		base, epochs, _, err := readRebaseFile(l.fs, l.dir)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := carryOutRebase(l.fs, l.dir, bases, base); err != nil {
+			return nil, fmt.Errorf("carrying out the pending rebase to %d: %w", base, err)
+		}
+		if err := finishRebase(l.fs, l.dir, nil, base, epochs); err != nil {
+			return nil, fmt.Errorf("carrying out the pending rebase to %d: %w", base, err)
+		}
+		bases, proven = []uint64{base}, min(proven, base)
+	case listing.cutPending:
 		cut, _, err := readCutFile(l.fs, l.dir)
 		if err != nil {
 			return nil, err
@@ -208,25 +235,41 @@ func closeSegments(segments []*segment) {
 	}
 }
 
-// start publishes the recovered frontiers and starts the goroutines.
-func (l *Log) start(w *writer) {
+// prepare publishes the recovered frontiers and builds what both modes
+// share: the tail cache, the sync channels and the syncer goroutine.
+func (l *Log) prepare(w *writer) {
 	l.frontiers.reset(w.next, 0)
 	l.cache = newTailCache(max(l.opts.TailCacheBytes, 0), w.next, &l.budget.tail)
 	w.groupLimit = min(l.opts.MaxGroupBytes, l.cache.groupBytesLimit())
 	l.syncIntervalNanos.Store(int64(l.opts.SyncInterval))
-	l.inbox = make(chan *appendRequest, l.opts.RequestQueueLength)
-	l.tickMessage = &appendRequest{kind: messageTick}
 	l.syncJobs = make(chan *syncJob, 1)
 	l.syncDone = make(chan syncOutcome, 1)
+	l.requestPool.New = func() any { return &appendRequest{resultCh: make(chan Result, 1)} }
+	l.goroutines.Add(1)
+	go func() { defer l.goroutines.Done(); l.runSyncer() }()
+}
+
+// start starts the standalone mode's writer and (unless ExternalTicks)
+// its ticker.
+func (l *Log) start(w *writer) {
+	l.inbox = make(chan *appendRequest, l.opts.RequestQueueLength)
+	l.tickMessage = &appendRequest{kind: messageTick}
 	l.intervalChanged = make(chan struct{}, 1)
 	l.stopTicker = make(chan struct{})
-	l.requestPool.New = func() any { return &appendRequest{resultCh: make(chan Result, 1)} }
-	l.goroutines.Add(2)
+	l.goroutines.Add(1)
 	go func() { defer l.goroutines.Done(); w.run() }()
-	go func() { defer l.goroutines.Done(); l.runSyncer() }()
 	if !l.opts.ExternalTicks {
 		l.goroutines.Add(1)
 		go func() { defer l.goroutines.Done(); l.runTicker() }()
+	}
+}
+
+// wakeAppender tells a direct appender's owner that it has work (a sync
+// finished, or another goroutine latched the log): Options.SyncDone. A
+// standalone log has no appender to wake.
+func (l *Log) wakeAppender() {
+	if l.direct {
+		l.opts.SyncDone()
 	}
 }
 
@@ -308,6 +351,9 @@ func validateAppend(entries []Entry, level Durability, maxBodyBytes int) error {
 }
 
 func (l *Log) enqueue(request *appendRequest) error {
+	if l.direct {
+		return ErrDirectMode
+	}
 	l.admission.RLock()
 	defer l.admission.RUnlock()
 	if l.closed {
@@ -406,6 +452,9 @@ func (l *Log) Watch(kind FrontierKind) *Watch {
 // Options.ExternalTicks the caller drives it; otherwise an internal ticker
 // does. A tick that finds the writer busy with an earlier one is dropped.
 func (l *Log) Tick(now time.Time) {
+	if l.direct {
+		return // the appender's owner calls Appender.MaybeSync
+	}
 	l.tickTime.Store(&now)
 	if !l.tickPending.CompareAndSwap(false, true) {
 		return // a tick is queued; it will read the newest time
@@ -421,6 +470,9 @@ func (l *Log) Tick(now time.Time) {
 // (0 turns it off).
 func (l *Log) SetSyncInterval(interval time.Duration) {
 	l.syncIntervalNanos.Store(int64(max(interval, 0)))
+	if l.direct {
+		return // read by the next Appender.SyncDue
+	}
 	select {
 	case l.intervalChanged <- struct{}{}:
 	default:
@@ -488,17 +540,35 @@ func (l *Log) lastEpoch() (uint64, bool) {
 
 // Close stops accepting appends, writes and syncs everything staged, stops
 // the goroutines and closes the files. Appends in flight complete normally.
+// A direct log is closed with Appender.Close.
 func (l *Log) Close() error {
-	l.admission.Lock()
-	if l.closed {
-		l.admission.Unlock()
+	if l.direct {
+		return ErrDirectMode
+	}
+	if !l.beginClose() {
 		return ErrClosed
+	}
+	err := l.sendControl(&appendRequest{kind: messageControl, control: controlClose})
+	close(l.stopTicker)
+	l.finishClose()
+	return err
+}
+
+// beginClose marks the log closed; it reports false when it already was.
+func (l *Log) beginClose() bool {
+	l.admission.Lock()
+	defer l.admission.Unlock()
+	if l.closed {
+		return false
 	}
 	l.closed = true
 	l.isClosed.Store(true)
-	l.admission.Unlock()
-	err := l.sendControl(&appendRequest{kind: messageControl, control: controlClose})
-	close(l.stopTicker)
+	return true
+}
+
+// finishClose stops the syncer once the writer is done and releases the
+// files, the cache and the budget share.
+func (l *Log) finishClose() {
 	close(l.syncJobs)
 	l.goroutines.Wait()
 	l.segmentsMu.Lock()
@@ -508,17 +578,36 @@ func (l *Log) Close() error {
 	l.cache.close()
 	l.budget.logs.Add(-1)
 	l.frontiers.wakeAll()
-	return err
 }
 
 // control sends a control request to the writer and waits for its answer.
 func (l *Log) control(kind controlKind, offset uint64) error {
+	if l.direct {
+		return ErrDirectMode
+	}
 	l.admission.RLock()
 	if l.closed {
 		l.admission.RUnlock()
 		return ErrClosed
 	}
 	request := &appendRequest{kind: messageControl, control: kind, offset: offset, reply: make(chan error, 1)}
+	l.inbox <- request
+	l.admission.RUnlock()
+	return <-request.reply
+}
+
+// runOnWriter runs fn on the writer, in order with the appends before it,
+// and returns its error.
+func (l *Log) runOnWriter(fn func(w *writer) error) error {
+	if l.direct {
+		return ErrDirectMode
+	}
+	l.admission.RLock()
+	if l.closed {
+		l.admission.RUnlock()
+		return ErrClosed
+	}
+	request := &appendRequest{kind: messageControl, control: controlRun, run: fn, reply: make(chan error, 1)}
 	l.inbox <- request
 	l.admission.RUnlock()
 	return <-request.reply

@@ -19,6 +19,9 @@ package log
 // and refuses (ErrInteriorCorruption, deleting nothing) damage inside the
 // proven prefix, below X.
 //
+//  0. A pending rebase (rebase.pending, seal.go) is carried out first:
+//     every segment is removed and the log restarts empty at its base; a
+//     pending cut is then moot.
 //  1. A pending cut (latched-cut.pending) is carried out first: every
 //     record at or after its offset is removed (cutSegmentFiles), before
 //     anything reads the tail. Linux reports a writeback error once and may
@@ -201,10 +204,11 @@ func sameEntries(a, b []indexEntry) bool {
 
 // directoryListing is the parsed content of a log directory.
 type directoryListing struct {
-	logBases   []uint64 // sorted
-	indexBases map[uint64]bool
-	cutPending bool
-	leftovers  []string // temporary files to remove once recovery succeeds
+	logBases      []uint64 // sorted
+	indexBases    map[uint64]bool
+	cutPending    bool
+	rebasePending bool
+	leftovers     []string // temporary files to remove once recovery succeeds
 }
 
 func listDirectory(fs vfs.FS, dir string) (directoryListing, error) {
@@ -220,6 +224,8 @@ func listDirectory(fs vfs.FS, dir string) (directoryListing, error) {
 			listing.indexBases[base] = true
 		} else if name == cutFileName {
 			listing.cutPending = true
+		} else if name == rebaseFileName {
+			listing.rebasePending = true
 		} else if filepath.Ext(name) == tmpSuffix {
 			listing.leftovers = append(listing.leftovers, name)
 		}

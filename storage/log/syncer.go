@@ -23,9 +23,17 @@ package log
 //  4. hands the job back to the writer, with the waiters it did not
 //     complete, which the writer fails (latched) or queues for the next job.
 //
+// In direct mode (direct.go) the syncer does not settle a successful job:
+// it hands the outcome back on the same channel and wakes the appender
+// (Options.SyncDone), which settles it on its own goroutine with the same
+// code (handleSyncOutcome), so that durable_next moves and the waiters
+// complete where the appender's owner serializes its state. A failed job
+// latches the log on the syncer in both modes, so the freeze is
+// immediate and the cut file's fsyncs stay off the appender's goroutine.
+//
 // The background sync decision is a plain function below; the writer
 // applies it on each tick, and the ticker (internal, or the caller through
-// Tick) only supplies the time.
+// Tick, or the direct appender through MaybeSync) only supplies the time.
 
 import (
 	"fmt"
@@ -45,11 +53,13 @@ type syncJob struct {
 	waiters     []*appendRequest
 }
 
-// syncOutcome reports a finished job: its error, and how many waiters it
-// carried.
+// syncOutcome reports a finished job: its error, how many waiters it
+// carried, and whether the syncer settled it (standalone mode; in direct
+// mode the appender settles it on its own goroutine).
 type syncOutcome struct {
 	err     error
 	waiters int
+	settled bool
 }
 
 // shouldStartBackgroundSync is the background sync decision: sync when
@@ -124,6 +134,9 @@ func (w *writer) awaitSync() {
 func (w *writer) handleSyncOutcome(outcome syncOutcome) {
 	w.syncInFlight = false
 	w.l.syncPending.Store(false)
+	if outcome.err == nil && !outcome.settled {
+		w.l.settleSync(&w.job)
+	}
 	w.fsyncWaiters = append(w.fsyncWaiters, w.job.waiters...)
 	clear(w.job.waiters)
 	w.job.waiters = w.job.waiters[:0]
@@ -141,14 +154,17 @@ func (l *Log) runSyncer() {
 	for job := range l.syncJobs {
 		waiters := len(job.waiters)
 		err := performSync(job, indexSyncer, l.syncDirectory)
+		settled := false
 		if err != nil {
 			// Latch before anything else can read the frontiers; the writer
 			// completes the latch and fails this job's waiters.
 			l.setLatch(err)
-		} else {
+		} else if !l.direct {
 			l.settleSync(job)
+			settled = true
 		}
-		l.syncDone <- syncOutcome{err: err, waiters: waiters}
+		l.syncDone <- syncOutcome{err: err, waiters: waiters, settled: settled}
+		l.wakeAppender()
 	}
 }
 
@@ -162,11 +178,6 @@ func (l *Log) settleSync(job *syncJob) {
 	l.statusMu.Lock()
 	l.lastSyncTime = l.clock()
 	l.statusMu.Unlock()
-	if err := l.durableEnd.note(durable); err != nil {
-		// The records are durable all the same; a disk that refuses this
-		// small write is failing, so stop trusting it.
-		l.setLatch(fmt.Errorf("write %s: %w", durableEndFileName, err))
-	}
 	kept := job.waiters[:0]
 	for _, request := range job.waiters {
 		if request.next <= durable {
@@ -177,6 +188,11 @@ func (l *Log) settleSync(job *syncJob) {
 	}
 	clear(job.waiters[len(kept):])
 	job.waiters = kept
+	if err := l.durableEnd.note(durable); err != nil {
+		// The records are durable all the same; a disk that refuses this
+		// small write is failing, so stop trusting it.
+		l.setLatch(fmt.Errorf("write %s: %w", durableEndFileName, err))
+	}
 }
 
 // performSync runs one job's syncs; see the ordering above.

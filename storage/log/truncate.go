@@ -35,7 +35,11 @@ func (l *Log) TruncateBefore(offset uint64) error {
 	if latched {
 		// The writer completes the latch; the retention lock is released
 		// first, since the writer may be waiting for it in a suffix cut.
-		l.control(controlLatch, 0)
+		if l.direct {
+			l.wakeAppender() // its next SyncFinished completes the latch
+		} else {
+			l.control(controlLatch, 0)
+		}
 	}
 	return err
 }
@@ -86,6 +90,8 @@ func (w *writer) handleControl(control *appendRequest) error {
 	case controlLatch:
 		w.becomeLatched(nil)
 		return w.l.latchError()
+	case controlRun:
+		return control.run(w)
 	case controlTruncateAfter:
 	default:
 		panic("log: unknown control request")

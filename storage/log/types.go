@@ -154,6 +154,12 @@ type Options struct {
 	// ValidType, when set, is the type check applied to records read from
 	// files; a record whose type it rejects is reported as ErrCorrupt.
 	ValidType func(recordType uint8) bool
+	// SyncDone is required by OpenDirect and ignored by Open: the log's
+	// sync goroutine calls it each time a sync finishes, and any goroutine
+	// that latches the log calls it, so that the appender's owner calls
+	// Appender.SyncFinished on its own goroutine. It must not block and
+	// must not call into the log (send a message; wake-ups may fold).
+	SyncDone func()
 }
 
 // Default option values.

@@ -56,15 +56,36 @@ type appendRequest struct {
 	done        func(Result)
 	resultCh    chan Result
 
+	// An encoded append (encoded.go): checked records that must start at
+	// encodedFirst, instead of entries.
+	isEncoded    bool
+	encoded      []byte
+	encodedFirst uint64
+	batch        encodedBatch
+
 	control controlKind // messageControl only
 	offset  uint64
+	run     func(w *writer) error // controlRun only
 	reply   chan error
+}
+
+// setEncoded makes the request an encoded append of a checked batch.
+func (r *appendRequest) setEncoded(records []byte, first uint64, batch encodedBatch) {
+	r.kind, r.entries = messageAppend, nil
+	r.isEncoded, r.encoded, r.encodedFirst, r.batch = true, records, first, batch
+}
+
+// reset clears what a request refers to before it goes back to the pool.
+func (r *appendRequest) reset() {
+	r.entries, r.done = nil, nil
+	r.isEncoded, r.encoded = false, nil
 }
 
 // complete reports the request's result exactly once.
 func (r *appendRequest) complete(l *Log, err error) {
 	result := Result{First: r.first, Next: r.next, Err: err}
 	r.entries = nil
+	r.isEncoded, r.encoded = false, nil
 	if done := r.done; done != nil {
 		r.done = nil
 		l.requestPool.Put(r)
@@ -80,6 +101,7 @@ const (
 	controlClose controlKind = iota + 1
 	controlTruncateAfter
 	controlLatch // complete a latch set outside the writer
+	controlRun   // run a function on the writer (Seal, Rebase)
 )
 
 // flushPiece is one contiguous span to write: a slice of a cache block, or
@@ -258,22 +280,27 @@ func (w *writer) stageRequest(request *appendRequest) {
 		request.complete(w.l, w.l.latchError())
 		return
 	}
-	epoch := w.lastEpoch
-	for i := range request.entries {
-		if request.entries[i].Epoch < epoch {
-			request.complete(w.l, fmt.Errorf("%w: entry %d has epoch %d after %d", ErrEpochRegression, i, request.entries[i].Epoch, epoch))
-			return
-		}
-		epoch = request.entries[i].Epoch
+	var err error
+	if request.isEncoded {
+		err = w.checkEncodedAgainstLog(request.encodedFirst, request.batch)
+	} else {
+		err = w.checkEpochs(request.entries)
 	}
-	request.first = w.next
-	for i := range request.entries {
-		w.stageEntry(&request.entries[i])
-		if w.latched {
-			request.next = w.next
-			request.complete(w.l, w.l.latchError())
-			return
+	if err != nil {
+		request.complete(w.l, err)
+		return
+	}
+	if request.isEncoded {
+		w.stageEncodedRequest(request)
+	} else {
+		for i := 0; i < len(request.entries) && !w.latched; i++ {
+			w.stageRecord(&request.entries[i], nil)
 		}
+	}
+	if w.latched {
+		request.next = w.next
+		request.complete(w.l, w.l.latchError())
+		return
 	}
 	request.next = w.next
 	if request.level == AfterWrite {
@@ -290,9 +317,29 @@ func (w *writer) stageRequest(request *appendRequest) {
 	w.groupWaiters = append(w.groupWaiters, request)
 }
 
-// stageEntry encodes one entry, rolling over or flushing first when needed.
-func (w *writer) stageEntry(entry *Entry) {
-	size := encodedSize(len(entry.Body))
+// checkEpochs refuses entries whose epochs go below the log's last epoch
+// or decrease among themselves.
+func (w *writer) checkEpochs(entries []Entry) error {
+	epoch := w.lastEpoch
+	for i := range entries {
+		if entries[i].Epoch < epoch {
+			return fmt.Errorf("%w: entry %d has epoch %d after %d", ErrEpochRegression, i, entries[i].Epoch, epoch)
+		}
+		epoch = entries[i].Epoch
+	}
+	return nil
+}
+
+// stageRecord stages one record, an entry to encode or a checked encoded
+// record (entry nil), rolling over or flushing first when needed.
+func (w *writer) stageRecord(entry *Entry, encoded []byte) {
+	var size int
+	var epoch uint64
+	if entry != nil {
+		size, epoch = encodedSize(len(entry.Body)), entry.Epoch
+	} else {
+		size, epoch = len(encoded), encodedEpoch(encoded)
+	}
 	if w.position > 0 && w.position+int64(size) > w.l.opts.SegmentBytes {
 		if w.flush(); w.latched {
 			return
@@ -308,11 +355,19 @@ func (w *writer) stageEntry(entry *Entry) {
 		}
 	}
 	position := w.position
-	if cacheable {
+	switch {
+	case cacheable && entry != nil:
 		block, start, end := w.l.cache.stage(w.next, entry.Epoch, entry.Type, entry.Body)
 		w.addPiece(flushPiece{block: block, start: start, end: end, position: position})
-	} else {
-		w.oversize = appendRecord(w.oversize[:0], w.next, entry.Epoch, entry.Type, entry.Body)
+	case cacheable:
+		block, start, end := w.l.cache.stageEncoded(w.next, encoded)
+		w.addPiece(flushPiece{block: block, start: start, end: end, position: position})
+	default:
+		if entry != nil {
+			w.oversize = appendRecord(w.oversize[:0], w.next, entry.Epoch, entry.Type, entry.Body)
+		} else {
+			w.oversize = append(w.oversize[:0], encoded...)
+		}
 		w.l.cache.restartAt(w.next + 1)
 		w.pieces = append(w.pieces, flushPiece{raw: w.oversize, position: position})
 	}
@@ -320,11 +375,11 @@ func (w *writer) stageEntry(entry *Entry) {
 		w.pendingEntries = append(w.pendingEntries, indexEntry{relativeOffset: uint32(w.next - w.active.base), position: uint32(position)})
 		w.lastEntryPosition = position
 	}
-	if !w.epochSeen || entry.Epoch > w.lastEpoch {
-		w.l.observeEpoch(w.next, entry.Epoch)
+	if !w.epochSeen || epoch > w.lastEpoch {
+		w.l.observeEpoch(w.next, epoch)
 		w.epochSeen = true
 	}
-	w.lastEpoch = entry.Epoch
+	w.lastEpoch = epoch
 	w.position += int64(size)
 	w.groupBytes += size
 	w.stagedBytes += int64(size)
