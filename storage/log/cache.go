@@ -57,8 +57,8 @@ type tailCache struct {
 	blocks     []*cacheBlock
 	first      uint64
 	next       uint64
-	written    uint64       // records below it are written: their blocks may go
-	heldBytes  atomic.Int64 // capacity of the blocks held, for the budget
+	written    atomic.Uint64 // records below it are written: their blocks may go (the writer stores it without the lock)
+	heldBytes  atomic.Int64  // capacity of the blocks held, for the budget
 }
 
 // newTailCache returns an empty cache holding offsets from next, within
@@ -70,7 +70,8 @@ func newTailCache(budgetBytes int64, next uint64, budget *tailBudget) *tailCache
 		blockBytes = min(budgetBytes/16, cacheBlockBytesMax)
 	}
 	maxBlocks := max(int(budgetBytes/blockBytes), cacheBlocksMin)
-	cache := &tailCache{budget: budget, blockBytes: int(blockBytes), maxBlocks: maxBlocks, first: next, next: next, written: next}
+	cache := &tailCache{budget: budget, blockBytes: int(blockBytes), maxBlocks: maxBlocks, first: next, next: next}
+	cache.written.Store(next)
 	if budget != nil {
 		budget.register(cache)
 	}
@@ -145,7 +146,7 @@ func (c *tailCache) startBlockLocked(first uint64) *cacheBlock {
 	var block *cacheBlock
 	if len(c.blocks) >= c.maxBlocks {
 		block = c.blocks[0]
-		if block.end() > c.written {
+		if block.end() > c.written.Load() {
 			panic("log: tail cache would reuse a block holding unwritten records")
 		}
 		copy(c.blocks, c.blocks[1:])
@@ -181,12 +182,12 @@ func (c *tailCache) acquireBlock() *cacheBlock {
 	return c.budget.acquire(c)
 }
 
-// markWritten records that every record below next is written.
+// markWritten records that every record below next is written. Only the
+// writer calls it, after its write(2) returned; an evictor that reads an
+// older value only keeps a block longer.
 func (c *tailCache) markWritten(next uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if next > c.written && next <= c.next {
-		c.written = next
+	if next > c.written.Load() {
+		c.written.Store(next)
 	}
 }
 
@@ -195,7 +196,7 @@ func (c *tailCache) markWritten(next uint64) {
 func (c *tailCache) evictOldest() *cacheBlock {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.blocks) == 0 || c.blocks[0].end() > c.written {
+	if len(c.blocks) == 0 || c.blocks[0].end() > c.written.Load() {
 		return nil
 	}
 	block := c.blocks[0]
@@ -217,7 +218,8 @@ func (c *tailCache) restartAt(offset uint64) {
 	c.mu.Lock()
 	released := c.blocks
 	c.blocks = nil
-	c.first, c.next, c.written = offset, offset, offset
+	c.first, c.next = offset, offset
+	c.written.Store(offset)
 	c.heldBytes.Store(0)
 	c.mu.Unlock()
 	c.releaseBlocks(released)
@@ -249,7 +251,7 @@ func (c *tailCache) truncateFrom(offset uint64) {
 		released = append(released, block)
 	}
 	c.next = offset
-	c.written = min(c.written, offset)
+	c.written.Store(min(c.written.Load(), offset))
 	c.mu.Unlock()
 	c.releaseBlocks(released)
 }

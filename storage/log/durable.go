@@ -32,7 +32,8 @@ package log
 //     new end, so no stale, higher slot can survive a later crash.
 //
 // Cost: one pwrite of 12 bytes per sync that moved durable_next, on the
-// goroutine that settles syncs; no fsync in the common path.
+// goroutine that settles syncs, after the sync is handed back (so it
+// overlaps the writer's next group); no fsync in the common path.
 
 import (
 	"encoding/binary"
@@ -40,6 +41,8 @@ import (
 	"hash/crc32"
 	"io"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 
 	"github.com/fibrilmq/fibril/storage/vfs"
 )
@@ -50,18 +53,30 @@ const (
 	durableEndSlotGap   = 4096
 )
 
-// durableEndRecord is the open durable-end file. It is used by one
-// goroutine at a time: the one that settles syncs (the syncer, or the
-// direct caller), and the writer while no sync is in flight.
+// durableEndRecord is the open durable-end file, written by the goroutine
+// that settles syncs (the syncer, or the direct appender) and by the writer
+// at close and cuts; mu serializes them.
 type durableEndRecord struct {
+	mu       sync.Mutex // the sync helper notes; the writer records durably
 	file     vfs.File
 	nextSlot int
 	noted    uint64 // the last offset written
+	slot     [durableEndSlotBytes]byte
+	// generation changes at every durable record, which may lower the
+	// value (a cut): a note taken before it is stale and never written,
+	// so no higher value from before a cut can land after it.
+	generation atomic.Uint64
 }
 
 func encodeDurableEndSlot(offset uint64) []byte {
-	slot := binary.LittleEndian.AppendUint64(make([]byte, 0, durableEndSlotBytes), offset)
-	return binary.LittleEndian.AppendUint32(slot, crc32.Checksum(slot, castagnoli))
+	var slot [durableEndSlotBytes]byte
+	putDurableEndSlot(&slot, offset)
+	return slot[:]
+}
+
+func putDurableEndSlot(slot *[durableEndSlotBytes]byte, offset uint64) {
+	binary.LittleEndian.PutUint64(slot[:8], offset)
+	binary.LittleEndian.PutUint32(slot[8:], crc32.Checksum(slot[:8], castagnoli))
 }
 
 // decodeDurableEndSlot returns a slot's offset, or false when it fails its
@@ -123,12 +138,16 @@ func openDurableEnd(fs vfs.FS, dir string) (*durableEndRecord, error) {
 }
 
 // note records offset in the next slot without syncing it; it does nothing
-// unless offset is above the last value written. offset must be durable.
-func (d *durableEndRecord) note(offset uint64) error {
-	if offset <= d.noted {
+// unless offset is above the last value written and generation (read when
+// offset became durable) is current. offset must be durable.
+func (d *durableEndRecord) note(offset, generation uint64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if offset <= d.noted || generation != d.generation.Load() {
 		return nil
 	}
-	if _, err := d.file.WriteAt(encodeDurableEndSlot(offset), int64(d.nextSlot*durableEndSlotGap)); err != nil {
+	putDurableEndSlot(&d.slot, offset)
+	if _, err := d.file.WriteAt(d.slot[:], int64(d.nextSlot*durableEndSlotGap)); err != nil {
 		return err
 	}
 	d.nextSlot = 1 - d.nextSlot
@@ -140,9 +159,11 @@ func (d *durableEndRecord) note(offset uint64) error {
 // lower the record, and to make it current before the log relies on it.
 // offset must be durable.
 func (d *durableEndRecord) recordDurably(offset uint64) error {
-	slot := encodeDurableEndSlot(offset)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	putDurableEndSlot(&d.slot, offset)
 	for i := 0; i < 2; i++ {
-		if _, err := d.file.WriteAt(slot, int64(i*durableEndSlotGap)); err != nil {
+		if _, err := d.file.WriteAt(d.slot[:], int64(i*durableEndSlotGap)); err != nil {
 			return err
 		}
 	}
@@ -150,11 +171,17 @@ func (d *durableEndRecord) recordDurably(offset uint64) error {
 		return err
 	}
 	d.noted, d.nextSlot = offset, 0
+	d.generation.Add(1)
 	return nil
 }
 
 func (d *durableEndRecord) close() {
-	if d != nil && d.file != nil {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.file != nil {
 		d.file.Close()
 		d.file = nil
 	}

@@ -248,3 +248,65 @@ func TestFindRecordPositionAtADamagedTarget(t *testing.T) {
 		t.Fatalf("cut at the end: position %d, found %v", position, found)
 	}
 }
+
+// The durable-end record never leads the truth: a note taken before a
+// durable record (which may lower the value, at a cut) is never written
+// after it, and a note is written only above the value recorded.
+func TestDurableEndNotesNeverOutliveALoweringRecord(t *testing.T) {
+	mem := vfs.NewMem()
+	mem.MkdirAll("/d")
+	record, err := openDurableEnd(mem, "/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer record.close()
+	if err := record.recordDurably(50); err != nil {
+		t.Fatal(err)
+	}
+	stale := record.generation.Load()
+	if err := record.recordDurably(10); err != nil { // a cut lowers it
+		t.Fatal(err)
+	}
+	if err := record.note(50, stale); err != nil {
+		t.Fatal(err)
+	}
+	if value, ok, _ := readDurableEnd(mem, "/d"); !ok || value != 10 {
+		t.Fatalf("after a stale note: %d (valid %v), want 10", value, ok)
+	}
+	current := record.generation.Load()
+	for _, offset := range []uint64{20, 15, 30} {
+		if err := record.note(offset, current); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if value, _, _ := readDurableEnd(mem, "/d"); value != 30 {
+		t.Fatalf("after notes 20, 15, 30: %d, want 30", value)
+	}
+}
+
+// After a suffix cut below the proven end, a power loss keeping every
+// unsynced write opens at or past the cut: the lowered record holds.
+func TestSuffixCutLowersTheProvenEnd(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := memOptions(mem)
+	l := mustOpen(t, "/cut", opts)
+	appendN(t, l, 50, AfterFsync, "confirmed")
+	if err := l.TruncateAfter(10); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 5, AfterFlush, "confirmed")
+	if value, _, _ := readDurableEnd(mem, "/cut"); value > 15 {
+		t.Fatalf("durable-end record %d after a cut to 10 and five unsynced records", value)
+	}
+	image := mem.CrashClone(vfs.CrashOptions{Rand: fixedRand(3), TearLastWrite: true})
+	l.Close()
+	opts.FS = image
+	reopened, err := Open("/cut", opts)
+	if err != nil {
+		t.Fatalf("open after a cut and a power loss: %v", err)
+	}
+	defer reopened.Close()
+	if got := reopened.Frontiers().Durable; got < 10 || got > 15 {
+		t.Fatalf("reopened at %d, want between the cut 10 and 15", got)
+	}
+}

@@ -49,8 +49,10 @@ type Log struct {
 	// pendingCut is 1 + the offset of a TruncateAfter in progress (0 when
 	// none): a latch meanwhile records the lower of it and durable_next.
 	pendingCut atomic.Uint64
-	// durableEnd is the durable-end record (durable.go).
-	durableEnd *durableEndRecord
+	// durableEnd is the durable-end record (durable.go); durableNotes the
+	// sync helper that writes it (syncer.go), set before any sync runs.
+	durableEnd   *durableEndRecord
+	durableNotes *indexSyncer
 	// direct: the caller's goroutine drives the writer (direct.go); there
 	// is no writer goroutine, inbox or ticker.
 	direct bool
@@ -244,6 +246,7 @@ func (l *Log) prepare(w *writer) {
 	l.syncIntervalNanos.Store(int64(l.opts.SyncInterval))
 	l.syncJobs = make(chan *syncJob, 1)
 	l.syncDone = make(chan syncOutcome, 1)
+	l.durableNotes = newIndexSyncer(l.writeDurableEnd)
 	l.requestPool.New = func() any { return &appendRequest{resultCh: make(chan Result, 1)} }
 	l.goroutines.Add(1)
 	go func() { defer l.goroutines.Done(); l.runSyncer() }()

@@ -37,6 +37,7 @@ package log
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/fibrilmq/fibril/storage/vfs"
@@ -149,7 +150,7 @@ func (w *writer) handleSyncOutcome(outcome syncOutcome) {
 }
 
 func (l *Log) runSyncer() {
-	indexSyncer := newIndexSyncer()
+	indexSyncer := l.durableNotes
 	defer indexSyncer.stop()
 	for job := range l.syncJobs {
 		waiters := len(job.waiters)
@@ -188,9 +189,22 @@ func (l *Log) settleSync(job *syncJob) {
 	}
 	clear(job.waiters[len(kept):])
 	job.waiters = kept
-	if err := l.durableEnd.note(durable); err != nil {
-		// The records are durable all the same; a disk that refuses this
-		// small write is failing, so stop trusting it.
+	l.noteDurable(durable)
+}
+
+// noteDurable hands durable_next to the sync helper goroutine, which
+// writes it into the durable-end record beside the next fdatasync, off the
+// path of every waiter and of the next sync. Notes not yet written fold
+// into the newest.
+func (l *Log) noteDurable(durable uint64) {
+	l.durableNotes.note(durable, l.durableEnd.generation.Load())
+}
+
+// writeDurableEnd writes a note, on the sync helper goroutine. The records
+// are durable all the same if it fails; a disk that refuses this small
+// write is failing, so the log stops trusting it.
+func (l *Log) writeDurableEnd(durable, generation uint64) {
+	if err := l.durableEnd.note(durable, generation); err != nil {
 		l.setLatch(fmt.Errorf("write %s: %w", durableEndFileName, err))
 	}
 }
@@ -234,26 +248,67 @@ func (l *Log) syncDirectory() error {
 }
 
 // indexSyncer is the syncer's helper goroutine: it syncs the index file
-// while the syncer syncs the log file. One request at a time; both
-// channels hold one value.
+// while the syncer syncs the log file, and writes the durable-end notes
+// (noteDurable). One sync request at a time; both channels hold one value.
+// A note is the newest value and a kick: notes written late fold into one,
+// and the last one is written before the helper stops.
 type indexSyncer struct {
-	requests chan vfs.File
-	results  chan error
-	done     chan struct{}
+	requests  chan vfs.File
+	results   chan error
+	done      chan struct{}
+	kick      chan struct{}
+	writeNote func(durable, generation uint64)
+
+	noteMu         sync.Mutex // guards the newest note
+	noteDurable    uint64
+	noteGeneration uint64
 }
 
-func newIndexSyncer() *indexSyncer {
-	helper := &indexSyncer{requests: make(chan vfs.File, 1), results: make(chan error, 1), done: make(chan struct{})}
+func newIndexSyncer(writeNote func(durable, generation uint64)) *indexSyncer {
+	helper := &indexSyncer{requests: make(chan vfs.File, 1), results: make(chan error, 1), done: make(chan struct{}),
+		kick: make(chan struct{}, 1), writeNote: writeNote}
 	go func() {
 		defer close(helper.done)
-		for file := range helper.requests {
-			helper.results <- file.Sync()
+		for {
+			select {
+			case file, ok := <-helper.requests:
+				if !ok {
+					helper.writeNewestNote()
+					return
+				}
+				helper.results <- file.Sync()
+			case <-helper.kick:
+				helper.writeNewestNote()
+			}
 		}
 	}()
 	return helper
 }
 
-// stop ends the helper and waits for it.
+// note asks the helper to write durable, taken at generation; it never
+// blocks.
+func (s *indexSyncer) note(durable, generation uint64) {
+	s.noteMu.Lock()
+	if generation > s.noteGeneration || (generation == s.noteGeneration && durable > s.noteDurable) {
+		s.noteDurable, s.noteGeneration = durable, generation
+	}
+	s.noteMu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *indexSyncer) writeNewestNote() {
+	s.noteMu.Lock()
+	durable, generation := s.noteDurable, s.noteGeneration
+	s.noteMu.Unlock()
+	if durable > 0 {
+		s.writeNote(durable, generation)
+	}
+}
+
+// stop ends the helper, after its last note, and waits for it.
 func (s *indexSyncer) stop() {
 	close(s.requests)
 	<-s.done
