@@ -375,8 +375,12 @@ func TestDirectRolloverAndTruncateAfter(t *testing.T) {
 			h.awaitWake()
 		}
 	}
+	incarnation := h.l.Incarnation()
 	if err := h.a.TruncateAfter(90); err != nil {
 		t.Fatal(err)
+	}
+	if h.l.Incarnation() == incarnation {
+		t.Fatal("a direct suffix cut did not change the incarnation")
 	}
 	if f := h.l.Frontiers(); f != (Frontiers{Staged: 90, Written: 90, Durable: 90}) {
 		t.Fatalf("frontiers after the cut: %+v", f)
