@@ -3,6 +3,13 @@ package log
 // The shell around the recovery rules in recovery.go: it reads the files,
 // asks the pure checks, and only when every check passed mutates anything
 // (truncating a torn tail, rewriting indexes, removing empty segments).
+//
+// The rule it applies, in short: the log proves its durable end with its
+// sealed segments (rollover synced each before creating the next) and the
+// durable-end record (durable.go), lowered to a pending cut. Open never
+// refuses over damage wholly at or past that proven end (a torn tail,
+// truncated whatever follows it), and refuses with ErrInteriorCorruption,
+// deleting nothing, damage or missing records inside the proven prefix.
 
 import (
 	"errors"
