@@ -436,6 +436,11 @@ func (p *partition) becomeFenced(ctx actor.Context, cause error) {
 	p.home.subscribers.endAll(ctx, failure)
 	p.deadline.stop()
 	p.publishSummary()
+	if errors.Is(cause, log.ErrCutNotRecorded) {
+		// The disk refused even the record of where the log's durable
+		// records end: the node stops rather than run on it.
+		panic(fmt.Errorf("actors: queue %q: %w: %w", p.home.name, cause, ErrFatal))
+	}
 }
 
 func (p *partition) fencedFailure() requestFailure {

@@ -283,7 +283,8 @@ func TestLiveHealthzFlipsWhenALogLatches(t *testing.T) {
 	client.mustPublish("bad", 1)
 	do(t, node.server, "GET", "/healthz", "").expectStatus(t, 200)
 
-	mem.InjectFault(vfs.FaultRule{Op: vfs.FaultSync, Pattern: "/data/queues/bad/0/log/*", Sticky: true})
+	// Only the segments fail: a disk that refuses the cut file too stops the node.
+	mem.InjectFault(vfs.FaultRule{Op: vfs.FaultSync, Pattern: "/data/queues/bad/0/log/*.log", Sticky: true})
 	for seq, confirmed := range client.publish("bad", 1) {
 		if confirmed {
 			t.Fatalf("seq %d confirmed on a log whose fsync fails", seq)
