@@ -17,16 +17,16 @@ import (
 )
 
 type fakeLog struct {
-	mu          sync.Mutex
-	base        uint64
-	records     []log.Record
-	written     uint64
-	durable     uint64
-	waiters     []fakeWaiter
-	incarnation uint64
-	closed      bool
-	refuse      error // returned by the next AppendAsync
-	lastSync    int
+	mu       sync.Mutex
+	base     uint64
+	records  []log.Record
+	written  uint64
+	durable  uint64
+	waiters  []fakeWaiter
+	closed   bool
+	refuse   error // returned by the next AppendAsync
+	lastSync int
+	levels   map[uint64]log.Durability // level of each append, by its first offset
 }
 
 type fakeWaiter struct {
@@ -37,9 +37,7 @@ type fakeWaiter struct {
 
 const fakeSegmentRecords = 8
 
-func newFakeLog(rng *rand.Rand) *fakeLog {
-	return &fakeLog{incarnation: rng.Uint64() | 1}
-}
+func newFakeLog(*rand.Rand) *fakeLog { return &fakeLog{} }
 
 func (f *fakeLog) end() uint64 { return f.base + uint64(len(f.records)) }
 
@@ -61,12 +59,29 @@ func (f *fakeLog) AppendAsync(entries []log.Entry, level log.Durability, done fu
 		f.refuse = nil
 		return err
 	}
+	f.noteLevelLocked(level)
 	f.waiters = append(f.waiters, fakeWaiter{f.appendLocked(entries), level, done})
 	return nil
 }
 
+func (f *fakeLog) noteLevelLocked(level log.Durability) {
+	if f.levels == nil {
+		f.levels = map[uint64]log.Durability{}
+	}
+	f.levels[f.end()] = level
+}
+
+// levelAt is the level of the append that started at first.
+func (f *fakeLog) levelAt(first uint64) (log.Durability, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	level, ok := f.levels[first]
+	return level, ok
+}
+
 func (f *fakeLog) Append(ctx context.Context, entries []log.Entry, level log.Durability) (log.Result, error) {
 	f.mu.Lock()
+	f.noteLevelLocked(level)
 	result := f.appendLocked(entries)
 	f.mu.Unlock()
 	f.flush()
@@ -185,8 +200,19 @@ func (f *fakeLog) TruncateBefore(offset uint64) error {
 	return nil
 }
 
-func (f *fakeLog) EpochHistory() []log.EpochStart { return nil }
-func (f *fakeLog) Incarnation() uint64            { return f.incarnation }
+// EpochHistory derives the history from the records, as the real log's
+// does: the first offset of every epoch present.
+func (f *fakeLog) EpochHistory() []log.EpochStart {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var history []log.EpochStart
+	for _, r := range f.records {
+		if len(history) == 0 || r.Epoch > history[len(history)-1].Epoch {
+			history = append(history, log.EpochStart{Epoch: r.Epoch, FirstOffset: r.Offset})
+		}
+	}
+	return history
+}
 
 func (f *fakeLog) Close() error {
 	f.mu.Lock()
@@ -203,7 +229,7 @@ func (f *fakeLog) Close() error {
 func (f *fakeLog) reopen(cut uint64, rng *rand.Rand) *fakeLog {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := &fakeLog{base: f.base, incarnation: rng.Uint64() | 1}
+	n := &fakeLog{base: f.base}
 	n.records = append([]log.Record(nil), f.records[:cut-f.base]...)
 	n.written, n.durable = n.end(), n.end()
 	return n

@@ -44,7 +44,15 @@ type Info struct {
 	LastError error
 	// InflightAppends are operations appended and not yet applied.
 	InflightAppends int
-	Incarnation     uint64
+	// Epoch is the epoch this copy appends under (0 on a replica).
+	Epoch uint64
+	// Replica is true on a copy that applies another copy's records.
+	Replica bool
+	// ApplyLimit is the caller's cap on the apply frontier, and
+	// RetentionFloor its cap on compaction; both ^uint64(0) when the caller
+	// supplies none (a single-node queue).
+	ApplyLimit     uint64
+	RetentionFloor uint64
 	// Fenced is the storage failure that stopped the queue, if any.
 	Fenced error
 }
@@ -77,7 +85,10 @@ func (q *Queue) Info() Info {
 		Latched:         status.Latched,
 		LastError:       status.LastError,
 		InflightAppends: q.machine.inflight(),
-		Incarnation:     q.incarnation,
+		Epoch:           q.epoch,
+		Replica:         q.role == roleReplica,
+		ApplyLimit:      q.applyLimit,
+		RetentionFloor:  q.retentionFloor,
 		Fenced:          q.fenced,
 	}
 	info.Settled = info.Counts.Settled()

@@ -122,7 +122,7 @@ func (m *memQueue) publish(batch ...Message) Confirm {
 
 func (m *memQueue) lease(holder uint64, max int) Progress {
 	m.t.Helper()
-	ticket, _, err := m.q.Lease(m.q.Ceiling(), max, holder)
+	ticket, _, err := m.q.Lease(max, holder)
 	if err != nil {
 		m.t.Fatal(err)
 	}

@@ -26,8 +26,26 @@ type partitionLog interface {
 	FirstOffset() uint64
 	TruncateBefore(offset uint64) error
 	EpochHistory() []log.EpochStart
-	Incarnation() uint64
 	Close() error
+}
+
+// replicaLog is what a replica needs beyond partitionLog: appending records
+// another copy's log encoded, and cutting a divergent suffix.
+//
+// AppendEncodedAsync appends encoded (whole records in the log's on-disk
+// encoding, offsets from first on, dense) without re-encoding them, after
+// checking each record's CRC, that its offset continues the log (first
+// must equal staged_next) and that epochs do not decrease; it refuses
+// anything else up front with a named error and appends nothing of it. done
+// is called once level is reached, as for AppendAsync. The queue never
+// interprets encoded itself: it applies the records by reading them back.
+//
+// This is the seam the storage/log work fills in (its AppendEncoded); the
+// tests implement it over the fake log and over *log.Log.
+type replicaLog interface {
+	partitionLog
+	AppendEncodedAsync(first uint64, encoded []byte, level log.Durability, done func(log.Result)) error
+	TruncateAfter(offset uint64) error
 }
 
 // completionInbox receives append completions on log goroutines. It keeps
@@ -53,6 +71,16 @@ func (b *completionInbox) done(first uint64) func(log.Result) {
 		if notify != nil {
 			notify()
 		}
+	}
+}
+
+// wake calls the notify function (from a log goroutine).
+func (b *completionInbox) wake() {
+	b.mu.Lock()
+	notify := b.notify
+	b.mu.Unlock()
+	if notify != nil {
+		notify()
 	}
 }
 
@@ -100,10 +128,10 @@ type logBarrier struct{ log partitionLog }
 func (b logBarrier) durableNext() uint64            { return b.log.Frontiers().Durable }
 func (b logBarrier) sync(ctx context.Context) error { return b.log.Sync(ctx) }
 
-// readRecords calls fn with the full decoding of each record at offsets
-// (sorted, unique), reading below the written frontier. It scans runs of
-// nearby offsets in one pass and jumps over long gaps.
-func readRecords(l partitionLog, offsets []uint64, fn func(offset uint64, rec *Record)) error {
+// readRecords calls fn with the epoch and full decoding of each publish
+// record at offsets (sorted, unique), reading below the written frontier.
+// It scans runs of nearby offsets in one pass and jumps over long gaps.
+func readRecords(l partitionLog, offsets []uint64, fn func(offset, epoch uint64, rec *Record)) error {
 	const gapRecords = 256
 	var rec Record
 	for i := 0; i < len(offsets); {
@@ -123,7 +151,7 @@ func readRecords(l partitionLog, offsets []uint64, fn func(offset uint64, rec *R
 			if err := decodeRecord(r.Type, r.Body, &rec, true); err != nil || rec.Kind != KindPublish {
 				return fmt.Errorf("queue: record %d is not a publish: %v %w", r.Offset, rec.Kind, err)
 			}
-			fn(r.Offset, &rec)
+			fn(r.Offset, r.Epoch, &rec)
 			i++
 			return nil
 		})
