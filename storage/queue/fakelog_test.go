@@ -8,8 +8,10 @@ package queue
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"sync"
 
@@ -247,3 +249,127 @@ func (f *fakeLog) powerLoss(rng *rand.Rand) *fakeLog {
 }
 
 var errTooLargeForTest = fmt.Errorf("fake: %w", log.ErrTooLarge)
+
+// The tests' stand-in for the log's encoded record format (replication
+// ships whole records; the queue never looks inside): per record
+// offset u64 | epoch u64 | type u8 | body length uvarint | body | crc32c u32
+// of everything before it in the record, all little-endian.
+func encodeForTest(records []log.Record) []byte {
+	var out []byte
+	for _, r := range records {
+		start := len(out)
+		out = binary.LittleEndian.AppendUint64(out, r.Offset)
+		out = binary.LittleEndian.AppendUint64(out, r.Epoch)
+		out = append(out, r.Type)
+		out = binary.AppendUvarint(out, uint64(len(r.Body)))
+		out = append(out, r.Body...)
+		out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(out[start:], castagnoli))
+	}
+	return out
+}
+
+var errEncodedForTest = errors.New("fake: encoded records damaged")
+
+func decodeForTest(encoded []byte) ([]log.Record, error) {
+	var out []log.Record
+	for len(encoded) > 0 {
+		r := reader{buf: encoded}
+		rec := log.Record{Offset: r.uint64(), Epoch: r.uint64(), Type: r.byte()}
+		rec.Body = append([]byte(nil), r.lengthPrefixed()...)
+		if r.err != nil || len(r.buf) < 4 {
+			return nil, errEncodedForTest
+		}
+		size := len(encoded) - len(r.buf)
+		if crc32.Checksum(encoded[:size], castagnoli) != binary.LittleEndian.Uint32(r.buf) {
+			return nil, errEncodedForTest
+		}
+		out = append(out, rec)
+		encoded = encoded[size+4:]
+	}
+	return out, nil
+}
+
+// checkEncoded refuses what the log's AppendEncoded refuses: damage, a
+// first offset other than the log's end, a gap, an epoch regression.
+func checkEncoded(first, end, lastEpoch uint64, records []log.Record) error {
+	if first != end {
+		return fmt.Errorf("fake: encoded records start at %d, log ends at %d", first, end)
+	}
+	for i, r := range records {
+		if r.Offset != first+uint64(i) {
+			return fmt.Errorf("fake: encoded record %d has offset %d", first+uint64(i), r.Offset)
+		}
+		if r.Epoch < lastEpoch {
+			return fmt.Errorf("fake: %w", log.ErrEpochRegression)
+		}
+		lastEpoch = r.Epoch
+	}
+	return nil
+}
+
+func (f *fakeLog) AppendEncodedAsync(first uint64, encoded []byte, level log.Durability, done func(log.Result)) error {
+	records, err := decodeForTest(encoded)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return log.ErrClosed
+	}
+	lastEpoch := uint64(0)
+	if n := len(f.records); n > 0 {
+		lastEpoch = f.records[n-1].Epoch
+	}
+	if err := checkEncoded(first, f.end(), lastEpoch, records); err != nil {
+		return err
+	}
+	f.records = append(f.records, records...)
+	f.waiters = append(f.waiters, fakeWaiter{log.Result{First: first, Next: f.end()}, level, done})
+	return nil
+}
+
+// TruncateAfter removes every record at or after offset; what remains is
+// durable, and appends waiting for removed records fail.
+func (f *fakeLog) TruncateAfter(offset uint64) error {
+	f.mu.Lock()
+	if offset >= f.end() {
+		f.mu.Unlock()
+		return nil
+	}
+	if offset < f.base {
+		f.mu.Unlock()
+		return fmt.Errorf("fake: %w: cut %d below %d", log.ErrOutOfRange, offset, f.base)
+	}
+	f.records = f.records[:offset-f.base]
+	f.written, f.durable = offset, offset
+	var failed []fakeWaiter
+	kept := f.waiters[:0]
+	for _, w := range f.waiters {
+		if w.result.Next > offset {
+			failed = append(failed, w)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	f.waiters = kept
+	f.mu.Unlock()
+	for _, w := range failed {
+		w.done(log.Result{First: w.result.First, Next: w.result.Next, Err: log.ErrTruncated})
+	}
+	f.completeReached()
+	return nil
+}
+
+// recordsBetween returns copies of the records [from, to).
+func (f *fakeLog) recordsBetween(from, to uint64) []log.Record {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]log.Record, 0, to-from)
+	for o := from; o < to; o++ {
+		r := f.records[o-f.base]
+		r.Body = append([]byte(nil), r.Body...)
+		out = append(out, r)
+	}
+	return out
+}

@@ -209,6 +209,12 @@ func (h *harness) storageFault() {
 // restart crashes the queue and reopens it, then rebuilds the model from
 // the records that survived.
 func (h *harness) restart(powerLoss bool) {
+	if _, ok := h.env.(*pairEnv); ok {
+		// A failover: the replica had everything confirmed and every lease
+		// behind a released delivery, whatever the owner lost.
+		h.reopen(powerLoss, false, 0)
+		return
+	}
 	f := h.q.log.Frontiers()
 	survives := f.Written // a process crash keeps what was written
 	if powerLoss {
@@ -226,8 +232,13 @@ func (h *harness) reopen(crash, lossy bool, survives uint64) {
 		h.fail("reopen (power loss %v): %v", powerLoss, err)
 	}
 	h.q = q
-	end := q.Recovery().LogEnd
-	h.note("restart power loss %v: survives %d, log end %d, recovery %+v", powerLoss, survives, end, q.Recovery())
+	recovery := q.Recovery()
+	pair, _ := h.env.(*pairEnv)
+	if pair != nil {
+		recovery = pair.takeover
+	}
+	end := recovery.LogEnd
+	h.note("restart power loss %v: survives %d, log end %d, recovery %+v", powerLoss, survives, end, recovery)
 	if end < survives {
 		h.fail("log end %d below the %d records that had to survive", end, survives)
 	}
@@ -252,11 +263,14 @@ func (h *harness) reopen(crash, lossy bool, survives uint64) {
 		h.restarts++
 	}
 	expired := h.model.withStatus(mLeased)
-	if q.Recovery().ExpiredLeases != len(expired) {
-		h.fail("open expired %d leases, model %d", q.Recovery().ExpiredLeases, len(expired))
+	if recovery.ExpiredLeases != len(expired) {
+		h.fail("open expired %d leases, model %d", recovery.ExpiredLeases, len(expired))
 	}
 	if len(expired) > 0 {
 		h.ops[end] = &modelOp{rec: Record{Kind: KindExpire, Reason: ReasonRestart, Offsets: expired}}
+	}
+	if pair != nil {
+		pair.afterTakeover(h)
 	}
 	h.applyModel()
 	h.advance()

@@ -188,6 +188,10 @@ func payloadFor(id string, size int) []byte {
 // step runs one random operation and checks the queue against the model.
 func (h *harness) step() {
 	h.stepCount++
+	pair, _ := h.env.(*pairEnv)
+	if pair != nil {
+		pair.beforeStep(h)
+	}
 	switch roll := h.rng.IntN(100); {
 	case roll < 18:
 		h.publish()
@@ -234,6 +238,9 @@ func (h *harness) step() {
 		h.storageFault()
 	}
 	h.check()
+	if pair != nil {
+		pair.afterStep(h)
+	}
 }
 
 // newAppends returns the pending appends made since before.
@@ -416,6 +423,9 @@ func (h *harness) lease() {
 // setApplyLimit caps the apply frontier as a replicated owner's caller
 // does, or lifts the cap.
 func (h *harness) setApplyLimit() {
+	if _, ok := h.env.(*pairEnv); ok {
+		return // the quorum frontier is the limit
+	}
 	h.limit = noLimit
 	if h.rng.IntN(3) != 0 {
 		staged := h.q.log.Frontiers().Staged
@@ -592,6 +602,9 @@ func (h *harness) compact() {
 	}
 	if first > h.q.machine.state.FirstLive() {
 		h.fail("compacted to %d above the first live message %d", first, h.q.machine.state.FirstLive())
+	}
+	if pair, ok := h.env.(*pairEnv); ok && first > pair.follower.log.Frontiers().Durable {
+		h.fail("compacted to %d above the replica's durable progress %d", first, pair.follower.log.Frontiers().Durable)
 	}
 }
 

@@ -10,6 +10,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path"
 	"slices"
@@ -307,4 +308,62 @@ func median(samples []time.Duration) time.Duration {
 	sorted := slices.Clone(samples)
 	slices.Sort(sorted)
 	return sorted[len(sorted)/2]
+}
+
+// TestUncleanStopWithDeliveriesOutstanding: ten pipelined durable messages
+// are delivered; five are acked (written, no sync requested). After a kill
+// the acks survive (the page cache does) and the other five come back;
+// after a power loss before any sync covers the acks all ten come back.
+// Either way every message that comes back is marked redelivered with its
+// attempt counted, and every confirmed message is there.
+func TestUncleanStopWithDeliveriesOutstanding(t *testing.T) {
+	for _, powerLoss := range []bool{false, true} {
+		name := map[bool]string{false: "kill", true: "power loss"}[powerLoss]
+		t.Run(name, func(t *testing.T) {
+			m := openMemQueue(t, vfs.NewMem(), "/q", Options{Mode: Durable})
+			var confirmed, delivered int
+			for i := range 10 {
+				ticket, claims, err := m.q.PublishLeasing([]Message{{ID: fmt.Sprint(i), Payload: []byte("p")}}, []Offer{{Holder: 1, Max: 1}})
+				if err != nil || len(claims) != 1 {
+					t.Fatalf("publish %d: %v %v", i, claims, err)
+				}
+				p := m.await(claims[0].Ticket)
+				confirmed += len(p.Confirmed)
+				delivered += len(p.Deliveries)
+				if len(p.Confirmed) != 1 || p.Confirmed[0].Ticket != ticket || p.Confirmed[0].Boundary != BoundaryDurable {
+					t.Fatalf("message %d: %+v", i, p)
+				}
+			}
+			if confirmed != 10 || delivered != 10 {
+				t.Fatalf("%d confirmed, %d delivered", confirmed, delivered)
+			}
+			if ticket, err := m.q.Ack(1, []uint64{0, 2, 4, 6, 8}); err != nil || ticket == 0 {
+				t.Fatal(err)
+			}
+			m.flushWritten()
+			if f := m.q.log.Frontiers(); f.Durable == f.Written {
+				t.Fatalf("the acks were synced: %+v", f)
+			}
+			m.reopen(m.crash(powerLoss))
+			wantBack := 5
+			if powerLoss {
+				wantBack = 10
+			}
+			if r := m.q.Recovery(); r.ExpiredLeases != wantBack {
+				t.Fatalf("recovery %+v, want %d leases expired", r, wantBack)
+			}
+			back := m.lease(2, 20).Deliveries
+			if len(back) != wantBack {
+				t.Fatalf("%d came back, want %d", len(back), wantBack)
+			}
+			for _, d := range back {
+				if !d.Redelivered || d.Attempt != 2 {
+					t.Fatalf("%s came back redelivered %v attempt %d", d.MessageID, d.Redelivered, d.Attempt)
+				}
+			}
+			if c := m.q.Info().Counts; c.Published != 10 || c.Acked+uint64(wantBack) != 10 {
+				t.Fatalf("counts after the %s: %+v", name, c)
+			}
+		})
+	}
 }
