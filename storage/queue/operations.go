@@ -238,17 +238,22 @@ func (q *Queue) CheckpointDone(task *CheckpointTask, runErr error) error {
 
 // Compact removes the log prefix that the newest published snapshot covers
 // and that holds no message live in it, in whole segments, never above the
-// durable frontier nor the retention floor. It returns the log's first
-// offset afterwards.
+// durable frontier; with a retention floor, only once the floor has passed
+// that snapshot (so never above the floor either). It returns the log's
+// first offset afterwards.
 func (q *Queue) Compact() (uint64, error) {
 	if err := q.usable(); err != nil {
 		return 0, err
 	}
-	if q.checkpointNext == 0 {
+	if q.checkpointNext == 0 || q.checkpointNext > q.retentionFloor {
+		// A snapshot above the retention floor may cover records a
+		// replica's divergent-suffix cut removes (the floor never exceeds
+		// the quorum frontier, and cuts never go below it); compacting
+		// against it could leave no usable snapshot after such a cut.
 		return q.log.FirstOffset(), nil
 	}
 	// The marker at checkpointNext-1 stays: recovery checks it.
-	floor := min(q.checkpointNext-1, q.checkpointLive, q.log.Frontiers().Durable, q.retentionFloor)
+	floor := min(q.checkpointNext-1, q.checkpointLive, q.log.Frontiers().Durable)
 	if floor > q.log.FirstOffset() {
 		if err := q.log.TruncateBefore(floor); err != nil {
 			return q.log.FirstOffset(), fmt.Errorf("queue: compact: %w", err)
