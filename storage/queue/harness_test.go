@@ -603,8 +603,8 @@ func (h *harness) compact() {
 	if first > h.q.machine.state.FirstLive() {
 		h.fail("compacted to %d above the first live message %d", first, h.q.machine.state.FirstLive())
 	}
-	if pair, ok := h.env.(*pairEnv); ok && first > pair.follower.log.Frontiers().Durable {
-		h.fail("compacted to %d above the replica's durable progress %d", first, pair.follower.log.Frontiers().Durable)
+	if pair, ok := h.env.(*pairEnv); ok && first > pair.follower.frontiers().Durable {
+		h.fail("compacted to %d above the replica's durable progress %d", first, pair.follower.frontiers().Durable)
 	}
 }
 

@@ -50,6 +50,17 @@ func TestModelMemLog(t *testing.T) {
 // must keep what the harness checks after a restart.
 func TestModelReplicated(t *testing.T) {
 	runs, steps := modelRuns()
+	runReplicated(t, runs, steps, newFakeStore)
+}
+
+// TestModelReplicatedMemLog is the same over the real log on vfs.Mem,
+// whose power losses keep only what a completed sync covered.
+func TestModelReplicatedMemLog(t *testing.T) {
+	runs, steps := modelRuns()
+	runReplicated(t, runs/4, steps, newMemStore)
+}
+
+func runReplicated(t *testing.T, runs, steps int, newStore func(*rand.Rand) copyStore) {
 	if os.Getenv("FIBRIL_QUEUE_SEED") != "" {
 		runs = 1
 	}
@@ -58,7 +69,7 @@ func TestModelReplicated(t *testing.T) {
 		seed := seedFromEnv(t, "FIBRIL_QUEUE_SEED")
 		var pair *pairEnv
 		runModel(t, seed, steps, func(rng *rand.Rand) environment {
-			pair = newPairEnv(t, rng)
+			pair = newPairEnv(t, rng, newStore)
 			return pair
 		})
 		if t.Failed() {

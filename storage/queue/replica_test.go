@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/fibrilmq/fibril/storage/log"
@@ -15,10 +16,24 @@ import (
 
 // encodedLog gives *log.Log the replica's seam until the log appends
 // encoded records itself: it decodes the tests' encoding and appends the
-// entries with their epochs, checking the offsets the log assigns.
-type encodedLog struct{ *log.Log }
+// entries with their epochs, checking the offsets the log assigns. next is
+// the end of what it appended (the log publishes its staged frontier only
+// with each write, so it cannot be read back at once).
+type encodedLog struct {
+	*log.Log
+	mu   sync.Mutex
+	next uint64
+}
 
-func (l encodedLog) AppendEncodedAsync(first uint64, encoded []byte, level log.Durability, done func(log.Result)) error {
+func newEncodedLog(l *log.Log) *encodedLog { return &encodedLog{Log: l, next: l.Frontiers().Staged} }
+
+func (l *encodedLog) expectedEnd() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next
+}
+
+func (l *encodedLog) AppendEncodedAsync(first uint64, encoded []byte, level log.Durability, done func(log.Result)) error {
 	records, err := decodeForTest(encoded)
 	if err != nil {
 		return err
@@ -27,19 +42,33 @@ func (l encodedLog) AppendEncodedAsync(first uint64, encoded []byte, level log.D
 	if history := l.EpochHistory(); len(history) > 0 {
 		lastEpoch = history[len(history)-1].Epoch
 	}
-	if err := checkEncoded(first, l.Frontiers().Staged, lastEpoch, records); err != nil {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := checkEncoded(first, l.next, lastEpoch, records); err != nil {
 		return err
 	}
 	entries := make([]log.Entry, len(records))
 	for i, r := range records {
 		entries[i] = log.Entry{Epoch: r.Epoch, Type: r.Type, Body: r.Body}
 	}
-	return l.AppendAsync(entries, level, func(result log.Result) {
+	err = l.AppendAsync(entries, level, func(result log.Result) {
 		if result.Err == nil && result.First != first {
 			result.Err = fmt.Errorf("assigned %d, encoded at %d", result.First, first)
 		}
 		done(result)
 	})
+	if err == nil {
+		l.next += uint64(len(records))
+	}
+	return err
+}
+
+func (l *encodedLog) TruncateAfter(offset uint64) error {
+	err := l.Log.TruncateAfter(offset)
+	l.mu.Lock()
+	l.next = l.Frontiers().Staged
+	l.mu.Unlock()
+	return err
 }
 
 // realCopy is one copy of a queue over the real log on a vfs.Mem.
@@ -68,7 +97,7 @@ func (c *realCopy) openLog() *log.Log {
 
 func (c *realCopy) openReplica() *Queue {
 	c.t.Helper()
-	q, err := openWithLog("/q", Options{Mode: Durable}.WithDefaults(), c.fs, encodedLog{c.openLog()}, nil, quietLogger,
+	q, err := openWithLog("/q", Options{Mode: Durable}.WithDefaults(), c.fs, newEncodedLog(c.openLog()), nil, quietLogger,
 		defaultMaxInflight, startMode{role: roleReplica})
 	if err != nil {
 		c.t.Fatal(err)
