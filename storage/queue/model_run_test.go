@@ -50,14 +50,14 @@ func TestModelMemLog(t *testing.T) {
 // must keep what the harness checks after a restart.
 func TestModelReplicated(t *testing.T) {
 	runs, steps := modelRuns()
-	runReplicated(t, runs, steps, newFakeStore)
+	runReplicated(t, runs/3, steps, newFakeStore)
 }
 
 // TestModelReplicatedMemLog is the same over the real log on vfs.Mem,
 // whose power losses keep only what a completed sync covered.
 func TestModelReplicatedMemLog(t *testing.T) {
 	runs, steps := modelRuns()
-	runReplicated(t, runs/4, steps, newMemStore)
+	runReplicated(t, runs/6, steps, newMemStore)
 }
 
 func runReplicated(t *testing.T, runs, steps int, newStore func(*rand.Rand) copyStore) {
