@@ -46,8 +46,8 @@
 // A replicated queue: the owner opens with OpenOwner(…, epoch) and calls
 // SetApplyLimit(quorum frontier) and SetRetentionFloor(lowest durable
 // progress) as followers report; a follower opens with OpenReplica, feeds
-// AppendReplicated and calls Advance, TruncateAfter, InstallSnapshot and
-// Promote (replica.go).
+// AppendReplicated and calls Advance, TruncateAfter, Rebase,
+// InstallSnapshot and Promote (replica.go).
 //
 // When records apply: Advance applies a record once the apply frontier
 // passes it: the queue's boundary frontier (durable for a durable queue,

@@ -66,6 +66,10 @@ var (
 	// ErrReplica is returned by operations that append the queue's own
 	// records (publish, lease, settle, ...) on a replica.
 	ErrReplica = errors.New("queue: a replica appends only replicated records")
+	// ErrSnapshotNeeded is returned by Promote on a replica whose log
+	// starts past offset 0 with no snapshot behind its state: it must
+	// InstallSnapshot the owner's first.
+	ErrSnapshotNeeded = errors.New("queue: the replica needs the owner's snapshot")
 	// ErrNotReplica is returned by the replica operations (AppendReplicated,
 	// TruncateAfter, Promote) on an owner, and by OpenReplica over a log
 	// that cannot append encoded records.

@@ -307,7 +307,7 @@ func checkEncoded(first, end, lastEpoch uint64, records []log.Record) error {
 	return nil
 }
 
-func (f *fakeLog) AppendEncodedAsync(first uint64, encoded []byte, level log.Durability, done func(log.Result)) error {
+func (f *fakeLog) AppendEncodedAsync(encoded []byte, first uint64, level log.Durability, done func(log.Result)) error {
 	records, err := decodeForTest(encoded)
 	if err != nil {
 		return err
@@ -358,6 +358,17 @@ func (f *fakeLog) TruncateAfter(offset uint64) error {
 		w.done(log.Result{First: w.result.First, Next: w.result.Next, Err: log.ErrTruncated})
 	}
 	f.completeReached()
+	return nil
+}
+
+// Rebase empties the log and restarts it at base.
+func (f *fakeLog) Rebase(base uint64, _ []log.EpochStart) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.waiters) > 0 {
+		return errors.New("fake: rebase with appends in flight")
+	}
+	f.records, f.base, f.written, f.durable = nil, base, base, base
 	return nil
 }
 

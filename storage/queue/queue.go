@@ -62,6 +62,9 @@ type Queue struct {
 	recovery       Recovery
 	fenced         error
 	closed         bool
+	// awaitingSnapshot: a replica whose log starts past offset 0 without a
+	// snapshot behind its state (replica.go).
+	awaitingSnapshot bool
 }
 
 // role says whether a copy appends its own records (owner) or applies
@@ -264,6 +267,7 @@ func (q *Queue) recover(inflight int, start startMode) error {
 	}
 	if start.role == roleReplica {
 		state.handoffs = state.handoffs[:0] // a replica hands nothing off
+		q.awaitingSnapshot = report.snapshot == "" && q.log.FirstOffset() > 0
 		return nil
 	}
 	return q.expireRestartLeases(ctx)

@@ -11,7 +11,7 @@ package queue
 //
 //	OpenReplica ─► replica ──Promote(epoch)──► owner (replicated)
 //	                 │  ▲
-//	                 └──┘ AppendReplicated, Advance, TruncateAfter, InstallSnapshot
+//	                 └──┘ AppendReplicated, Advance, TruncateAfter, Rebase, InstallSnapshot
 //
 // Rules:
 //   - A replica appends nothing of its own: no restart expiry at open (its
@@ -28,6 +28,12 @@ package queue
 //   - TruncateAfter cuts a divergent suffix; when the cut lies below what is
 //     applied, the state is rebuilt from the newest snapshot at or below the
 //     cut plus a replay (snapshots above the cut are removed first).
+//   - Rebase empties the log and restarts it at the owner's first retained
+//     offset, for a replica that joins empty or fell behind the owner's
+//     retained history. Such a replica (and any replica whose log starts
+//     past offset 0 with no usable snapshot) awaits a snapshot: its own
+//     replay lacks the history before its first offset, so Promote refuses
+//     (ErrSnapshotNeeded) until InstallSnapshot has taken the owner's.
 //   - Promote makes the replica the owner under a new epoch: every record
 //     in its log is made durable and applied, every lease in the state is
 //     void (the holders belonged to the old owner) and is expired with its
@@ -55,17 +61,19 @@ func OpenReplica(dir string, opts Options, logOptions log.Options, clock Clock) 
 // AppendReplicated appends records the owner's log encoded (whole records,
 // offsets first, first+1, ...; first must be the local log's end) at level
 // (the queue's boundary: AfterFlush buffered, AfterFsync durable). The log
-// checks CRCs, offset continuity and epoch order and refuses anything else
-// with a named error, appending nothing. done (may be nil) is called from a
-// log goroutine once level is reached or the append failed, before the
-// queue's notify function; the records apply at a later Advance. A failed
-// append does not fence the replica; a latched log does (at Advance).
+// checks CRCs, bounds, record types, offset continuity and epoch order and
+// refuses anything else with a named error (up front or through done),
+// appending nothing of the batch. encoded must stay unchanged until done
+// is called. done (may be nil) is called from a log goroutine once level
+// is reached or the append failed, before the queue's notify function; the
+// records apply at a later Advance. A refused append does not fence the
+// replica; a latched log does (at Advance).
 func (q *Queue) AppendReplicated(first uint64, encoded []byte, level log.Durability, done func(log.Result)) error {
 	if err := q.replica(); err != nil {
 		return err
 	}
 	wake := q.inbox.wake
-	err := q.log.(replicaLog).AppendEncodedAsync(first, encoded, level, func(result log.Result) {
+	err := q.log.(replicaLog).AppendEncodedAsync(encoded, first, level, func(result log.Result) {
 		if done != nil {
 			done(result)
 		}
@@ -224,10 +232,44 @@ func (q *Queue) rebuildReplica() error {
 	if staged := q.log.Frontiers().Staged; staged != state.Next() {
 		return fmt.Errorf("%w: log ends at %d after the cut, replay at %d", ErrLogContract, staged, state.Next())
 	}
+	q.awaitingSnapshot = report.snapshot == "" && q.log.FirstOffset() > 0
 	state.handoffs = state.handoffs[:0]
 	inflight := q.machine.maxInflight
 	q.machine = newMachine(state, q.opts.Mode)
 	q.machine.maxInflight = inflight
+	return nil
+}
+
+// Rebase empties the replica's log and restarts it at base, with the
+// owner's epoch history below base (the log's Rebase), removes every
+// snapshot (their markers are gone) and starts over from an empty state:
+// the way in for a replica that joins empty, or fell behind, the owner's
+// retained history (base is then the owner's first offset). The replica
+// awaits a snapshot: AppendReplicated from base on, then InstallSnapshot
+// with the owner's (LatestSnapshot). It refuses while a checkpoint is in
+// progress (ErrCheckpointInProgress). It blocks on the log's rebase.
+func (q *Queue) Rebase(base uint64, epochs []log.EpochStart) error {
+	if err := q.replica(); err != nil {
+		return err
+	}
+	if q.machine.checkpointID != 0 {
+		return ErrCheckpointInProgress
+	}
+	if err := q.log.(replicaLog).Rebase(base, epochs); err != nil {
+		if q.log.Status().Latched {
+			q.fenceOnLatch(err)
+			return q.fenced
+		}
+		return fmt.Errorf("queue: rebase at %d: %w", base, err)
+	}
+	if err := removeSnapshotsAbove(q, 0); err != nil {
+		q.fence(fmt.Errorf("remove snapshots at a rebase: %w", err))
+		return q.fenced
+	}
+	inflight := q.machine.maxInflight
+	q.machine = newMachine(NewState(q.opts, base), q.opts.Mode)
+	q.machine.maxInflight = inflight
+	q.awaitingSnapshot = base > 0
 	return nil
 }
 
@@ -262,6 +304,7 @@ func (q *Queue) InstallSnapshot(data []byte) error {
 	applied := q.machine.state.Next()
 	q.machine.state = s
 	q.checkpointNext, q.checkpointLive = next, s.FirstLive()
+	q.awaitingSnapshot = false
 	if _, err := q.applyLogged(applied); err != nil {
 		q.fence(err)
 		return q.fenced
@@ -324,6 +367,9 @@ func (q *Queue) Promote(epoch uint64) (Promotion, error) {
 	}
 	if epoch == 0 {
 		return Promotion{}, fmt.Errorf("%w: epoch 0", ErrEpochStale)
+	}
+	if q.awaitingSnapshot {
+		return Promotion{}, fmt.Errorf("%w: the log starts at %d", ErrSnapshotNeeded, q.log.FirstOffset())
 	}
 	stored, exists, readErr := storedEpoch(q)
 	if _, _, err := chooseEpoch(epoch, stored, exists, readErr, newestLogEpoch(q.log)); err != nil {

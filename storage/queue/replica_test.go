@@ -33,7 +33,7 @@ func (l *encodedLog) expectedEnd() uint64 {
 	return l.next
 }
 
-func (l *encodedLog) AppendEncodedAsync(first uint64, encoded []byte, level log.Durability, done func(log.Result)) error {
+func (l *encodedLog) AppendEncodedAsync(encoded []byte, first uint64, level log.Durability, done func(log.Result)) error {
 	records, err := decodeForTest(encoded)
 	if err != nil {
 		return err
@@ -61,6 +61,12 @@ func (l *encodedLog) AppendEncodedAsync(first uint64, encoded []byte, level log.
 		l.next += uint64(len(records))
 	}
 	return err
+}
+
+// Rebase is the log's own (the storage/log work's); this adapter of the
+// log without it refuses.
+func (*encodedLog) Rebase(uint64, []log.EpochStart) error {
+	return errors.New("the log in this build cannot rebase")
 }
 
 func (l *encodedLog) TruncateAfter(offset uint64) error {
@@ -326,7 +332,6 @@ func TestReplicaInstallsOwnerSnapshot(t *testing.T) {
 	f.publish("after")
 
 	follower := newFakeEnv(rng)
-	follower.log = &fakeLog{base: firstOffset, written: firstOffset, durable: firstOffset}
 	opts := f.opts.WithDefaults()
 	if err := prepareDirectory(follower.fs, testDir, opts); err != nil {
 		t.Fatal(err)
@@ -334,6 +339,16 @@ func TestReplicaInstallsOwnerSnapshot(t *testing.T) {
 	replica, err := openWithLog(testDir, opts, follower.fs, follower.log, f.clock, quietLogger, defaultMaxInflight, startMode{role: roleReplica})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if replica.Info().AwaitingSnapshot {
+		t.Fatal("an empty replica at offset 0 awaits a snapshot")
+	}
+	// The owner's log starts past 0: the replica restarts its log there.
+	if err := replica.Rebase(firstOffset, f.env.log.EpochHistory()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replica.Promote(99); !errors.Is(err, ErrSnapshotNeeded) || !replica.Info().AwaitingSnapshot {
+		t.Fatalf("promotion of a replica without the owner's history: %v", err)
 	}
 	next, data, ok, err := f.q.LatestSnapshot()
 	if err != nil || !ok || next != task.Next {
@@ -362,10 +377,13 @@ func TestReplicaInstallsOwnerSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := replica.Recovery(); r.Snapshot != snapshotName(next) {
+	if r := replica.Recovery(); r.Snapshot != snapshotName(next) || replica.Info().AwaitingSnapshot {
 		t.Fatalf("replica reopened from %+v", r)
 	}
 	sameState(t, "after the replica reopened", f.q, replica, f.nowMs)
+	if _, err := replica.Promote(99); err != nil {
+		t.Fatalf("promotion after the snapshot: %v", err)
+	}
 }
 
 // TestApplyLimitHoldsConfirmsAndDeliveries: with a limit below a

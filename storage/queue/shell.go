@@ -30,22 +30,24 @@ type partitionLog interface {
 }
 
 // replicaLog is what a replica needs beyond partitionLog: appending records
-// another copy's log encoded, and cutting a divergent suffix.
+// another copy's log encoded, cutting a divergent suffix, and restarting
+// empty at a base offset. *log.Log provides all three (the storage/log
+// work's AppendEncodedAsync, TruncateAfter and Rebase); the tests implement
+// them over the fake log and over an adapter of *log.Log.
 //
-// AppendEncodedAsync appends encoded (whole records in the log's on-disk
-// encoding, offsets from first on, dense) without re-encoding them, after
-// checking each record's CRC, that its offset continues the log (first
-// must equal staged_next) and that epochs do not decrease; it refuses
-// anything else up front with a named error and appends nothing of it. done
-// is called once level is reached, as for AppendAsync. The queue never
-// interprets encoded itself: it applies the records by reading them back.
-//
-// This is the seam the storage/log work fills in (its AppendEncoded); the
-// tests implement it over the fake log and over *log.Log.
+// AppendEncodedAsync appends records (whole records in the log's on-disk
+// encoding, as the owner's ScanEncoded yields them, offsets dense from
+// first) byte for byte, after checking every record's CRC, bounds and type,
+// that first is the log's staged end and that epochs never decrease. A
+// batch that fails its own checks is refused up front; the checks against
+// the log come through done; either way nothing of a refused batch is
+// appended. The queue never interprets records itself: it applies them by
+// reading them back.
 type replicaLog interface {
 	partitionLog
-	AppendEncodedAsync(first uint64, encoded []byte, level log.Durability, done func(log.Result)) error
+	AppendEncodedAsync(records []byte, first uint64, level log.Durability, done func(log.Result)) error
 	TruncateAfter(offset uint64) error
+	Rebase(base uint64, epochs []log.EpochStart) error
 }
 
 // completionInbox receives append completions on log goroutines. It keeps
