@@ -4,9 +4,11 @@ package actors
 // goroutine waits on the log's durable-frontier watch (which also wakes on
 // a latch or close) and sends the actor a message; the actor reads the
 // log's status, publishes the durable lag (written records and bytes not
-// yet fsynced) to the metrics and its registry summary, and tells the
-// partition at once when the log has latched, so a failed background sync
-// fences the queue even when no append is in flight to notice it.
+// yet fsynced) to the metrics and its registry summary, tells the
+// partition that the durable frontier moved (appendsDone: settles applied
+// by a background sync), and tells it at once when the log has latched, so
+// a failed background sync fences the queue even when no append is in
+// flight to notice it.
 //
 // It needs the log handle, so it runs only when the queue exposes it (see
 // syncControlOf); without it the partition refreshes the same metrics from
@@ -58,6 +60,10 @@ func (w *logWatcher) Receive(ctx actor.Context) {
 		w.refresh(ctx)
 	case frontierMoved:
 		w.refresh(ctx)
+		// A durable queue's acks wait only for write and apply once a sync
+		// covers them; a background sync completes no append, so the
+		// partition learns of it here.
+		ctx.Send(w.partition, appendsDone{})
 	case *actor.Stopping, *actor.Restarting:
 		w.stopOnce.Do(func() { close(w.stop) })
 	}

@@ -224,13 +224,12 @@ func (p *partition) dispatch(ctx actor.Context) {
 	if p.state != partitionOpen || set.len() == 0 {
 		return
 	}
-	ceiling := p.q.Ceiling()
 	for index, sub := range set.rotation {
 		credit := sub.credit()
 		if credit <= 0 {
 			continue
 		}
-		_, claimed, err := p.q.Lease(ceiling, min(credit, leaseBatchMax), sub.id)
+		_, claimed, err := p.q.Lease(min(credit, leaseBatchMax), sub.id)
 		if err != nil {
 			if !errors.Is(err, queue.ErrBusy) && !p.maybeFence(ctx, err) {
 				panic(fmt.Errorf("actors: lease on queue %s: %w", p.home.name, err))
@@ -238,7 +237,7 @@ func (p *partition) dispatch(ctx actor.Context) {
 			return
 		}
 		if claimed == 0 {
-			return // nothing ready below the ceiling
+			return // nothing claimable
 		}
 		sub.leasing += claimed
 		set.claimed(index)
