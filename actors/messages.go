@@ -32,15 +32,13 @@ type declareRequest struct {
 	requestID uint64
 	name      string
 	options   wire.QueueOptions
-	mode      wire.Mode
-	modeNamed bool // the declare carried a mode byte: answer FDK2
+	mode      wire.Mode // wire.ModeUnset: keep the queue's mode, or the default for a new one
 }
 
 type declareResult struct {
 	requestID uint64
 	created   bool
-	mode      wire.Mode
-	modeNamed bool
+	mode      wire.Mode // the queue's effective mode
 	warnings  []string
 	failure   requestFailure
 }

@@ -61,13 +61,16 @@ func (c *Conn) declareLocked(f *wire.Declare) {
 	if !exists {
 		mode := f.Mode
 		if mode == wire.ModeUnset {
+			mode = s.config.DefaultMode
+		}
+		if mode == wire.ModeUnset {
 			mode = wire.ModeDurable
 		}
 		q = &queue{server: s, name: f.Queue, mode: mode, leased: make(map[uint64]*message)}
 		s.queues[f.Queue] = q
 	}
 	mergeOptions(&q.options, f.Options)
-	if f.Mode == wire.ModeUnset {
+	if f.Mode == wire.ModeUnset && s.config.LegacyDeclareOK {
 		c.sendLocked(&wire.DeclareOK{RequestID: f.RequestID, Created: !exists})
 		return
 	}

@@ -39,6 +39,13 @@ type Config struct {
 	// redirect (request id 0) before the negative confirm; by default it
 	// comes after.
 	RedirectBeforeReject bool
+	// DefaultMode is the mode a declare without a mode gives a new queue;
+	// zero means durable (a single node). Set it to wire.ModeBuffered to
+	// act like a cluster without a default policy.
+	DefaultMode wire.Mode
+	// LegacyDeclareOK answers declares without a mode byte with FDK1, as
+	// nodes did before every declare was answered with FDK2.
+	LegacyDeclareOK bool
 }
 
 // Stats counts what the server has seen. Counts of messages and tags are

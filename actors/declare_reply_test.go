@@ -1,0 +1,96 @@
+package actors
+
+// Decision D4: every declare is answered FDK2 naming the queue's effective
+// mode and policy, whether or not it named a mode. These tests go through
+// the Go SDK against real brokers, one case per combination of deployment
+// kind (single node, cluster), mode given or not, and KeepMode on a new and
+// on an existing queue, and compare each answer with the queue's info.
+
+import (
+	"testing"
+
+	"github.com/fibrilmq/fibril/client"
+)
+
+type declareReplyCase struct {
+	name        string
+	queue       string
+	config      client.QueueConfig
+	wantCreated bool
+	wantMode    client.Mode
+	wantPolicy  string
+}
+
+// checkDeclareReplies runs the cases in order on c and checks each answer
+// against what the node then reports in queue info.
+func checkDeclareReplies(t *testing.T, c *client.Client, cases []declareReplyCase) {
+	t.Helper()
+	ctx := testContext(t)
+	for _, tc := range cases {
+		result, err := c.Declare(ctx, tc.queue, tc.config)
+		if err != nil {
+			t.Fatalf("%s: declare: %v", tc.name, err)
+		}
+		if result.Created != tc.wantCreated || result.Mode != tc.wantMode || result.Policy != tc.wantPolicy {
+			t.Fatalf("%s: declare answered %+v; want created=%t mode=%s policy=%q", tc.name, result,
+				tc.wantCreated, tc.wantMode, tc.wantPolicy)
+		}
+		if result.Mode == client.ModeBuffered && len(result.Warnings) == 0 {
+			t.Fatalf("%s: a buffered queue's declare carries no warning: %+v", tc.name, result)
+		}
+		info, err := c.QueueInfo(ctx, tc.queue)
+		if err != nil {
+			t.Fatalf("%s: info: %v", tc.name, err)
+		}
+		if info.Mode != result.Mode || info.Policy != result.Policy {
+			t.Fatalf("%s: declare said mode=%s policy=%q, info says mode=%s policy=%q", tc.name,
+				result.Mode, result.Policy, info.Mode, info.Policy)
+		}
+	}
+}
+
+func TestDeclareRepliesNameTheEffectiveModeOnASingleNode(t *testing.T) {
+	b := startBroker(t, nil)
+	sdk, err := client.Dial(testContext(t), client.Options{Addresses: []string{b.Addr().String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sdk.Close() })
+	keep := client.QueueConfig{KeepMode: true}
+	checkDeclareReplies(t, sdk, []declareReplyCase{
+		{"durable named", "named-durable", client.QueueConfig{Mode: client.ModeDurable}, true, client.ModeDurable, ""},
+		{"buffered named", "named-buffered", client.QueueConfig{Mode: client.ModeBuffered}, true, client.ModeBuffered, ""},
+		{"zero config (durable sent)", "zero", client.QueueConfig{}, true, client.ModeDurable, ""},
+		{"KeepMode, new queue", "kept", keep, true, client.ModeDurable, ""},
+		{"KeepMode, existing durable", "kept", keep, false, client.ModeDurable, ""},
+		{"KeepMode, existing buffered", "named-buffered", keep, false, client.ModeBuffered, ""},
+		{"buffered re-declared with its mode", "named-buffered", client.QueueConfig{Mode: client.ModeBuffered},
+			false, client.ModeBuffered, ""},
+	})
+}
+
+func TestDeclareRepliesNameTheEffectiveModeAndPolicyInACluster(t *testing.T) {
+	c := startBrokerCluster(t, 3)
+	keep := client.QueueConfig{KeepMode: true}
+	for _, through := range c.order {
+		t.Run("through "+through, func(t *testing.T) {
+			sdk := c.dialSDK(through)
+			prefix := through + "-"
+			checkDeclareReplies(t, sdk, []declareReplyCase{
+				{"durable named", prefix + "durable", client.QueueConfig{Mode: client.ModeDurable},
+					true, client.ModeDurable, "majority_durable"},
+				{"buffered named", prefix + "buffered", client.QueueConfig{Mode: client.ModeBuffered},
+					true, client.ModeBuffered, "replica_buffered:2"},
+				{"zero config (durable sent)", prefix + "zero", client.QueueConfig{},
+					true, client.ModeDurable, "majority_durable"},
+				// A mode-less declare in a cluster without a default policy
+				// makes a buffered queue; the answer says so.
+				{"KeepMode, new queue", prefix + "kept", keep, true, client.ModeBuffered, "replica_buffered:2"},
+				{"KeepMode, existing buffered", prefix + "kept", keep, false, client.ModeBuffered, "replica_buffered:2"},
+				{"KeepMode, existing durable", prefix + "durable", keep, false, client.ModeDurable, "majority_durable"},
+				{"policy named", prefix + "policy", client.QueueConfig{KeepMode: true, Policy: "replica_durable:2"},
+					true, client.ModeDurable, "replica_durable:2"},
+			})
+		})
+	}
+}
