@@ -126,6 +126,7 @@ type deliverBatch struct {
 
 type settleRequest struct {
 	replyTo        *actor.PID
+	requestID      uint64 // not 0 for an ack-sync: answered once applied (partition_acksync.go)
 	subscriptionID uint64
 	kind           settleKind
 	tags           []uint64
@@ -135,6 +136,7 @@ type settleRequest struct {
 
 // settleFailed reports tags a settle could not apply.
 type settleFailed struct {
+	requestID      uint64 // the ack-sync's request id; 0 for fire-and-forget settles
 	subscriptionID uint64
 	tags           []uint64
 	failure        requestFailure

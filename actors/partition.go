@@ -97,6 +97,7 @@ type partition struct {
 	tickets   map[queue.Ticket]pendingPublish // publishes appended, not yet confirmed
 	busy      []publishBatch                  // publishes refused with ErrBusy, retried after Advance
 	purges    map[queue.Ticket]pendingPurge
+	ackSyncs  map[queue.Ticket]pendingAckSync // ack-syncs appended, not yet applied (partition_acksync.go)
 	handoffs  map[uint64]queue.DeadLetter // dead letters sent to their queue, by offset
 	deadline  deadlineTimer
 	dispatchN uint64 // round-robin start for competing consumers
@@ -437,6 +438,7 @@ func (p *partition) refuseOwed(ctx actor.Context, failure requestFailure) {
 		delete(p.purges, ticket)
 		ctx.Send(purge.replyTo, purgeResult{requestID: purge.requestID, failure: failure})
 	}
+	p.refuseAckSyncs(ctx, failure)
 	p.deadline.stop()
 }
 
@@ -500,7 +502,7 @@ func (p *partition) refuse(ctx actor.Context, message any, failure requestFailur
 	case unsubscribeRequest:
 		ctx.Send(msg.replyTo, unsubscribeResult{requestID: msg.requestID, subscriptionID: msg.subscriptionID, failure: failure})
 	case settleRequest:
-		ctx.Send(msg.replyTo, settleFailed{subscriptionID: msg.subscriptionID, tags: msg.tags, failure: failure})
+		ctx.Send(msg.replyTo, settleFailed{requestID: msg.requestID, subscriptionID: msg.subscriptionID, tags: msg.tags, failure: failure})
 	case purgeRequest:
 		ctx.Send(msg.replyTo, purgeResult{requestID: msg.requestID, failure: failure})
 	case deadLetterPublish:

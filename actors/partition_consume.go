@@ -298,6 +298,10 @@ func wireDelivery(tag uint64, d *queue.Delivery) wire.Delivery {
 // settle applies a batch of settles for one subscription. Tags the
 // subscription does not hold are reported back, the rest settle.
 func (p *partition) settle(ctx actor.Context, msg settleRequest) {
+	if msg.requestID != 0 {
+		p.ackSync(ctx, msg)
+		return
+	}
 	if p.state == partitionFenced {
 		ctx.Send(msg.replyTo, settleFailed{subscriptionID: msg.subscriptionID, tags: msg.tags, failure: p.fencedFailure()})
 		return

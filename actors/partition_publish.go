@@ -138,8 +138,9 @@ func (p *partition) answerConfirms(ctx actor.Context, confirms []queue.Confirm) 
 	}
 }
 
-// answerApplied answers purges whose record applied.
+// answerApplied answers purges and ack-syncs whose record applied.
 func (p *partition) answerApplied(ctx actor.Context, applied []queue.Ticket) {
+	p.answerAckSyncs(ctx, applied)
 	for _, ticket := range applied {
 		if purge, ok := p.purges[ticket]; ok {
 			delete(p.purges, ticket)

@@ -146,7 +146,9 @@ func (s *session) receiveOpen(ctx actor.Context, message any) {
 	case deliverBatch:
 		s.deliver(msg)
 	case settleFailed:
-		s.push(msg.failure.frame(0))
+		s.push(msg.failure.frame(msg.requestID))
+	case ackSyncApplied:
+		s.push(&wire.OK{RequestID: msg.requestID, Count: msg.count})
 	default:
 		s.receiveControl(ctx, message)
 	}
