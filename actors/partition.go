@@ -98,7 +98,7 @@ type partition struct {
 	busy      []publishBatch                  // publishes refused with ErrBusy, retried after Advance
 	purges    map[queue.Ticket]pendingPurge
 	ackSyncs  map[queue.Ticket]pendingAckSync // ack-syncs appended, not yet applied (partition_acksync.go)
-	handoffs  map[uint64]queue.DeadLetter // dead letters sent to their queue, by offset
+	handoffs  map[uint64]queue.DeadLetter     // dead letters sent to their queue, by offset
 	deadline  deadlineTimer
 	dispatchN uint64 // round-robin start for competing consumers
 
