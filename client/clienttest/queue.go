@@ -274,6 +274,60 @@ func (c *Conn) settleLocked(subscriptionID uint64, tags []uint64, apply func(*qu
 	q.dispatchLocked()
 }
 
+// ackSyncLocked acks every tag or none, and answers the request: OK with
+// the count, or unknown_delivery_tag naming the tags not held.
+func (c *Conn) ackSyncLocked(f *wire.AckSync) {
+	s := c.server
+	s.stats.AckSyncs++
+	sub := c.subscriptions[f.SubscriptionID]
+	if sub == nil {
+		c.errorLocked(f.RequestID, wire.CodeUnknownSubscription, "no subscription %d", f.SubscriptionID)
+		return
+	}
+	q := sub.queue
+	for _, tag := range f.DeliveryTags {
+		if m := q.leased[tag]; m == nil || m.holder != sub {
+			c.errorLocked(f.RequestID, wire.CodeUnknownDeliveryTag,
+				"delivery tag %d is not held by subscription %d; none acked", tag, sub.id)
+			return
+		}
+	}
+	for _, tag := range f.DeliveryTags {
+		m := q.leased[tag]
+		delete(q.leased, tag)
+		m.holder = nil
+		sub.held--
+	}
+	s.stats.Acked += len(f.DeliveryTags)
+	c.sendLocked(&wire.OK{RequestID: f.RequestID, Count: uint64(len(f.DeliveryTags))})
+	q.dispatchLocked()
+}
+
+// ExpireLease drops a subscription's hold on the leased message with the
+// payload, as a node does when the lease times out: the message is ready
+// again, marked redelivered, and a later settle of the old tag is refused.
+// It reports whether such a lease was found.
+func (s *Server) ExpireLease(queueName string, payload []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queues[queueName]
+	if q == nil {
+		return false
+	}
+	for tag, m := range q.leased {
+		if string(m.payload) == string(payload) {
+			delete(q.leased, tag)
+			m.holder.held--
+			m.holder, m.redelivered = nil, true
+			q.ready = append([]*message{m}, q.ready...)
+			q.dispatchLocked()
+			s.touchLocked()
+			return true
+		}
+	}
+	return false
+}
+
 func (q *queue) ackLocked(*message)     {}
 func (q *queue) discardLocked(*message) {}
 

@@ -63,6 +63,7 @@ type Stats struct {
 	Delivered       int // deliveries sent
 	SettleFrames    int
 	Acked           int
+	AckSyncs        int // ack-sync frames (FAK2) answered
 	Nacked          int
 	Released        int
 	Discarded       int
@@ -416,6 +417,8 @@ func (c *Conn) handleLocked(frame wire.Frame) bool {
 	case *wire.Ack:
 		c.settleLocked(f.SubscriptionID, f.DeliveryTags, func(q *queue, m *message) { q.ackLocked(m) })
 		s.stats.Acked += len(f.DeliveryTags)
+	case *wire.AckSync:
+		c.ackSyncLocked(f)
 	case *wire.Nack:
 		c.settleLocked(f.SubscriptionID, f.DeliveryTags, func(q *queue, m *message) { q.nackLocked(m, f.Requeue) })
 		s.stats.Nacked += len(f.DeliveryTags)
