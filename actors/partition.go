@@ -237,7 +237,7 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 		p.becomeFenced(ctx, msg.err)
 	case statusTick:
 		if p.state == partitionOpen {
-			p.queueInfo() // refreshes the lag gauges
+			p.queueInfo() // reads the queue's state, as the log actor would
 			p.armStatusTick(ctx)
 		}
 	case setSyncInterval:
@@ -279,7 +279,7 @@ func (p *partition) becomeOpening(ctx actor.Context) {
 // logOptions are the options every queue log opens with.
 func (p *partition) logOptions() log.Options {
 	options := log.DefaultOptions()
-	options.FS = p.core.config.FS
+	options.FS = newTimedFS(p.core.config.FS, p.metrics) // fibril_log_write_seconds, fibril_log_fsync_seconds
 	options.SegmentBytes = p.core.config.SegmentBytes
 	options.SyncInterval = p.core.syncInterval()
 	options.ExternalTicks = queueExposesSyncControl

@@ -240,6 +240,7 @@ func (p *partition) handOutDeliveries(ctx actor.Context, deliveries []queue.Deli
 		}
 		batch, batchBytes = nil, wire.DeliverHeadBytes
 	}
+	now := p.core.now()
 	for i := range deliveries {
 		d := &deliveries[i]
 		sub, ok := p.home.subscribers.byID[d.Holder]
@@ -270,6 +271,8 @@ func (p *partition) handOutDeliveries(ctx actor.Context, deliveries []queue.Deli
 		p.metrics.deliveryBytes.Add(len(d.Payload))
 		if d.Redelivered {
 			p.metrics.redeliveries.Inc()
+		} else {
+			p.metrics.deliverySeconds.observeSince(now, d.PublishTime)
 		}
 	}
 	flush()

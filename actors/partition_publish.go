@@ -128,7 +128,7 @@ func (p *partition) answerConfirms(ctx actor.Context, confirms []queue.Confirm) 
 		}
 		// Count first: a client that saw its confirm sees it counted.
 		p.metrics.confirms.Add(confirm.Count)
-		p.metrics.appendSeconds.Update(now.Sub(pending.start).Seconds())
+		p.metrics.confirmSeconds.observeSince(now, pending.start)
 		p.appliedSinceSnapshot += uint64(confirm.Count)
 		if pending.replyTo != nil {
 			ctx.Send(pending.replyTo, publishResult{batchID: pending.batchID, confirmed: confirm.Count, boundary: boundary})
@@ -241,8 +241,6 @@ func (p *partition) queueInfo() wire.QueueInfo {
 	if state.Fenced != nil && info.FenceError == "" {
 		info.Fenced, info.FenceError = true, state.Fenced.Error()
 	}
-	p.metrics.durableLagRecord.Store(state.UnsyncedRecords)
-	p.metrics.durableLagBytes.Store(state.UnsyncedBytes)
 	return info
 }
 

@@ -254,6 +254,9 @@ func endFrameFor(msg connectionEnded) *wire.ErrorFrame {
 // push queues frames for the client; a client that stopped reading is
 // disconnected.
 func (s *session) push(frames ...wire.Frame) {
+	for _, frame := range frames {
+		s.core.metrics.countRefusal(frame) // fibril_refusals_total; other frames cost a type switch
+	}
 	if err := s.conn.box.push(frames...); err != nil {
 		s.core.logger.Warn("closing session", "session", s.id, "err", err)
 		s.closing = true

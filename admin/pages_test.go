@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 )
@@ -211,12 +212,16 @@ func TestDashboardIsSelfContainedAndRefreshes(t *testing.T) {
 
 func TestMetricsParseAsPrometheusText(t *testing.T) {
 	node := newFakeNode(time.Time{})
-	node.metrics.GetOrCreateCounter(`fibril_publishes_total{queue="orders"}`).Add(42)
-	node.metrics.GetOrCreateCounter(`fibril_confirms_total{queue="orders",boundary="written"}`).Add(40)
-	node.metrics.GetOrCreateGauge(`fibril_durable_lag_records{queue="orders"}`, func() float64 { return 9 })
-	histogram := node.metrics.GetOrCreateHistogram(`fibril_append_seconds{queue="orders"}`)
+	publishes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fibril_publishes_total", Help: "h"}, []string{"queue"})
+	confirms := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fibril_confirms_total", Help: "h"},
+		[]string{"queue", "boundary"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fibril_confirm_latency_seconds", Help: "h",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 19)}, []string{"queue"})
+	node.metrics.MustRegister(publishes, confirms, latency)
+	publishes.WithLabelValues("orders").Add(42)
+	confirms.WithLabelValues("orders", "written").Add(40)
 	for _, seconds := range []float64{0.0004, 0.0011, 0.0011, 0.02} {
-		histogram.Update(seconds)
+		latency.WithLabelValues("orders").Observe(seconds)
 	}
 	server := testServer(t, node, Options{})
 
@@ -225,11 +230,7 @@ func TestMetricsParseAsPrometheusText(t *testing.T) {
 	if got := answer.header.Get("Content-Type"); !strings.HasPrefix(got, "text/plain; version=0.0.4") {
 		t.Fatalf("content type %q", got)
 	}
-	var parser expfmt.TextParser
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(answer.body))
-	if err != nil {
-		t.Fatalf("not Prometheus text: %v\n%s", err, answer.body)
-	}
+	families := checkExposition(t, answer.body)
 	value := func(name string, labels map[string]string) float64 {
 		t.Helper()
 		family, ok := families[name]
@@ -250,21 +251,84 @@ func TestMetricsParseAsPrometheusText(t *testing.T) {
 	if got := value("fibril_confirms_total", map[string]string{"queue": "orders", "boundary": "written"}); got != 40 {
 		t.Fatalf("confirms %v", got)
 	}
-	if got := value("fibril_durable_lag_records", map[string]string{"queue": "orders"}); got != 9 {
-		t.Fatalf("lag %v", got)
+	histogram := families["fibril_confirm_latency_seconds"].GetMetric()[0].GetHistogram()
+	if histogram.GetSampleCount() != 4 || histogram.GetSampleSum() < 0.0225 || histogram.GetSampleSum() > 0.0227 {
+		t.Fatalf("confirm latency histogram %v", histogram)
 	}
-	if got := value("fibril_append_seconds_count", map[string]string{"queue": "orders"}); got != 4 {
-		t.Fatalf("append count %v", got)
+	// histogram_quantile needs cumulative le buckets: 0.0004 s is under
+	// the 0.0008 s bound, the two 0.0011 s under 0.0016 s.
+	for _, bucket := range histogram.GetBucket() {
+		switch bucket.GetUpperBound() {
+		case 0.0008:
+			if bucket.GetCumulativeCount() != 1 {
+				t.Fatalf("le=0.0008: %d", bucket.GetCumulativeCount())
+			}
+		case 0.0016:
+			if bucket.GetCumulativeCount() != 3 {
+				t.Fatalf("le=0.0016: %d", bucket.GetCumulativeCount())
+			}
+		}
 	}
-	if got := value("fibril_append_seconds_sum", map[string]string{"queue": "orders"}); got < 0.0225 || got > 0.0227 {
-		t.Fatalf("append sum %v", got)
+	for _, name := range []string{"go_goroutines", "process_open_fds", "process_resident_memory_bytes",
+		"fibril_data_disk_free_bytes", "fibril_build_info"} {
+		if _, ok := families[name]; !ok {
+			t.Fatalf("/metrics lacks %s", name)
+		}
 	}
-	if len(families["fibril_append_seconds_bucket"].GetMetric()) == 0 {
-		t.Fatal("no append latency buckets")
+}
+
+// checkExposition parses a /metrics body with Prometheus' own text parser
+// and checks the rules a scraper and histogram_quantile rely on: every
+// family has HELP and TYPE lines, and every histogram has cumulative le
+// buckets ending in +Inf. It returns the parsed families by name.
+func checkExposition(t *testing.T, body []byte) map[string]*dto.MetricFamily {
+	t.Helper()
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics is not Prometheus text: %v\n%s", err, body)
 	}
-	if value("go_goroutines", nil) <= 0 {
-		t.Fatal("process metrics missing")
+	help, types := map[string]bool{}, map[string]string{}
+	for _, line := range strings.Split(string(body), "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) >= 3 && fields[0] == "#" && fields[1] == "HELP":
+			help[fields[2]] = len(fields) > 3
+		case len(fields) == 4 && fields[0] == "#" && fields[1] == "TYPE":
+			types[fields[2]] = fields[3]
+		}
 	}
+	for name, family := range families {
+		if !help[name] {
+			t.Errorf("family %s has no HELP text", name)
+		}
+		if types[name] == "" {
+			t.Errorf("family %s has no TYPE line", name)
+		}
+		if family.GetType() != dto.MetricType_HISTOGRAM {
+			continue
+		}
+		if !bytes.Contains(body, []byte(name+"_bucket{")) || !strings.Contains(string(body), `le="+Inf"`) {
+			t.Errorf("histogram %s has no le buckets in the text", name)
+		}
+		for _, metric := range family.GetMetric() {
+			buckets := metric.GetHistogram().GetBucket()
+			if len(buckets) == 0 {
+				t.Errorf("histogram %s%v has no buckets", name, metric.GetLabel())
+				continue
+			}
+			for i := 1; i < len(buckets); i++ {
+				if buckets[i].GetUpperBound() <= buckets[i-1].GetUpperBound() ||
+					buckets[i].GetCumulativeCount() < buckets[i-1].GetCumulativeCount() {
+					t.Errorf("histogram %s: buckets not cumulative in le order", name)
+				}
+			}
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return families
 }
 
 func labelsMatch(metric *dto.Metric, labels map[string]string) bool {
