@@ -4,7 +4,8 @@ package actors
 // mode and policy, whether or not it named a mode. These tests go through
 // the Go SDK against real brokers, one case per combination of deployment
 // kind (single node, cluster), mode given or not, and KeepMode on a new and
-// on an existing queue, and compare each answer with the queue's info.
+// on an existing queue, and compare each answer with the queue's info. The
+// cluster test also lists the queues through every node.
 
 import (
 	"testing"
@@ -96,5 +97,22 @@ func TestDeclareRepliesNameTheEffectiveModeAndPolicyInACluster(t *testing.T) {
 					true, client.ModeDurable, "replica_durable:2"},
 			})
 		})
+	}
+	// list-queues on any node names every queue of the catalog, each with
+	// its owner; counts come from the owner (info is redirected there).
+	for _, through := range c.order {
+		sdk := c.dialSDK(through)
+		listed, err := sdk.ListQueues(testContext(t), "")
+		if err != nil {
+			t.Fatalf("list through %s: %v", through, err)
+		}
+		if len(listed) != 3*5 {
+			t.Fatalf("list through %s names %d queues, want all 15 of the catalog", through, len(listed))
+		}
+		for _, info := range listed {
+			if info.Owner == "" || info.Policy == "" || len(info.Replicas) != 3 {
+				t.Fatalf("list through %s: %+v lacks its owner, policy or replicas", through, info)
+			}
+		}
 	}
 }

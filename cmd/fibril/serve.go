@@ -30,7 +30,7 @@ const fatalCloseTimeout = 10 * time.Second
 
 // startHTTP starts the HTTP debug/admin endpoint on the --http address
 // (in a cluster, the node's http_address).
-func startHTTP(broker *actors.Broker, addr string, flags serveFlags) (io.Closer, error) {
+func startHTTP(broker *actors.Broker, addr string, flags serveFlags) (*admin.Server, error) {
 	return admin.Start(addr, admin.NodeFor(broker), admin.Options{
 		Token:            flags.httpToken,
 		ProtectReads:     flags.httpProtectReads,
@@ -202,7 +202,7 @@ func maybeStartHTTP(broker *actors.Broker, addr string, flags serveFlags, stdout
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(stdout, "fibril: HTTP endpoint on %s\n", addr)
+	fmt.Fprintf(stdout, "fibril: HTTP endpoint on %s\n", server.Addr()) // the bound address (port 0 picks one)
 	return server, nil
 }
 
