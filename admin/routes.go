@@ -93,6 +93,8 @@ func (s *Server) resolve(path string) (endpoint, string, bool) {
 		return endpoint{get: s.handleGetSyncInterval, put: s.handlePutSyncInterval}, "", true
 	case "/api/cluster":
 		return endpoint{get: s.handleCluster}, "", true
+	case "/api/cluster/overview":
+		return endpoint{get: s.handleClusterOverview}, "", true
 	case "/healthz":
 		return endpoint{get: s.handleHealth}, "", true
 	case "/metrics":
