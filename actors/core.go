@@ -47,6 +47,8 @@ type brokerCore struct {
 	// closing tracks queue directories whose storage is still closing, so
 	// nothing opens a directory twice.
 	closing closingDirs
+	// sessions lists the live client sessions (sessions_table.go).
+	sessions sessionTable
 }
 
 func newBrokerCore(config Config, system *actor.ActorSystem, registry *Registry, metrics *Metrics) *brokerCore {

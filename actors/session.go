@@ -87,6 +87,7 @@ func (s *session) Receive(ctx actor.Context) {
 		s.conn.linger.Store(int64(shutdownLinger))
 		s.becomeClosing(&wire.ErrorFrame{Code: wire.CodeShuttingDown, Message: "the session is closing: the node is shutting down or the session failed"})
 		s.core.metrics.sessionsOpen.Add(-1)
+		s.core.sessions.forget(s.id)
 	case *actor.Terminated:
 		// The partition's last answers may still be queued behind this
 		// system message: handle its end after them.
@@ -282,4 +283,5 @@ func (s *session) publishSummary() {
 	}
 	s.entry.SetSummary(fmt.Sprintf("%s client=%q conn=%d subscriptions=%d", state, s.clientName,
 		s.conn.id, len(s.subscriptions)))
+	s.core.sessions.note(s, state) // GET /api/connections (sessions_table.go)
 }

@@ -121,7 +121,7 @@ func TestActorTreeHTMLForBrowsers(t *testing.T) {
 	if got := strings.Count(html, "<li>"); got != 4 {
 		t.Fatalf("%d list items, want 4 (node, queues, orders, 0):\n%s", got, html)
 	}
-	checkNoExternalAssets(t, page)
+	checkNoExternalAssets(t, server, page)
 
 	forcedJSON := do(t, server, "GET", "/debug/actors?format=json", "", "Accept", "text/html")
 	if !strings.HasPrefix(forcedJSON.header.Get("Content-Type"), "application/json") {
@@ -167,17 +167,41 @@ func TestBuildActorTreeWithoutAncestorsAndEmpty(t *testing.T) {
 
 // checkNoExternalAssets fails unless a page loads nothing from elsewhere
 // and its policy pins its inline style and script by hash.
-func checkNoExternalAssets(t *testing.T, page response) {
+// checkNoExternalAssets checks that a page loads nothing from elsewhere:
+// every script and stylesheet comes from this endpoint's /assets/ (and is
+// served), the policy allows requests to this origin only, and inline
+// styles are pinned by hash.
+func checkNoExternalAssets(t *testing.T, server *Server, page response) {
 	t.Helper()
 	html := string(page.body)
-	for _, banned := range []string{"http://", "https://", "//", " src=", "<link", "@import", "url("} {
+	for _, banned := range []string{"@import", "url(", `src="http`, `src="//`} {
 		if strings.Contains(html, banned) {
 			t.Fatalf("page refers to %q", banned)
 		}
 	}
+	references := regexp.MustCompile(`<(?:script|link)[^>]*(?:src|href)="([^"]*)"`)
+	found := references.FindAllStringSubmatch(html, -1)
+	if len(found) == 0 && strings.Contains(html, "<script") {
+		t.Fatal("no script reference found")
+	}
+	for _, match := range found {
+		if !strings.HasPrefix(match[1], "/assets/") {
+			t.Fatalf("page loads %q from outside /assets/", match[1])
+		}
+		asset := do(t, server, "GET", match[1], "")
+		asset.expectStatus(t, 200)
+		if asset.header.Get("Content-Security-Policy") == "" {
+			t.Fatalf("asset %s is served without the policy", match[1])
+		}
+	}
 	policy := page.header.Get("Content-Security-Policy")
-	if !strings.Contains(policy, "default-src 'none'") || !strings.Contains(policy, "connect-src 'self'") {
-		t.Fatalf("policy %q", policy)
+	for _, want := range []string{"default-src 'none'", "connect-src 'self'", "script-src 'self'"} {
+		if !strings.Contains(policy, want) {
+			t.Fatalf("policy %q lacks %q", policy, want)
+		}
+	}
+	if strings.Contains(policy, "unsafe-inline") || strings.Contains(policy, "unsafe-eval") {
+		t.Fatalf("policy %q allows inline code", policy)
 	}
 	for _, element := range []string{"style", "script"} {
 		pattern := regexp.MustCompile(`(?s)<` + element + `>(.*?)</` + element + `>`)
@@ -189,25 +213,49 @@ func checkNoExternalAssets(t *testing.T, page response) {
 	}
 }
 
-func TestDashboardIsSelfContainedAndRefreshes(t *testing.T) {
-	server := testServer(t, newFakeNode(time.Time{}), Options{})
+// The dashboard is rendered on the server: its rows are in the HTML before
+// any script runs, and its script (an asset) refreshes them.
+func TestDashboardIsRenderedOnTheServerAndRefreshes(t *testing.T) {
+	node := newFakeNode(time.Time{})
+	node.setQueue(QueueStatus{Name: "orders", Mode: "durable", Counts: QueueCounts{Ready: 7, Leased: 2}, ConsumerCount: 1})
+	server := testServer(t, node, Options{})
 	page := do(t, server, "GET", "/", "")
 	page.expectStatus(t, 200)
 	if got := page.header.Get("Content-Type"); got != "text/html; charset=utf-8" {
 		t.Fatalf("content type %q", got)
 	}
-	checkNoExternalAssets(t, page)
+	checkNoExternalAssets(t, server, page)
 	html := string(page.body)
-	for _, want := range []string{`fetch(path`, `getJSON("/api/queues")`, `getJSON("/healthz")`,
-		`getJSON("/api/cluster")`, "setTimeout(refresh, refreshMs)", `href="/debug/actors"`, "unsynced records",
-		"q.mode", "q.unsynced_records", "q.fenced"} {
+	for _, want := range []string{`<tr data-queue="orders">`, `<a href="/queues/orders">orders</a>`, "<td>7</td>",
+		`id="chart-rates"`, `id="chart-latency"`, `href="/debug/actors"`, "unsynced records", `id="res-rss"`} {
 		if !strings.Contains(html, want) {
-			t.Fatalf("dashboard lacks %q", want)
+			t.Fatalf("dashboard lacks %q:\n%s", want, html)
 		}
 	}
-	if strings.Contains(html, "innerHTML") {
+	script := string(do(t, server, "GET", "/assets/dashboard.js", "").body)
+	for _, want := range []string{`getJSON("/api/queues")`, `getJSON("/healthz")`, `getJSON("/api/stats")`,
+		`getJSON("/api/cluster/overview")`, "setTimeout(refresh, refreshMs)", "new uPlot("} {
+		if !strings.Contains(script, want) {
+			t.Fatalf("dashboard script lacks %q", want)
+		}
+	}
+	if strings.Contains(html+script, "innerHTML") {
 		t.Fatal("the dashboard must build its tables with textContent")
 	}
+	queuePage := do(t, server, "GET", "/queues/orders", "")
+	queuePage.expectStatus(t, 200)
+	checkNoExternalAssets(t, server, queuePage)
+	if !strings.Contains(string(queuePage.body), `id="q-ready">7</b>`) {
+		t.Fatalf("queue page:\n%s", queuePage.body)
+	}
+	do(t, server, "GET", "/queues/missing", "").expectStatus(t, 404)
+	if cluster := do(t, server, "GET", "/cluster", ""); !strings.Contains(string(cluster.body), "This node runs alone") {
+		t.Fatalf("cluster page of a single node:\n%s", cluster.body)
+	}
+	if license := do(t, server, "GET", "/assets/LICENSE-uPlot", ""); !strings.Contains(string(license.body), "MIT License") {
+		t.Fatal("uPlot's license is not served")
+	}
+	do(t, server, "GET", "/assets/../go.mod", "").expectStatus(t, 404)
 }
 
 func TestMetricsParseAsPrometheusText(t *testing.T) {
