@@ -29,8 +29,8 @@ type declareReplyCase struct {
 // catalog's retries, not of the reply).
 func checkDeclareReplies(t *testing.T, c *client.Client, checkCreated bool, cases []declareReplyCase) {
 	t.Helper()
-	ctx := testContext(t)
 	for _, tc := range cases {
+		ctx := testContext(t) // one bound per request: a loaded machine makes each catalog round trip slow
 		result, err := c.Declare(ctx, tc.queue, tc.config)
 		if err != nil {
 			t.Fatalf("%s: declare: %v", tc.name, err)
