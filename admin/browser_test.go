@@ -188,6 +188,7 @@ func TestDashboardInAHeadlessBrowser(t *testing.T) {
 		t.Fatalf("cluster page: %v", err)
 	}
 	waitTrue(t, ctx, "three nodes are up", `[...document.querySelectorAll("#nodes tr")].filter(r => r.cells[1].textContent === "up").length === 3`)
+	waitTrue(t, ctx, "each node reports its memory", `[...document.querySelectorAll("#nodes tr")].every(r => r.cells[6].textContent.includes("iB"))`)
 	waitTrue(t, ctx, "a catalog leader is named", `/^node\d$/.test(document.getElementById("catalog-leader").textContent)`)
 	waitTrue(t, ctx, "every queue has its owner", `[...document.querySelectorAll("#owners tr")].filter(r => /^node\d$/.test(r.cells[3].textContent)).length === 3`)
 	screenshot(t, ctx, "dashboard-cluster")

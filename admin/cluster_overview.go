@@ -76,7 +76,9 @@ type overviewNode struct {
 	Version       string  `json:"version,omitempty"`
 	UptimeSeconds float64 `json:"uptime_seconds,omitempty"`
 	OpenQueues    int     `json:"open_queues"`
-	Error         string  `json:"error,omitempty"`
+	// Resources are the node's own report (memory, descriptors, disk).
+	Resources *resourcesView `json:"resources,omitempty"`
+	Error     string         `json:"error,omitempty"`
 }
 
 type overviewQueue struct {
@@ -127,6 +129,7 @@ func (s *Server) gatherReports(status clusterStatusView, authorization string) m
 			queues := s.node.Queues()
 			report := nodeReport{queues: queues, cluster: status}
 			report.info.NodeID, report.info.Version = node.ID, s.node.NodeInfo().Version
+			report.info.Resources = readResources(s.node.NodeInfo().DataDir)
 			if started := s.node.NodeInfo().StartedAt; !started.IsZero() {
 				report.info.UptimeSeconds = s.options.Clock().Sub(started).Seconds()
 			}
@@ -199,6 +202,8 @@ func buildOverview(status clusterStatusView, reports map[string]nodeReport) clus
 		} else {
 			row.Version, row.UptimeSeconds = report.info.Version, report.info.UptimeSeconds
 			row.CatalogLeader, row.OpenQueues = report.cluster.CatalogLeader, len(report.queues)
+			resources := report.info.Resources
+			row.Resources = &resources
 		}
 		overview.Nodes = append(overview.Nodes, row)
 	}

@@ -224,11 +224,14 @@
     fill("nodes", o.nodes.map((n) => {
       const tr = row([{text: n.id + (n.self ? " (this node)" : ""), cls: "text"}, {text: n.up ? "up" : "down", cls: "text " + (n.up ? "ok" : "bad")},
         {text: n.client_address, cls: "text"}, {node: link("http://" + n.http_address + "/", n.http_address), cls: "text"},
-        {text: n.version || "", cls: "text"}, n.up ? duration(n.uptime_seconds) : "", n.open_queues,
+        {text: n.version || "", cls: "text"}, n.up ? duration(n.uptime_seconds) : "",
+        n.resources ? bytes(n.resources.resident_bytes) : "–",
+        n.resources && n.resources.open_files !== undefined ? n.resources.open_files : "–",
+        n.resources ? bytes(n.resources.disk_free_bytes) : "–", n.open_queues,
         {text: n.catalog_leader || "", cls: "text"}, {text: n.liveness + (n.error ? " · " + n.error : ""), cls: "text"}]);
       tr.dataset.node = n.id;
       return tr;
-    }), "no nodes", 9);
+    }), "no nodes", 12);
     fill("owners", o.queues.map((q) => row([{text: q.name, cls: "text"}, {text: q.mode, cls: "text"}, {text: q.policy, cls: "text"},
       {text: q.owner || "(electing)", cls: "text" + (q.owner_up ? "" : " bad")}, q.epoch, q.counts ? q.counts.ready : "–",
       q.counts ? q.counts.leased : "–", q.consumer_count, {text: q.replica_set.join(", "), cls: "text"}])), "no queues", 9);

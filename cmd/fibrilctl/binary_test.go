@@ -441,7 +441,8 @@ func TestBinaryClusterAndQueuesFromAnyNode(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for _, want := range []string{"catalog leader: node", "node3 (answering)", "alpha", "beta", "gamma", "majority_durable"} {
+	for _, want := range []string{"catalog leader: node", "node3 (answering)", "alpha", "beta", "gamma", "majority_durable",
+		"MEMORY", "MiB"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Fatalf("cluster output lacks %q:\n%s", want, r.stdout)
 		}

@@ -42,6 +42,11 @@ type overviewJSON struct {
 		UptimeSeconds float64 `json:"uptime_seconds"`
 		OpenQueues    int     `json:"open_queues"`
 		Error         string  `json:"error"`
+		Resources     *struct {
+			ResidentBytes *uint64 `json:"resident_bytes"`
+			OpenFiles     *int    `json:"open_files"`
+			DiskFreeBytes *uint64 `json:"disk_free_bytes"`
+		} `json:"resources"`
 	} `json:"nodes"`
 	Queues []struct {
 		Name       string   `json:"name"`
@@ -97,7 +102,7 @@ func printOverview(w io.Writer, o overviewJSON) {
 		fmt.Fprintf(w, "catalog error: %s\n", o.CatalogError)
 	}
 	table := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(table, "NODE\tSTATE\tCLIENT\tHTTP\tVERSION\tUPTIME\tQUEUES OPEN\tLEADER SEEN\tRAFT VIEW")
+	fmt.Fprintln(table, "NODE\tSTATE\tCLIENT\tHTTP\tVERSION\tUPTIME\tMEMORY\tOPEN FILES\tDISK FREE\tQUEUES OPEN\tLEADER SEEN\tRAFT VIEW")
 	for _, n := range o.Nodes {
 		state, uptime := "up", (time.Duration(n.UptimeSeconds) * time.Second).String()
 		if !n.Up {
@@ -107,8 +112,20 @@ func printOverview(w io.Writer, o overviewJSON) {
 		if n.Self {
 			name += " (answering)"
 		}
-		fmt.Fprintf(table, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", name, state, n.ClientAddress, n.HTTPAddress,
-			orDash(n.Version), uptime, n.OpenQueues, orDash(n.CatalogLeader), n.Liveness)
+		memory, files, disk := "-", "-", "-"
+		if r := n.Resources; r != nil {
+			if r.ResidentBytes != nil {
+				memory = humanBytes(*r.ResidentBytes)
+			}
+			if r.OpenFiles != nil {
+				files = fmt.Sprint(*r.OpenFiles)
+			}
+			if r.DiskFreeBytes != nil {
+				disk = humanBytes(*r.DiskFreeBytes)
+			}
+		}
+		fmt.Fprintf(table, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", name, state, n.ClientAddress, n.HTTPAddress,
+			orDash(n.Version), uptime, memory, files, disk, n.OpenQueues, orDash(n.CatalogLeader), n.Liveness)
 	}
 	table.Flush()
 	for _, n := range o.Nodes {
@@ -147,6 +164,20 @@ func printOverview(w io.Writer, o overviewJSON) {
 			q.ConsumerCount, strings.Join(replicas, " "))
 	}
 	table.Flush()
+}
+
+// humanBytes writes n with a binary unit.
+func humanBytes(n uint64) string {
+	value, units := float64(n), []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for value >= 1024 && i < len(units)-1 {
+		value /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f %s", value, units[i])
 }
 
 func orDash(text string) string {
