@@ -206,7 +206,7 @@ func printUsage(w io.Writer) {
 	}
 	for _, name := range order {
 		c := commands[name]
-		fmt.Fprintf(w, "  %-8s %s\n           %s\n", c.name, c.args, c.summary)
+		fmt.Fprintf(w, "%s\n           %s\n", strings.TrimRight(fmt.Sprintf("  %-8s %s", c.name, c.args), " "), c.summary)
 	}
 	fmt.Fprintf(w, "global flags, anywhere on the line: --server ADDR (default $%s, else %s; comma-separated for several),\n"+
 		"  --token TOKEN (default $%s), --http ADDR (a node's HTTP endpoint, default $%s, else %s)\n",
