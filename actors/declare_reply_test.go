@@ -8,7 +8,9 @@ package actors
 // cluster test also lists the queues through every node.
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/fibrilmq/fibril/client"
 )
@@ -43,7 +45,7 @@ func checkDeclareReplies(t *testing.T, c *client.Client, checkCreated bool, case
 		if result.Mode == client.ModeBuffered && len(result.Warnings) == 0 {
 			t.Fatalf("%s: a buffered queue's declare carries no warning: %+v", tc.name, result)
 		}
-		info, err := c.QueueInfo(ctx, tc.queue)
+		info, err := infoOnceOwned(testContext(t), c, tc.queue)
 		if err != nil {
 			t.Fatalf("%s: info: %v", tc.name, err)
 		}
@@ -51,6 +53,20 @@ func checkDeclareReplies(t *testing.T, c *client.Client, checkCreated bool, case
 			t.Fatalf("%s: declare said mode=%s policy=%q, info says mode=%s policy=%q", tc.name,
 				result.Mode, result.Policy, info.Mode, info.Policy)
 		}
+	}
+}
+
+// infoOnceOwned reads a queue's info, retrying while the node answers
+// retryably: in a cluster a queue just declared has no owner until its
+// election ends, and the node says unavailable after 5 s without one (a
+// loaded machine can take longer than that to elect).
+func infoOnceOwned(ctx context.Context, c *client.Client, queue string) (client.QueueInfo, error) {
+	for {
+		info, err := c.QueueInfo(ctx, queue)
+		if err == nil || !client.IsRetryable(err) || ctx.Err() != nil {
+			return info, err
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

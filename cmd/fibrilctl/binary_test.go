@@ -412,7 +412,20 @@ func TestBinaryClusterAndQueuesFromAnyNode(t *testing.T) {
 	}
 	for i, name := range []string{"alpha", "beta", "gamma"} {
 		mustSucceed(t, at(nodes[i], "declare", name, "--durable"), "declare "+name)
-		mustSucceed(t, at(nodes[(i+1)%3], "publish", name, "--count", fmt.Sprint(i+1)), "publish to "+name)
+		// A queue just declared has no owner until its election ends; a
+		// publish meanwhile is refused as unavailable (not stored), so it
+		// is safe to repeat until the owner takes it.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			r := at(nodes[(i+1)%3], "publish", name, "--count", fmt.Sprint(i+1))
+			if r.code == 0 {
+				break
+			}
+			if !strings.Contains(r.stderr, "unavailable") || time.Now().After(deadline) {
+				mustSucceed(t, r, "publish to "+name)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 	for _, node := range nodes {
 		r := mustSucceed(t, at(node, "queues", "--json"), "queues through "+node.id)
