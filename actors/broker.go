@@ -96,6 +96,7 @@ func Start(config Config) (*Broker, error) {
 	registry := NewRegistry(config.Clock)
 	metrics := newMetrics(registry.RestartsTotal)
 	b.core = newBrokerCore(config, system, registry, metrics)
+	metrics.setQueueInfos(b.Queues) // queue gauges are read from fresh infos at scrape time
 	if err := b.startTree(); err != nil {
 		b.shutdownTree(time.Now().Add(config.ShutdownTimeout), &shutdownSteps{})
 		unlock()

@@ -60,6 +60,8 @@ type brokerCore struct {
 	draining atomic.Bool
 	// sessionNumbers numbers sessions, across restarts of their supervisor.
 	sessionNumbers atomic.Uint64
+	// sessions lists the live client sessions (sessions_table.go).
+	sessions sessionTable
 }
 
 func newBrokerCore(config Config, system *actor.ActorSystem, registry *Registry, metrics *Metrics) *brokerCore {

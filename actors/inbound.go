@@ -43,6 +43,7 @@ type inSettle struct {
 	tags           []uint64
 	requeue        bool          // nack only
 	delay          time.Duration // nack only; negative: the queue's default
+	requestID      uint64        // ack-sync (FAK2) only: answer FOK1 once applied
 }
 type inQueueInfo struct{ frame *wire.GetQueueInfo }
 type inListQueues struct{ frame *wire.ListQueues }
@@ -105,7 +106,7 @@ func (d *inboundDecoder) decode(tag wire.Tag, body []byte) (message any, credit 
 	switch tag {
 	case wire.TagPublish:
 		return d.decodePublish(body)
-	case wire.TagAck, wire.TagNack, wire.TagRelease, wire.TagDiscard:
+	case wire.TagAck, wire.TagNack, wire.TagRelease, wire.TagDiscard, wire.TagAckSync:
 		message, err = decodeSettle(tag, body)
 		return message, 0, err
 	case wire.TagDeclare:
@@ -161,6 +162,8 @@ func (d *inboundDecoder) decodePublish(body []byte) (any, int, error) {
 
 func decodeSettle(tag wire.Tag, body []byte) (any, error) {
 	switch tag {
+	case wire.TagAckSync:
+		return decodeAckSync(body)
 	case wire.TagNack:
 		frame := new(wire.Nack)
 		if err := frame.Decode(body); err != nil {

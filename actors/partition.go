@@ -132,7 +132,8 @@ type partition struct {
 	tickets  map[queue.Ticket]pendingPublish // publishes appended, not yet confirmed
 	busy     []publishBatch                  // publishes refused with ErrBusy, retried after Advance
 	purges   map[queue.Ticket]pendingPurge
-	handoffs map[uint64]queue.DeadLetter // dead letters sent to their queue, by offset
+	ackSyncs map[queue.Ticket]pendingAckSync // ack-syncs appended, not yet applied (partition_acksync.go)
+	handoffs map[uint64]queue.DeadLetter     // dead letters sent to their queue, by offset
 	deadline deadlineTimer
 
 	deadLetterBatches   map[uint64]deadLetterBatch // copies this partition published as a dead-letter queue
@@ -291,7 +292,7 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 		p.becomeFenced(ctx, msg.err)
 	case statusTick:
 		if p.state == partitionOpen {
-			p.queueInfo() // refreshes the lag gauges
+			p.queueInfo() // reads the queue's state, as the log actor would
 			p.armStatusTick(ctx)
 		}
 	case setSyncInterval:
@@ -338,7 +339,7 @@ func (p *partition) becomeOpening(ctx actor.Context) {
 // logOptions are the options every queue log opens with.
 func (p *partition) logOptions() log.Options {
 	options := log.DefaultOptions()
-	options.FS = p.core.config.FS
+	options.FS = newTimedFS(p.core.config.FS, p.metrics) // fibril_log_write_seconds, fibril_log_fsync_seconds
 	options.SegmentBytes = p.core.config.SegmentBytes
 	options.SyncInterval = p.core.syncInterval()
 	options.ExternalTicks = queueExposesSyncControl
@@ -551,6 +552,7 @@ func (p *partition) refuseOwed(ctx actor.Context, failure requestFailure) {
 		delete(p.purges, ticket)
 		ctx.Send(purge.replyTo, purgeResult{requestID: purge.requestID, failure: failure})
 	}
+	p.refuseAckSyncs(ctx, failure)
 	p.deadline.stop()
 }
 
@@ -602,7 +604,7 @@ func (p *partition) refuse(ctx actor.Context, message any, failure requestFailur
 	case unsubscribeRequest:
 		ctx.Send(msg.replyTo, unsubscribeResult{requestID: msg.requestID, subscriptionID: msg.subscriptionID, failure: failure})
 	case settleRequest:
-		ctx.Send(msg.replyTo, settleFailed{subscriptionID: msg.subscriptionID, tags: msg.tags, failure: failure})
+		ctx.Send(msg.replyTo, settleFailed{requestID: msg.requestID, subscriptionID: msg.subscriptionID, tags: msg.tags, failure: failure})
 	case purgeRequest:
 		ctx.Send(msg.replyTo, purgeResult{requestID: msg.requestID, failure: failure})
 	case deadLetterPublish:

@@ -267,6 +267,7 @@ func (p *partition) handOutDeliveries(ctx actor.Context, deliveries []queue.Deli
 		}
 		batch, batchBytes = nil, wire.DeliverHeadBytes
 	}
+	now := p.core.now()
 	for i := range deliveries {
 		d := &deliveries[i]
 		sub, ok := p.home.subscribers.byID[d.Holder]
@@ -297,6 +298,8 @@ func (p *partition) handOutDeliveries(ctx actor.Context, deliveries []queue.Deli
 		p.metrics.deliveryBytes.Add(len(d.Payload))
 		if d.Redelivered {
 			p.metrics.redeliveries.Inc()
+		} else {
+			p.metrics.deliverySeconds.observeSince(now, d.PublishTime)
 		}
 	}
 	flush()
@@ -325,6 +328,10 @@ func wireDelivery(tag uint64, d *queue.Delivery) wire.Delivery {
 // settle applies a batch of settles for one subscription. Tags the
 // subscription does not hold are reported back, the rest settle.
 func (p *partition) settle(ctx actor.Context, msg settleRequest) {
+	if msg.requestID != 0 {
+		p.ackSync(ctx, msg)
+		return
+	}
 	if p.state == partitionFenced {
 		ctx.Send(msg.replyTo, settleFailed{subscriptionID: msg.subscriptionID, tags: msg.tags, failure: p.fencedFailure()})
 		return

@@ -145,7 +145,7 @@ func (p *partition) answerConfirms(ctx actor.Context, confirms []queue.Confirm) 
 		}
 		// Count first: a client that saw its confirm sees it counted.
 		p.metrics.confirms.Add(confirm.Count)
-		p.metrics.appendSeconds.Update(now.Sub(pending.start).Seconds())
+		p.metrics.confirmSeconds.observeSince(now, pending.start)
 		p.appliedSinceSnapshot += uint64(confirm.Count)
 		if pending.replyTo != nil {
 			ctx.Send(pending.replyTo, publishResult{batchID: pending.batchID, confirmed: confirm.Count, boundary: boundary})
@@ -155,8 +155,9 @@ func (p *partition) answerConfirms(ctx actor.Context, confirms []queue.Confirm) 
 	}
 }
 
-// answerApplied answers purges whose record applied.
+// answerApplied answers purges and ack-syncs whose record applied.
 func (p *partition) answerApplied(ctx actor.Context, applied []queue.Ticket) {
+	p.answerAckSyncs(ctx, applied)
 	for _, ticket := range applied {
 		if purge, ok := p.purges[ticket]; ok {
 			delete(p.purges, ticket)
@@ -262,8 +263,6 @@ func (p *partition) queueInfo() wire.QueueInfo {
 	if state.Fenced != nil && info.FenceError == "" {
 		info.Fenced, info.FenceError = true, state.Fenced.Error()
 	}
-	p.metrics.durableLagRecord.Store(state.UnsyncedRecords)
-	p.metrics.durableLagBytes.Store(state.UnsyncedBytes)
 	return info
 }
 

@@ -599,16 +599,29 @@ func (m *queuesManager) list(ctx actor.Context, msg listRequest) {
 			names = append(names, name)
 		}
 	}
+	remote := m.catalogOnlyQueues(msg) // cluster mode: the catalog's other queues (cluster_list.go)
+	for name := range remote {
+		names = append(names, name)
+	}
 	sort.Strings(names)
 	more := len(names) > limit
 	names = names[:min(len(names), limit)]
-	routes := make([]queueRoute, len(names))
-	for i, name := range names {
-		routes[i] = queueRoute{name: name, pid: m.queues[name].pid, failure: m.queues[name].failure}
+	routes := make([]queueRoute, 0, len(names))
+	for _, name := range names {
+		if record, open := m.queues[name]; open {
+			routes = append(routes, queueRoute{name: name, pid: record.pid, failure: record.failure})
+		}
 	}
 	system, core := ctx.ActorSystem(), m.core
 	go func() {
-		infos := core.withClusterInfos(gatherInfos(system, routes))
+		infos := gatherInfos(system, routes)
+		for _, name := range names {
+			if info, ok := remote[name]; ok {
+				infos = append(infos, info)
+			}
+		}
+		sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+		infos = core.withClusterInfos(infos)
 		system.Root.Send(msg.replyTo, listResult{requestID: msg.requestID, more: more, queues: infos})
 	}()
 }

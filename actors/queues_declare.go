@@ -102,7 +102,7 @@ func (m *queuesManager) maybeDeclareDeadLetterQueue(ctx actor.Context, name stri
 
 // answerDeclare answers a declare of a ready queue.
 func (m *queuesManager) answerDeclare(ctx actor.Context, record *queueRecord, msg declareRequest) {
-	result := declareResult{requestID: msg.requestID, created: record.created, modeNamed: msg.modeNamed,
+	result := declareResult{requestID: msg.requestID, created: record.created,
 		mode: wireMode(record.home.options.Mode)}
 	record.created = false
 	if record.home.options.Mode == queue.Buffered {

@@ -148,6 +148,7 @@ func (s *session) stopping(ctx actor.Context) {
 	}
 	s.becomeClosing(&wire.ErrorFrame{Code: wire.CodeShuttingDown, Message: message})
 	s.core.metrics.sessionsOpen.Add(-1)
+	s.core.sessions.forget(s.id)
 }
 
 func (s *session) start(ctx actor.Context) {
@@ -191,7 +192,9 @@ func (s *session) receiveOpen(ctx actor.Context, message any) {
 	case deliverBatch:
 		s.deliver(msg)
 	case settleFailed:
-		s.push(msg.failure.frame(0))
+		s.push(msg.failure.frame(msg.requestID))
+	case ackSyncApplied:
+		s.push(&wire.OK{RequestID: msg.requestID, Count: msg.count})
 	default:
 		s.receiveControl(ctx, message)
 	}
@@ -307,6 +310,9 @@ func endFrameFor(msg connectionEnded) *wire.ErrorFrame {
 // disconnected.
 func (s *session) push(frames ...wire.Frame) {
 	frames = s.fitToClient(frames)
+	for _, frame := range frames {
+		s.core.metrics.countRefusal(frame) // fibril_refusals_total; other frames cost a type switch
+	}
 	if err := s.conn.box.push(frames...); err != nil {
 		s.core.logger.Warn("closing session", "session", s.id, "err", err)
 		s.closing = true
@@ -334,4 +340,5 @@ func (s *session) publishSummary() {
 	}
 	s.entry.SetSummary(fmt.Sprintf("%s client=%q conn=%d subscriptions=%d", state, s.clientName,
 		s.conn.id, len(s.subscriptions)))
+	s.core.sessions.note(s, state) // GET /api/connections (sessions_table.go)
 }

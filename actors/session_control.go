@@ -145,19 +145,20 @@ func (s *session) declare(ctx actor.Context, msg inDeclare) {
 	}
 	s.beginBarrier("declare")
 	ctx.Send(s.core.queuesManager, declareRequest{replyTo: ctx.Self(), requestID: frame.RequestID,
-		name: frame.Queue, options: frame.Options, mode: frame.Mode, modeNamed: frame.Mode != wire.ModeUnset})
+		name: frame.Queue, options: frame.Options, mode: frame.Mode})
 }
 
+// declareAnswered replies to a declare. Every declare, with or without a
+// mode byte, is answered FDK2 naming the queue's effective mode, so a
+// client never has to guess the mode a mode-less declare produced (the
+// default differs between a single node and a cluster).
 func (s *session) declareAnswered(msg declareResult) {
-	switch {
-	case msg.failure.failed():
+	if msg.failure.failed() {
 		s.push(msg.failure.frame(msg.requestID))
-	case msg.modeNamed:
-		s.push(&wire.DeclareOKMode{RequestID: msg.requestID, Created: msg.created, Mode: msg.mode,
-			Warnings: msg.warnings})
-	default:
-		s.push(&wire.DeclareOK{RequestID: msg.requestID, Created: msg.created})
+		return
 	}
+	s.push(&wire.DeclareOKMode{RequestID: msg.requestID, Created: msg.created, Mode: msg.mode,
+		Warnings: msg.warnings})
 }
 
 func (s *session) subscribe(ctx actor.Context, frame *wire.Subscribe) {

@@ -109,12 +109,12 @@ func runEnd(seqs []uint64, start int) int {
 func (s *session) settle(ctx actor.Context, msg inSettle) {
 	subscription, ok := s.subscriptions[msg.subscriptionID]
 	if !ok {
-		s.push(&wire.ErrorFrame{Code: wire.CodeUnknownSubscription,
+		s.push(&wire.ErrorFrame{RequestID: msg.requestID, Code: wire.CodeUnknownSubscription,
 			Message: fmt.Sprintf("%s of %d tags names subscription %d, which this session does not hold",
 				msg.kind, len(msg.tags), msg.subscriptionID)})
 		return
 	}
-	ctx.Send(subscription.partition, settleRequest{replyTo: ctx.Self(), subscriptionID: msg.subscriptionID,
+	ctx.Send(subscription.partition, settleRequest{replyTo: ctx.Self(), requestID: msg.requestID, subscriptionID: msg.subscriptionID,
 		kind: msg.kind, tags: msg.tags, requeue: msg.requeue, delay: msg.delay})
 }
 

@@ -108,7 +108,7 @@ func TestSettlesGatheredBeforeTheWriterRunsShareOneFramePerKind(t *testing.T) {
 	c := &conn{done: make(chan struct{}), settleKick: make(chan struct{}, 1), pending: newPendingTable(),
 		writing: writerState{writer: wire.NewWriter(&out, 0)}}
 	b := &binding{conn: c, id: 7, prefetch: 10}
-	b.unsettled.Store(6)
+	b.live.Store(6)
 	deliveries := make([]*Delivery, 6)
 	for i := range deliveries {
 		deliveries[i] = &Delivery{binding: b, tag: uint64(i + 1)}
@@ -122,8 +122,8 @@ func TestSettlesGatheredBeforeTheWriterRunsShareOneFramePerKind(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(c.settleKick) != 1 || b.unsettled.Load() != 0 {
-		t.Fatalf("kick %d, unsettled %d: want one kick and nothing unsettled", len(c.settleKick), b.unsettled.Load())
+	if len(c.settleKick) != 1 || b.live.Load() != 0 {
+		t.Fatalf("kick %d, unsettled %d: want one kick and nothing unsettled", len(c.settleKick), b.live.Load())
 	}
 	c.writeDirtySettles()
 	c.writing.writer.Flush()

@@ -19,16 +19,18 @@ import (
 	"time"
 )
 
-// defaultHTTPServer is the node's default HTTP endpoint.
-const defaultHTTPServer = "127.0.0.1:7480"
-
 // reopenTimeout bounds the request: the node bounds the reopen itself.
 const reopenTimeout = 90 * time.Second
 
+func init() {
+	register(command{"reopen", "NAME [--http ADDR] [--http-token TOKEN]",
+		"reopen a fenced or failed queue (runs its log's recovery) through the node's HTTP endpoint", runReopen})
+}
+
 func runReopen(ctx context.Context, args []string, stdout io.Writer) error {
 	var shared connection
-	flags := newFlags("reopen", &shared)
-	httpServer := flags.String("http", defaultHTTPServer, "the node's HTTP endpoint (host:port)")
+	flags := newFlags(ctx, "reopen", &shared)
+	httpServer := &shared.http
 	httpToken := flags.String("http-token", os.Getenv("FIBRIL_HTTP_TOKEN"),
 		"bearer token for HTTP writes (default: $FIBRIL_HTTP_TOKEN)")
 	values, err := parseArgs(flags, args, stdout, "NAME")
