@@ -66,19 +66,20 @@ export type Frame =
   | { tag: "FPI1" | "FPO1"; requestId: bigint }
   | { tag: "FER1"; requestId: bigint; code: number; message: string }
   | { tag: "FRD1"; requestId: bigint; queue: string; nodeId: string; address: string }
-  | { tag: "FQR1"; queue: string; epoch: bigint; startOffset: bigint; recordCount: number; records: Uint8Array }
-  | { tag: "FQP1"; queue: string; epoch: bigint; durableNext: bigint }
-  | { tag: "FQP2"; queue: string; epoch: bigint; durableNext: bigint; writtenNext: bigint };
+  | { tag: "FAK2"; requestId: bigint; subscriptionId: bigint; deliveryTags: bigint[] };
 
 export type Tag = Frame["tag"];
 
 /** The tags this codec knows, and which side sends each. */
-export const TAGS: Record<Tag, "client" | "node" | "either" | "peer"> = {
+// Node-to-node frames (FQ.., FX..: docs/protocol.md section 8) are not part
+// of the client protocol; a client that receives one treats it as an
+// unknown frame.
+export const TAGS: Record<Tag, "client" | "node" | "either"> = {
   FHL1: "client", FHO1: "node", FDC1: "client", FDK1: "node", FDK2: "node", FPB1: "client", FCF1: "node",
   FNC1: "node", FSB1: "client", FSK1: "node", FDL1: "node", FAK1: "client", FNK1: "client", FRL1: "client",
   FDS1: "client", FUS1: "client", FSE1: "node", FIQ1: "client", FIR1: "node", FLQ1: "client", FLR1: "node",
   FDQ1: "client", FPG1: "client", FOK1: "node", FPI1: "either", FPO1: "either", FER1: "either", FRD1: "node",
-  FQR1: "peer", FQP1: "peer", FQP2: "peer",
+  FAK2: "client",
 };
 
 /** A body that breaks its layout. */
@@ -413,14 +414,9 @@ export function encodeBody(e: Encoder, f: Frame): void {
     case "FRD1":
       e.u64(f.requestId).string(f.queue).string(f.nodeId).string(f.address);
       return;
-    case "FQR1":
-      e.string(f.queue).u64(f.epoch).u64(f.startOffset).u32(f.recordCount).bytes(f.records);
-      return;
-    case "FQP1":
-      e.string(f.queue).u64(f.epoch).u64(f.durableNext);
-      return;
-    case "FQP2":
-      e.string(f.queue).u64(f.epoch).u64(f.durableNext).u64(f.writtenNext);
+    case "FAK2":
+      e.u64(f.requestId).u64(f.subscriptionId);
+      tags(f.deliveryTags)(e);
       return;
   }
 }
@@ -595,30 +591,10 @@ export function decodeBody(tag: string, body: Buffer): Frame {
     case "FRD1":
       f = { tag, requestId: d.u64("request_id"), queue: d.string("queue"), nodeId: d.string("node_id"), address: d.string("address") };
       break;
-    case "FQR1": {
-      const queue = d.string("queue");
-      const epoch = d.u64("epoch");
-      const startOffset = d.u64("start_offset");
-      const recordCount = d.u32("record_count");
-      const records = d.bytes("records");
-      if ((recordCount === 0) !== (records.length === 0)) {
-        throw new FrameDecodeError(tag, "records", "empty exactly when record_count is 0");
-      }
-      f = { tag, queue, epoch, startOffset, recordCount, records };
+    case "FAK2":
+      f = { tag, requestId: d.nonZeroU64("request_id"), subscriptionId: d.nonZeroU64("subscription_id"),
+        deliveryTags: readTags(d) };
       break;
-    }
-    case "FQP1":
-      f = { tag, queue: d.string("queue"), epoch: d.u64("epoch"), durableNext: d.u64("durable_next") };
-      break;
-    case "FQP2": {
-      const queue = d.string("queue");
-      const epoch = d.u64("epoch");
-      const durableNext = d.u64("durable_next");
-      const writtenNext = d.u64("written_next");
-      if (writtenNext <= durableNext) throw new FrameDecodeError(tag, "written_next", "must be above durable_next");
-      f = { tag, queue, epoch, durableNext, writtenNext };
-      break;
-    }
     default:
       throw new Error(`unknown frame tag "${tagName(tag)}"`);
   }

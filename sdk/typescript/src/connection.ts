@@ -287,7 +287,7 @@ export class Connection {
       this.protocolError(Codes.unknown_frame, `unknown frame tag "${tagName(rawTag)}"`);
       return;
     }
-    if (TAGS[tag] === "client" || TAGS[tag] === "peer") {
+    if (TAGS[tag] === "client") {
       this.protocolError(Codes.protocol_violation, `a node does not send ${tag} to a client`);
       return;
     }
