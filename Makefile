@@ -4,7 +4,7 @@ BIN := bin
 PKGS := ./...
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build run test test-short vet fuzz soak bench cluster cluster-stop clean
+.PHONY: all build run test test-go test-typescript test-short vet fuzz soak bench cluster cluster-stop clean
 
 all: build
 
@@ -21,21 +21,31 @@ vet:
 	$(GO) vet $(PKGS)
 
 # Every test, under the race detector, with the short versions of the
-# fault and soak cases.
-test: vet
+# fault and soak cases; then the TypeScript SDK's.
+test: test-go test-typescript
+
+test-go: vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
-# Short fuzzing of every decoder (FUZZTIME per target). Seed corpora live in
-# each package's testdata/fuzz and run as plain tests in make test.
+# The TypeScript SDK's tests (sdk/typescript: codec, SDK, and the
+# conformance suite through its codec) against three local nodes that
+# conformance/nodes starts on free ports and stops when npm exits.
+NPM ?= npm
+test-typescript:
+	cd sdk/typescript && $(NPM) ci --no-audit --no-fund
+	$(GO) run ./conformance/nodes -- sh -c 'cd sdk/typescript && $(NPM) test'
+
+# Short fuzzing of every decoder and parser (FUZZTIME per target). Seed
+# corpora live in each package's testdata/fuzz or in the targets
+# themselves, and run as plain tests in make test.
 FUZZTIME ?= 10s
+FUZZ_PKGS := ./wire ./storage/log ./access ./cluster
 fuzz:
-	@for target in $$($(GO) test ./wire -list '^Fuzz' | grep '^Fuzz'); do \
-		echo "== wire $$target"; \
-		$(GO) test ./wire -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) || exit 1; \
-	done
-	@for target in $$($(GO) test ./storage/log -list '^Fuzz' | grep '^Fuzz'); do \
-		echo "== storage/log $$target"; \
-		$(GO) test ./storage/log -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) || exit 1; \
+	@for pkg in $(FUZZ_PKGS); do \
+		for target in $$($(GO) test $$pkg -list '^Fuzz' | grep '^Fuzz'); do \
+			echo "== $$pkg $$target"; \
+			$(GO) test $$pkg -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) || exit 1; \
+		done; \
 	done
 
 # Long acceptance runs: 20 process kills, 200 power losses, storage
@@ -52,10 +62,13 @@ clean:
 
 CLUSTER_CONFIG ?= testdata/cluster/three-nodes.json
 CLUSTER_NODES := node1 node2 node3
+CLUSTER_SETTLE_SECONDS ?= 1
 
 # Starts the three nodes of the example cluster config in the background
 # and returns once each serves clients (at most 30 s each; a node that
-# exits or stays silent fails the target with its log's tail).
+# exits or stays silent fails the target with its log's tail). A node
+# prints its ready line only once every listener is bound; the target then
+# waits CLUSTER_SETTLE_SECONDS and checks that every node is still alive.
 # Logs: cluster-data/<node>.log; PIDs: cluster-data/<node>.pid.
 cluster: build
 	@mkdir -p cluster-data
@@ -78,6 +91,14 @@ cluster: build
 		done; \
 		if ! grep -q "^fibril: serving clients" cluster-data/$$node.log 2>/dev/null; then \
 			echo "$$node (pid $$pid) is not serving; the end of cluster-data/$$node.log:"; \
+			tail -n 20 cluster-data/$$node.log; exit 1; \
+		fi; \
+	done
+	@sleep $(CLUSTER_SETTLE_SECONDS)
+	@for node in $(CLUSTER_NODES); do \
+		pid=$$(cat cluster-data/$$node.pid); \
+		if ! kill -0 $$pid 2>/dev/null; then \
+			echo "$$node (pid $$pid) said it serves, then exited; the end of cluster-data/$$node.log:"; \
 			tail -n 20 cluster-data/$$node.log; exit 1; \
 		fi; \
 	done

@@ -38,7 +38,11 @@ func TestGarbageFromOtherClientsDoesNotReachRealOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = broker.Close() })
+	t.Cleanup(func() {
+		if err := broker.Close(); err != nil {
+			t.Errorf("close broker: %v", err)
+		}
+	})
 	address := broker.Addr().String()
 
 	queues := map[string]wire.Mode{"real-durable": wire.ModeDurable, "real-buffered": wire.ModeBuffered}

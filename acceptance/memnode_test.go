@@ -166,7 +166,9 @@ func startMemNode(t *testing.T, mem *vfs.Mem, fs vfs.FS, configure func(*actors.
 	n.start()
 	t.Cleanup(func() {
 		if n.broker != nil {
-			_ = n.broker.Close()
+			if err := n.broker.Close(); err != nil {
+				t.Errorf("close broker: %v", err)
+			}
 		}
 	})
 	return n
@@ -225,7 +227,7 @@ func (n *memNode) powerLoss(l *load, queues []string, options vfs.CrashOptions, 
 	old := n.broker
 	n.broker = nil
 	if err := old.Close(); err != nil {
-		n.t.Logf("closing the old broker after the power cut: %v", err)
+		n.t.Errorf("closing the old broker after the power cut: %v", err)
 	}
 	n.mem, n.fs = image, image
 	h.LifeStarted()

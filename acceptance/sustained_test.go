@@ -55,7 +55,11 @@ func TestSustainedLoadWithSyncCheckpointsRolloverRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = broker.Close() })
+	t.Cleanup(func() {
+		if err := broker.Close(); err != nil {
+			t.Errorf("close broker: %v", err)
+		}
+	})
 	queues := map[string]wire.Mode{sustainedQueue: wire.ModeBuffered}
 	h := NewHistory()
 	h.LifeStarted()

@@ -9,10 +9,17 @@ package actors
 // (opened, or recorded as failed), and only then accept clients, so a
 // client never sees a recovered queue as unknown.
 //
-// Close order: stop accepting; close every session (each gets a
-// shutting_down error frame); wait for their sockets; stop the queues
-// (each partition refuses what it still owes and closes its queue, which
-// flushes and syncs what is written); wait for every log to close.
+// Close order, all of it against one deadline (Config.ShutdownTimeout):
+// stop accepting; drain the sessions (each finishes what it has in flight:
+// its unanswered publishes get their confirms or refusals, new requests are
+// refused as unavailable; then it closes with a shutting_down error frame)
+// while the partitions refuse, as not stored, every publish they have not
+// appended yet, so the drain waits only for appends already in flight;
+// wait for their sockets; stop the tree (each partition closes its queue,
+// which flushes and syncs what is written); wait for every log to close.
+// A step that does not finish in time is named in Close's error, and the
+// next step runs anyway, so Close always returns by the deadline (plus
+// the time of a close that is already running).
 
 import (
 	"errors"
@@ -26,9 +33,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/fibrilmq/fibril/wire"
 )
-
-// stopTimeout bounds each stop step of Close.
-const stopTimeout = 10 * time.Second
 
 // Broker is a running node. Its methods are safe for concurrent use.
 type Broker struct {
@@ -92,25 +96,26 @@ func Start(config Config) (*Broker, error) {
 	registry := NewRegistry(config.Clock)
 	metrics := newMetrics(registry.RestartsTotal)
 	b.core = newBrokerCore(config, system, registry, metrics)
+	metrics.setQueueInfos(b.Queues) // queue gauges are read from fresh infos at scrape time
 	if err := b.core.listenForPeers(); err != nil {
 		unlock()
 		return nil, err
 	}
 	if err := b.startTree(); err != nil {
-		b.shutdownTree()
+		b.shutdownTree(time.Now().Add(config.ShutdownTimeout), &shutdownSteps{})
 		unlock()
 		return nil, err
 	}
 	listener, err := net.Listen("tcp", config.ListenAddr)
 	if err != nil {
-		b.shutdownTree()
+		b.shutdownTree(time.Now().Add(config.ShutdownTimeout), &shutdownSteps{})
 		unlock()
 		return nil, fmt.Errorf("actors: listen on %s: %w", config.ListenAddr, err)
 	}
 	b.listener = listener
 	b.accepting.Add(1)
 	go b.acceptLoop()
-	config.Logger.Info("node serving", "listen", listener.Addr().String(), "data", config.DataDir,
+	config.Logger.Info("client listener bound; accepting clients", "listen", listener.Addr().String(), "data", config.DataDir,
 		"sync_interval", config.SyncInterval)
 	return b, nil
 }
@@ -121,10 +126,9 @@ func (b *Broker) startTree() error {
 	core := b.core
 	// The manager's id is fixed by the tree; every session reads it.
 	core.queuesManager = actor.NewPID(core.system.Address(), "node/queues")
-	ready := make(chan error)
-	guardian := &fatalGuardian{fatal: core.config.Fatal, logger: core.logger}
+	guardian := &fatalGuardian{fatal: core.config.Fatal}
 	props := core.registry.props("node", core.logger, func(entry *Entry) actor.Actor {
-		return &node{entry: entry, core: core, ready: ready}
+		return &node{entry: entry, core: core}
 	}, actor.WithGuardian(guardian), actor.WithSupervisor(nodePolicy(core)))
 	pid, err := core.system.Root.SpawnNamed(props, "node")
 	if err != nil {
@@ -132,13 +136,14 @@ func (b *Broker) startTree() error {
 	}
 	b.node = pid
 	select {
-	case <-ready:
-		return nil
+	case <-core.ready.C():
+		return core.ready.Err()
 	case <-b.fatal:
 		return *b.fatalErr.Load()
 	}
 }
 
+// recordFatal keeps the first fatal failure and says it in one log line.
 func (b *Broker) recordFatal(err error) {
 	b.fatalOnce.Do(func() {
 		b.fatalErr.Store(&err)
@@ -227,10 +232,12 @@ type injectedPanic struct{ reason string }
 // ErrNoSuchActor is returned by InjectPanic for a path no live actor has.
 var ErrNoSuchActor = errors.New("actors: no live actor at that path")
 
-// InjectPanic makes the partition or session actor at path (as the
-// registry lists it, e.g. "node/queues/orders/0") panic with reason, to
-// exercise supervision: a partition restarts and reopens its queue, a
-// session is stopped and its connection closed. Other kinds ignore it.
+// InjectPanic makes the partition, session or queues-manager actor at
+// path (as the registry lists it, e.g. "node/queues/orders/0" or
+// "node/queues") panic with reason, to exercise supervision: a partition
+// restarts and reopens its queue, a session is stopped and its connection
+// closed, the manager restarts and recovers every queue. Other kinds
+// ignore it.
 func (b *Broker) InjectPanic(path, reason string) error {
 	if _, ok := b.core.registry.Lookup(path); !ok {
 		return fmt.Errorf("%w: %s", ErrNoSuchActor, path)
@@ -261,76 +268,88 @@ func (b *Broker) Health() Health {
 // call more than once and returns the first call's result.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
+		began := time.Now()
+		deadline := began.Add(b.core.config.ShutdownTimeout)
 		_ = b.listener.Close()
 		b.accepting.Wait()
-		b.closeErr = b.shutdownTree()
+		var steps shutdownSteps
+		b.closeErr = b.shutdownTree(deadline, &steps)
 		b.unlock()
-		b.core.logger.Info("node stopped")
+		b.core.logger.Info("node stopped", "took", time.Since(began), "drain", steps.drain,
+			"connections", steps.connections, "actors", steps.actors, "storage", steps.storage,
+			"clean", b.closeErr == nil)
 	})
 	return b.closeErr
 }
 
-// shutdownTree closes sessions, then queues, then waits for storage.
-func (b *Broker) shutdownTree() error {
+// shutdownSteps is how long each step of a shutdown took, for its log line.
+type shutdownSteps struct{ drain, connections, actors, storage time.Duration }
+
+// shutdownTree drains the sessions, stops the tree and waits for storage,
+// every step against deadline.
+func (b *Broker) shutdownTree(deadline time.Time, steps *shutdownSteps) error {
 	core := b.core
 	var errs []error
+	mark := time.Now()
+	lap := func(step *time.Duration) {
+		now := time.Now()
+		*step, mark = now.Sub(mark), now
+	}
 	if b.node != nil {
 		sessions := actor.NewPID(core.system.Address(), b.node.Id+"/sessions")
-		if err := core.system.Root.StopFuture(sessions).Wait(); err != nil {
-			errs = append(errs, fmt.Errorf("stop sessions: %w", err))
+		core.draining.Store(true)
+		core.system.Root.Send(sessions, drainSessions{})
+		if !waitBefore(core.sessionsDrained.C(), deadline) {
+			errs = append(errs, fmt.Errorf("sessions did not finish their work in time (still open: %s)",
+				b.livePaths("session")))
 		}
-		if !waitTimeout(&core.connections, stopTimeout) {
+		lap(&steps.drain)
+		b.stopAndWait(sessions, deadline, &errs)
+		if !waitGroupUntil(&core.connections, deadline) {
 			errs = append(errs, errors.New("client connections did not close in time"))
 		}
-		// Partitions are stopped by path before the node. The node's stop
-		// alone did not reach a dead-letter target's partition in some
-		// runs (its log stayed open and the stop timed out after 10 s);
-		// why the tree stop misses it is not yet found.
-		for _, info := range core.registry.Snapshot() {
-			if info.Kind != "partition" {
-				continue
-			}
-			partition := actor.NewPID(core.system.Address(), info.Path)
-			if err := core.system.Root.StopFuture(partition).Wait(); err != nil {
-				errs = append(errs, fmt.Errorf("stop %s: %w", info.Path, err))
-			}
-		}
-		if err := core.system.Root.StopFuture(b.node).Wait(); err != nil {
-			errs = append(errs, fmt.Errorf("stop node: %w (still running: %s)", err, b.liveActorPaths()))
-		}
+		lap(&steps.connections)
+		b.stopAndWait(b.node, deadline, &errs)
+		lap(&steps.actors)
 	}
 	if core.peerListener != nil {
 		_ = core.peerListener.Close() // also when the tree did not stop it
 	}
-	if !waitTimeout(&core.peerRoutines, stopTimeout) {
+	if !waitGroupUntil(&core.peerRoutines, deadline) {
 		errs = append(errs, errors.New("peer links did not close in time"))
 	}
-	core.storageClosers.Wait()
+	if !waitGroupUntil(&core.storageClosers, deadline) {
+		errs = append(errs, errors.New("queue storage did not close in time (a log close or sync is still running)"))
+	}
+	lap(&steps.storage)
 	core.system.Shutdown()
 	return errors.Join(errs...)
 }
 
-// waitTimeout waits for group, at most timeout; it reports whether the
-// group finished.
-func waitTimeout(group *sync.WaitGroup, timeout time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		group.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return true
-	case <-time.After(timeout):
-		return false
+// stopAndWait stops the actor at pid (for a shutdown) and waits until it
+// and everything under it stopped, or deadline.
+func (b *Broker) stopAndWait(pid *actor.PID, deadline time.Time, errs *[]error) {
+	entry := b.core.registry.entryAt(pid.Id)
+	if entry == nil {
+		return // never started, or stopped already
+	}
+	b.core.registry.stopActor(b.core.system.Root, pid, stopShutdown)
+	if !waitBefore(entry.Stopped(), deadline) {
+		*errs = append(*errs, fmt.Errorf("stop %s: not stopped in time (still running: %s)", pid.Id, b.livePaths("")))
 	}
 }
 
-// liveActorPaths lists the actors still registered, for a stop that timed out.
-func (b *Broker) liveActorPaths() string {
+// livePaths lists the actors of a kind ("" for every kind) still
+// registered, for a shutdown step that ran out of time.
+func (b *Broker) livePaths(kind string) string {
 	var paths []string
 	for _, info := range b.core.registry.Snapshot() {
-		paths = append(paths, info.Path+" ("+info.Kind+": "+info.Summary+")")
+		if kind == "" || info.Kind == kind {
+			paths = append(paths, info.Path+" ("+info.Kind+": "+info.Summary+")")
+		}
+	}
+	if len(paths) == 0 {
+		return "none"
 	}
 	return strings.Join(paths, ", ")
 }

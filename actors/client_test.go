@@ -332,6 +332,29 @@ func (c *testClient) info(queueName string) wire.QueueInfo {
 	return reply.Info
 }
 
+// settledInfo asks for a queue's info until the queue answers with it: a
+// queue that is restarting answers unavailable (its counts went with the
+// closed instance) and is asked again, for at most testWait.
+func (c *testClient) settledInfo(queueName string) wire.QueueInfo {
+	c.t.Helper()
+	deadline := time.Now().Add(testWait)
+	for {
+		id := c.id()
+		c.send(&wire.GetQueueInfo{RequestID: id, Queue: queueName})
+		switch frame := c.reply(id).(type) {
+		case *wire.QueueInfoReply:
+			return frame.Info
+		case *wire.ErrorFrame:
+			if frame.Code != wire.CodeUnavailable || time.Now().After(deadline) {
+				c.t.Fatalf("info %s: %+v", queueName, frame)
+			}
+			time.Sleep(2 * time.Millisecond)
+		default:
+			c.t.Fatalf("info %s: %+v", queueName, frame)
+		}
+	}
+}
+
 // expectClosed reads until the node closes the connection and returns the
 // error frames seen on the way.
 func (c *testClient) expectClosed() []*wire.ErrorFrame {
@@ -372,12 +395,18 @@ func startBroker(t *testing.T, mutate func(*Config)) *Broker {
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
+	closeOnCleanup(t, b)
+	return b
+}
+
+// closeOnCleanup closes the broker when the test ends and fails the test
+// when Close reports an error: a shutdown that is not clean is a defect.
+func closeOnCleanup(t testing.TB, b *Broker) {
 	t.Cleanup(func() {
 		if err := b.Close(); err != nil {
-			t.Logf("close: %v", err)
+			t.Errorf("close: %v", err)
 		}
 	})
-	return b
 }
 
 func testConfig(t *testing.T, dir string) Config {

@@ -403,7 +403,7 @@ func (m *queuesManager) clusterDeclared(ctx actor.Context, msg clusterDeclared) 
 	}
 	info := msg.outcome.Queue
 	answer := clusterDeclareAnswer{policy: info.Policy, result: declareResult{
-		requestID: request.requestID, created: msg.outcome.Created, modeNamed: request.modeNamed,
+		requestID: request.requestID, created: msg.outcome.Created,
 		mode: wireModeOfCluster(info.Mode), warnings: clusterWarnings(msg.outcome, msg.owner.NodeID),
 	}}
 	if !msg.owner.IsSelf {

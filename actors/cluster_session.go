@@ -148,18 +148,18 @@ func (s *session) queueAwaited(ctx actor.Context, msg queueAwaited) {
 	}
 }
 
-// clusterDeclareAnswered replies to a declare answered by the catalog.
+// clusterDeclareAnswered replies to a declare answered by the catalog:
+// always FDK2, with the effective mode and policy, whether or not the
+// declare named a mode (a mode-less declare in a cluster makes a buffered
+// queue unless the cluster's default policy says otherwise).
 func (s *session) clusterDeclareAnswered(msg clusterDeclareAnswer) {
 	result := msg.result
-	switch {
-	case result.failure.failed():
+	if result.failure.failed() {
 		s.push(result.failure.frame(result.requestID))
-	case result.modeNamed:
-		s.push(&wire.DeclareOKMode{RequestID: result.requestID, Created: result.created, Mode: result.mode,
-			Policy: msg.policy, Warnings: result.warnings})
-	default:
-		s.push(&wire.DeclareOK{RequestID: result.requestID, Created: result.created})
+		return
 	}
+	s.push(&wire.DeclareOKMode{RequestID: result.requestID, Created: result.created, Mode: result.mode,
+		Policy: msg.policy, Warnings: result.warnings})
 }
 
 // clusterDelete sends a delete through the catalog in cluster mode; false
@@ -176,6 +176,7 @@ func (s *session) clusterDelete(ctx actor.Context, msg inDeleteQueue) bool {
 			return true
 		}
 	}
+	s.beginBarrier("delete")
 	ctx.Send(s.core.queuesManager, clusterDeleteRequest{request: deleteRequest{
 		replyTo: ctx.Self(), requestID: msg.frame.RequestID, name: name}})
 	return true

@@ -97,7 +97,9 @@ func startBrokerCluster(t *testing.T, nodeCount int) *brokerCluster {
 		c.members[nodeConfig.ID], c.order = member, append(c.order, nodeConfig.ID)
 		t.Cleanup(func() {
 			if member.broker != nil {
-				_ = member.broker.Close()
+				if err := member.broker.Close(); err != nil {
+					t.Errorf("close broker %s: %v", member.config.ID, err)
+				}
 			}
 			node.Close()
 		})
@@ -314,8 +316,10 @@ func waitUntil(t *testing.T, what string, done func() bool) {
 func TestClusterNonOwnerAnswersWithRedirectFrames(t *testing.T) {
 	c := startBrokerCluster(t, 3)
 	raw := connectTo(t, c.members["node3"].config.ClientAddress)
-	if _, ok := raw.mustDeclare("events", wire.ModeUnset, wire.QueueOptions{}).(*wire.DeclareOK); !ok {
-		t.Fatal("a declare without a mode was not answered with FDK1")
+	// D4: a declare without a mode is answered FDK2 naming what it made.
+	if reply, ok := raw.mustDeclare("events", wire.ModeUnset, wire.QueueOptions{}).(*wire.DeclareOKMode); !ok ||
+		!reply.Created || reply.Mode != wire.ModeBuffered || reply.Policy != "replica_buffered:2" {
+		t.Fatalf("a declare without a mode in a cluster: %+v", reply)
 	}
 	declared, err := c.members["node1"].node.Lookup(testContext(t), "events")
 	if err != nil || declared.Mode != cluster.ModeBuffered || declared.Policy != "replica_buffered:2" {

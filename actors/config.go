@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,19 @@ const (
 	DefaultPrefetch     = 256
 	MaxPrefetch         = 65535
 	DefaultNodeID       = "standalone"
+	// DefaultShutdownTimeout bounds Broker.Close: draining the sessions,
+	// stopping every actor and closing every log, all together.
+	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultHelloTimeout is how long a new connection has to send hello.
+	DefaultHelloTimeout = 10 * time.Second
+	// DefaultKeepaliveInterval is how often the node checks that a client
+	// was heard from, and pings one that was not.
+	DefaultKeepaliveInterval = 15 * time.Second
+	// DefaultKeepaliveMissedMax is how many pings in a row may go
+	// unanswered (nothing at all heard from the client) before the node
+	// closes the connection: with the defaults a silent client is closed
+	// 45 to 60 seconds after its last frame.
+	DefaultKeepaliveMissedMax = 3
 )
 
 // Version is the server software version reported in hello-ok.
@@ -68,6 +82,21 @@ type Config struct {
 	// contain. The default records it for Broker.Fatal; cmd/fibril then
 	// exits non-zero.
 	Fatal func(error)
+	// ShutdownTimeout bounds Close as a whole (0 means
+	// DefaultShutdownTimeout).
+	ShutdownTimeout time.Duration
+	// HelloTimeout is how long a connection may take to send hello before
+	// the node closes it with protocol_violation (0 means
+	// DefaultHelloTimeout).
+	HelloTimeout time.Duration
+	// KeepaliveInterval is how often the node checks each connection: one
+	// it heard nothing from since the last check gets a ping (0 means
+	// DefaultKeepaliveInterval).
+	KeepaliveInterval time.Duration
+	// KeepaliveMissedMax is how many checks in a row may find a connection
+	// silent (each sends a ping) before the next one closes it with
+	// protocol_violation (0 means DefaultKeepaliveMissedMax).
+	KeepaliveMissedMax int
 	// Cluster, when set, makes the broker one node of a cluster (see
 	// cluster.go): the catalog decides which queues exist and which node
 	// owns each. The caller starts the node before the broker and closes it
@@ -107,6 +136,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = wire.DefaultMaxBodyBytes
 	}
+	if c.MaxBodyBytes < wire.MinMaxBodyBytes {
+		return c, fmt.Errorf("%w: max body bytes %d is below the protocol's minimum of %d",
+			ErrInvalidConfig, c.MaxBodyBytes, wire.MinMaxBodyBytes)
+	}
 	if c.FS == nil {
 		c.FS = vfs.OS
 	}
@@ -116,5 +149,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
+	if c.ShutdownTimeout < 0 || c.HelloTimeout < 0 || c.KeepaliveInterval < 0 || c.KeepaliveMissedMax < 0 {
+		return c, fmt.Errorf("%w: negative shutdown, hello or keepalive setting", ErrInvalidConfig)
+	}
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.HelloTimeout = cmp.Or(c.HelloTimeout, DefaultHelloTimeout)
+	c.KeepaliveInterval = cmp.Or(c.KeepaliveInterval, DefaultKeepaliveInterval)
+	c.KeepaliveMissedMax = cmp.Or(c.KeepaliveMissedMax, DefaultKeepaliveMissedMax)
 	return c.checkClusterConfig()
 }

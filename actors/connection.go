@@ -6,7 +6,11 @@ package actors
 //     message (inbound.go) and sends it to the session actor. It is the only
 //     reader of the socket. Before it reads past a publish it waits for
 //     publish credit, so a client that publishes faster than the queue
-//     confirms is slowed by TCP, not buffered without end.
+//     confirms is slowed by TCP, not buffered without end; and before it
+//     sends any frame it waits while the session holds heldFramesMax frames
+//     behind a request that must be answered first (session.go, ordering),
+//     so a client that pipelines without end behind a declare is slowed the
+//     same way. It marks every frame heard, for the keepalive.
 //   - The writer goroutine drains the outbox (outbox.go) and is the only
 //     writer of the socket.
 //
@@ -40,6 +44,10 @@ const (
 // (sent to partitions, not yet confirmed or rejected).
 const publishCreditMessages = 1 << 15
 
+// heldFramesMax bounds the client frames a session holds behind a request
+// whose answer they must follow.
+const heldFramesMax = 1024
+
 type connection struct {
 	id     uint64
 	conn   net.Conn
@@ -52,7 +60,13 @@ type connection struct {
 	// inflightPublishes is publish credit: the reader adds before sending a
 	// publish, the session subtracts when it is answered.
 	inflightPublishes atomic.Int64
-	creditFreed       chan struct{} // capacity 1; kicks a waiting reader
+	// heldFrames counts the frames the session holds (it adds and
+	// subtracts; the reader waits while it is at heldFramesMax).
+	heldFrames atomic.Int64
+	roomFreed  chan struct{} // capacity 1; kicks a waiting reader
+	// heard is set by the reader on every frame and cleared by the
+	// session's keepalive check.
+	heard atomic.Bool
 
 	linger      atomic.Int64 // nanoseconds; closeLinger unless set shorter
 	closingOnce sync.Once
@@ -70,7 +84,7 @@ func newConnection(id uint64, conn net.Conn, system *actor.ActorSystem, maxBodyB
 	return &connection{
 		id: id, conn: conn, box: newOutbox(), trace: trace, system: system,
 		maxBodyBytes: maxBodyBytes,
-		creditFreed:  make(chan struct{}, 1),
+		roomFreed:    make(chan struct{}, 1),
 		closing:      make(chan struct{}),
 		closed:       make(chan struct{}),
 		writerDone:   make(chan struct{}),
@@ -106,27 +120,51 @@ func (c *connection) returnCredit(messages int) {
 		return
 	}
 	c.inflightPublishes.Add(-int64(messages))
+	c.kickReader()
+}
+
+// holdFrame and releaseFrames count the frames the session holds.
+func (c *connection) holdFrame() { c.heldFrames.Add(1) }
+
+func (c *connection) releaseFrames(frames int) {
+	if frames > 0 {
+		c.heldFrames.Add(-int64(frames))
+		c.kickReader()
+	}
+}
+
+func (c *connection) kickReader() {
 	select {
-	case c.creditFreed <- struct{}{}:
+	case c.roomFreed <- struct{}{}:
 	default:
 	}
 }
 
-// awaitCredit blocks the reader until the session has room for messages
-// more publishes, or the connection closes (false).
-func (c *connection) awaitCredit(messages int) bool {
-	for c.inflightPublishes.Load() > 0 &&
-		c.inflightPublishes.Load()+int64(messages) > publishCreditMessages {
+// awaitRoom blocks the reader until the session holds fewer than
+// heldFramesMax frames and has credit for publishes more messages (0 for
+// a frame that is not a publish), or the connection closes (false).
+func (c *connection) awaitRoom(publishes int) bool {
+	for !c.hasRoom(publishes) {
 		select {
-		case <-c.creditFreed:
+		case <-c.roomFreed:
 		case <-c.closing:
 			return false
 		case <-c.closed:
 			return false
 		}
 	}
-	c.inflightPublishes.Add(int64(messages))
+	if publishes > 0 {
+		c.inflightPublishes.Add(int64(publishes))
+	}
 	return true
+}
+
+func (c *connection) hasRoom(publishes int) bool {
+	if c.heldFrames.Load() >= heldFramesMax {
+		return false
+	}
+	inflight := c.inflightPublishes.Load()
+	return publishes == 0 || inflight <= 0 || inflight+int64(publishes) <= publishCreditMessages
 }
 
 // readLoop is the reader goroutine: it sends every frame to session as a
@@ -141,12 +179,13 @@ func (c *connection) readLoop(session *actor.PID) {
 			c.system.Root.Send(session, connectionEnded{err: err})
 			break
 		}
+		c.heard.Store(true)
 		message, credit, err := decoder.decode(tag, body)
 		if err != nil {
 			c.system.Root.Send(session, connectionEnded{err: err, tag: tag})
 			break
 		}
-		if credit > 0 && !c.awaitCredit(credit) {
+		if !c.awaitRoom(credit) {
 			break
 		}
 		c.system.Root.Send(session, message)

@@ -49,6 +49,21 @@ type brokerCore struct {
 	// nothing opens a directory twice.
 	closing closingDirs
 
+	// ready fires once every queue found on disk at start has opened or
+	// failed (or with the fatal error that prevented it); Start waits for
+	// it. A restarted queues manager fires it again, which does nothing.
+	ready *signal
+	// sessionsDrained fires once a shutdown's drain left no session.
+	sessionsDrained *signal
+	// draining is set when a shutdown begins: partitions refuse, as not
+	// stored, every publish they have not appended (one atomic load per
+	// publish batch).
+	draining atomic.Bool
+	// sessionNumbers numbers sessions, across restarts of their supervisor.
+	sessionNumbers atomic.Uint64
+	// sessions lists the live client sessions (sessions_table.go).
+	sessions sessionTable
+
 	// Cluster mode only: the peer listener (bound by Start), this node's
 	// identity on peer links, and the partitions by coordination shard.
 	peerListener net.Listener
@@ -65,6 +80,7 @@ func newBrokerCore(config Config, system *actor.ActorSystem, registry *Registry,
 		directory:   newDirectory(),
 		shards:      newShardDirectory(),
 		incarnation: uint64(config.Clock().UnixNano()),
+		ready:       newSignal(), sessionsDrained: newSignal(),
 	}
 	core.nextID.Store(core.incarnation)
 	core.syncIntervalNanos.Store(int64(config.SyncInterval))
@@ -142,6 +158,28 @@ func (d *directory) remove(name string) {
 	d.mu.Unlock()
 }
 
+// failAll marks every route failed with the failure fn gives its name
+// (the queues manager restarts: its partitions are stopping).
+func (d *directory) failAll(fn func(name string) requestFailure) {
+	d.mu.Lock()
+	for name, route := range d.queues {
+		route.failure = fn(name)
+		d.queues[name] = route
+	}
+	d.mu.Unlock()
+}
+
+// keepOnly removes every route whose name keep rejects.
+func (d *directory) keepOnly(keep func(name string) bool) {
+	d.mu.Lock()
+	for name := range d.queues {
+		if !keep(name) {
+			delete(d.queues, name)
+		}
+	}
+	d.mu.Unlock()
+}
+
 // snapshot returns every route, sorted by name.
 func (d *directory) snapshot() []queueRoute {
 	d.mu.RLock()
@@ -201,4 +239,15 @@ func (c *closingDirs) pending(dir string) []chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]chan struct{}(nil), c.dirs[dir]...)
+}
+
+// all returns every close running now, on any directory.
+func (c *closingDirs) all() []chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var running []chan struct{}
+	for _, dir := range c.dirs {
+		running = append(running, dir...)
+	}
+	return running
 }

@@ -34,6 +34,9 @@
 // reading delivered payloads (tail cache or page cache) and compaction's
 // segment removal.
 //
+// One order per connection (docs/protocol.md 4.2) costs the hot path one
+// branch: see session_order.go.
+//
 // The hot path batches: one publish frame becomes one queue.Publish (one
 // append) of all its messages; one Advance answers every batch the log
 // completed; a lease claims up to a subscription's credit at once; settles
@@ -50,6 +53,54 @@
 // their stack before the library recovers them. No actor stops without its
 // supervisor recording why, and no client is left waiting: every publish
 // batch is answered once, every subscription that ends says so.
+//
+// # Lifecycle
+//
+// These rules hold for every actor of the tree, today's (node, sessions,
+// session, queues manager, partition, log, sync) and the ones to come
+// (log writers, follower links, replicas, failover drivers). The mechanism
+// that enforces them is in lifecycle.go; an actor gets it by being spawned
+// through Registry.props, which every spawn in this package is.
+//
+//  1. Every actor has explicit states. The lifecycle phases are common to
+//     all (starting, running, restarting, stopping, stopped, kept on the
+//     actor's registry Entry); each actor's file header lists its own
+//     states within running (a partition: opening, open, fenced, stopping)
+//     and the messages it takes and sends.
+//  2. Once stopping, an actor never touches what it closed. After its
+//     Stopping handler ran, its Receive sees only Stopped; every other
+//     message goes to its ReceiveStopping, which answers requests (with
+//     the reason: deleted, shutting down, restarting) or drops the
+//     message, and is dropped when the actor has none. Stopping hands
+//     every blocking close to a goroutine the broker counts
+//     (core.storageClosers) and answers everything the actor owed.
+//  3. A supervisor never restarts a child that is stopping, was asked to
+//     stop, or sits under an ancestor that is stopping or restarting: such
+//     a failure is answered with Stop (a fatal reason still escalates).
+//     Stops are asked for with Registry.stopActor, never the library's
+//     Stop directly, so the reason is recorded (Entry.StopCause) and no
+//     restart decided later can overtake the stop.
+//  4. A stop always completes. Stopping, Stopped and Restarting handlers
+//     must not block and must not fail; a panic in one is logged and the
+//     stop goes on. A stopping actor spawns nothing (its Receive no longer
+//     runs). Broker.Close stops the whole tree against one deadline
+//     (Config.ShutdownTimeout), storage closes included, and names what is
+//     still running if it passes.
+//  5. Readiness signals fire once (signal): a restarted actor that fires
+//     again does nothing, so nothing is closed twice.
+//  6. An actor that owns durable state rebuilds it from disk when it
+//     restarts (the manager rescans the data directory after the old
+//     partitions closed; a partition reopens its log, which recovers); a
+//     restart never serves from what the failed instance held in memory.
+//  7. Effects that must follow a client's requests in order are sent as
+//     user messages, never as the library's stop: system messages overtake
+//     user messages, so a stop would take effect before requests sent
+//     earlier (the delete of a queue is a deleteQueue message; the
+//     partition stops itself once it has finished what it took before).
+//  8. Only a failure the node cannot contain (wrapping ErrFatal, or a spent
+//     restart budget at the top) stops the process: the guardian calls
+//     Config.Fatal, the broker logs it in one line, and cmd/fibril exits
+//     non-zero.
 //
 // Broker (broker.go) is the entry point for cmd/fibril, the HTTP endpoint
 // and the tests.

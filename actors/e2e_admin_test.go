@@ -168,17 +168,17 @@ func TestMetricsCountTraffic(t *testing.T) {
 		var out bytes.Buffer
 		b.Metrics().WritePrometheus(&out)
 		text = out.String()
-		return strings.Contains(text, `fibril_settles_total{queue="counted",kind="release"} 1`)
+		return strings.Contains(text, `fibril_settles_total{kind="release",queue="counted"} 1`)
 	})
 	for _, want := range []string{
 		`fibril_publishes_total{queue="counted"} 2`,
-		`fibril_confirms_total{queue="counted",boundary="written"} 2`,
-		`fibril_confirms_total{queue="durably",boundary="durable"} 1`,
+		`fibril_confirms_total{boundary="written",queue="counted"} 2`,
+		`fibril_confirms_total{boundary="durable",queue="durably"} 1`,
 		`fibril_deliveries_total{queue="counted"} 3`,
 		`fibril_redeliveries_total{queue="counted"} 1`,
-		`fibril_settles_total{queue="counted",kind="ack"} 1`,
+		`fibril_settles_total{kind="ack",queue="counted"} 1`,
 		`fibril_sessions_open 1`,
-		`fibril_append_seconds_count{queue="counted"}`,
+		`fibril_confirm_latency_seconds_count{queue="counted"}`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("metrics lack %s:\n%s", want, text)

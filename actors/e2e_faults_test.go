@@ -96,7 +96,8 @@ func TestLatchedLogFencesOnlyItsQueue(t *testing.T) {
 	c.mustDeclare("bad", wire.ModeDurable, wire.QueueOptions{})
 	c.mustDeclare("good", wire.ModeDurable, wire.QueueOptions{})
 	c.mustConfirm("bad", wire.BoundaryDurable, "before")
-	mem.InjectFault(vfs.FaultRule{Op: vfs.FaultSync, Pattern: "/data/queues/bad/0/log/*", Sticky: true})
+	// Only the segments fail: a disk that refuses the cut file too stops the node.
+	mem.InjectFault(vfs.FaultRule{Op: vfs.FaultSync, Pattern: "/data/queues/bad/0/log/*.log", Sticky: true})
 
 	for _, out := range c.awaitOutcomes(c.publish("bad", "lost-write")) {
 		if out.confirmed || out.code != wire.CodeFenced || !strings.Contains(out.message, "fenced") {
@@ -198,7 +199,9 @@ func TestUncontainableFailureIsFatal(t *testing.T) {
 	config.Fatal = func(err error) { hooked <- err }
 	b, err := Start(config)
 	if err == nil {
-		_ = b.Close()
+		if closeErr := b.Close(); closeErr != nil {
+			t.Errorf("close: %v", closeErr)
+		}
 		t.Fatal("start succeeded on an unusable data directory")
 	}
 	if !errors.Is(err, ErrFatal) || !strings.Contains(err.Error(), "cannot list the queues") {
@@ -214,8 +217,14 @@ func TestUncontainableFailureIsFatal(t *testing.T) {
 	}
 	// The data directory lock was released: a second start is not refused
 	// as "in use".
-	if _, err := Start(config); errors.Is(err, ErrDataDirInUse) {
+	again, err := Start(config)
+	if errors.Is(err, ErrDataDirInUse) {
 		t.Fatalf("lock kept after a failed start: %v", err)
+	}
+	if err == nil {
+		if closeErr := again.Close(); closeErr != nil {
+			t.Errorf("close: %v", closeErr)
+		}
 	}
 }
 
@@ -224,7 +233,9 @@ func TestSecondNodeOnTheSameDataDirIsRefused(t *testing.T) {
 	startBrokerOn(t, testConfig(t, dir))
 	if b, err := Start(testConfig(t, dir)); !errors.Is(err, ErrDataDirInUse) {
 		if b != nil {
-			_ = b.Close()
+			if closeErr := b.Close(); closeErr != nil {
+				t.Errorf("close: %v", closeErr)
+			}
 		}
 		t.Fatalf("second start on %s: %v", dir, err)
 	}

@@ -97,7 +97,7 @@ func startBrokerOn(t *testing.T, config Config) *Broker {
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	t.Cleanup(func() { _ = b.Close() })
+	closeOnCleanup(t, b)
 	return b
 }
 

@@ -31,7 +31,8 @@ func TestFailedBackgroundSyncFencesPromptly(t *testing.T) {
 	if info := c.info("quiet"); info.UnsyncedRecords != 1 || info.Fenced {
 		t.Fatalf("before the fault: %+v", info)
 	}
-	mem.InjectFault(vfs.FaultRule{Op: vfs.FaultSync, Pattern: "/data/queues/quiet/0/log/*", Sticky: true})
+	// Only the segments fail: a disk that refuses the cut file too stops the node.
+	mem.InjectFault(vfs.FaultRule{Op: vfs.FaultSync, Pattern: "/data/queues/quiet/0/log/*.log", Sticky: true})
 	if err := b.SetSyncInterval(5 * time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,8 @@ func TestSyncQueueMakesWrittenRecordsDurable(t *testing.T) {
 		t.Fatalf("sync of an unknown queue: %v", err)
 	}
 	c.mustDeclare("broken", wire.ModeDurable, wire.QueueOptions{})
-	mem.InjectFault(vfs.FaultRule{Op: vfs.FaultSync, Pattern: "/data/queues/broken/0/log/*", Sticky: true})
+	// Only the segments fail: a disk that refuses the cut file too stops the node.
+	mem.InjectFault(vfs.FaultRule{Op: vfs.FaultSync, Pattern: "/data/queues/broken/0/log/*.log", Sticky: true})
 	for _, out := range c.awaitOutcomes(c.publish("broken", "x")) {
 		if out.confirmed {
 			t.Fatalf("publish on a failing disk confirmed: %+v", out)

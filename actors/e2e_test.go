@@ -243,7 +243,7 @@ func TestModeIsFixedAtFirstDeclare(t *testing.T) {
 		t.Fatalf("buffered re-declare of a durable queue: %+v", conflict)
 	}
 	kept := c.declare("fixed", wire.ModeUnset, wire.QueueOptions{})
-	if ok, isOK := kept.(*wire.DeclareOK); !isOK || ok.Created {
+	if ok, isOK := kept.(*wire.DeclareOKMode); !isOK || ok.Created || ok.Mode != wire.ModeDurable || ok.Policy != "" {
 		t.Fatalf("re-declare without mode: %+v", kept)
 	}
 	same := c.declare("fixed", wire.ModeDurable, wire.QueueOptions{LeaseTimeoutMs: 5000})

@@ -43,6 +43,7 @@ type inSettle struct {
 	tags           []uint64
 	requeue        bool          // nack only
 	delay          time.Duration // nack only; negative: the queue's default
+	requestID      uint64        // ack-sync (FAK2) only: answer FOK1 once applied
 }
 type inQueueInfo struct{ frame *wire.GetQueueInfo }
 type inListQueues struct{ frame *wire.ListQueues }
@@ -86,7 +87,16 @@ func (k settleKind) String() string {
 // inboundDecoder belongs to one reader goroutine.
 type inboundDecoder struct {
 	publish wire.Publish // reused: its message slice grows once
+	// lastSeq is the highest publish sequence number of the session so
+	// far. A frame whose first number is not above it is a protocol
+	// violation (docs/protocol.md 4.3); numbers within a frame that do
+	// not increase are a malformed frame, which wire's decoder refuses.
+	lastSeq uint64
 }
+
+// errSequenceNotAbove is the protocol violation of a publish whose first
+// sequence number is not above every earlier one of the session.
+var errSequenceNotAbove = fmt.Errorf("%w: publish sequence number not above every earlier one", errProtocolViolation)
 
 func newInboundDecoder() *inboundDecoder { return &inboundDecoder{} }
 
@@ -96,7 +106,7 @@ func (d *inboundDecoder) decode(tag wire.Tag, body []byte) (message any, credit 
 	switch tag {
 	case wire.TagPublish:
 		return d.decodePublish(body)
-	case wire.TagAck, wire.TagNack, wire.TagRelease, wire.TagDiscard:
+	case wire.TagAck, wire.TagNack, wire.TagRelease, wire.TagDiscard, wire.TagAckSync:
 		message, err = decodeSettle(tag, body)
 		return message, 0, err
 	case wire.TagDeclare:
@@ -120,6 +130,10 @@ func (d *inboundDecoder) decodePublish(body []byte) (any, int, error) {
 	if err := frame.Decode(owned); err != nil {
 		return nil, 0, err
 	}
+	if first := frame.Messages[0].Seq; first <= d.lastSeq {
+		return nil, 0, &sequenceError{first: first, highest: d.lastSeq}
+	}
+	d.lastSeq = frame.Messages[len(frame.Messages)-1].Seq
 	batch := inPublish{
 		queue:    string(frame.Queue),
 		seqs:     make([]uint64, len(frame.Messages)),
@@ -148,6 +162,8 @@ func (d *inboundDecoder) decodePublish(body []byte) (any, int, error) {
 
 func decodeSettle(tag wire.Tag, body []byte) (any, error) {
 	switch tag {
+	case wire.TagAckSync:
+		return decodeAckSync(body)
 	case wire.TagNack:
 		frame := new(wire.Nack)
 		if err := frame.Decode(body); err != nil {
@@ -224,3 +240,14 @@ func decodeControl(tag wire.Tag, body []byte) (any, error) {
 	}
 	return message, nil
 }
+
+// sequenceError is errSequenceNotAbove with the numbers; its text is what
+// the error frame says.
+type sequenceError struct{ first, highest uint64 }
+
+func (e *sequenceError) Error() string {
+	return fmt.Sprintf("publish sequence number %d is not above %d, the highest this session published before "+
+		"(sequence numbers must increase across the whole session)", e.first, e.highest)
+}
+
+func (e *sequenceError) Unwrap() error { return errSequenceNotAbove }

@@ -4,13 +4,20 @@ package actors
 // goroutine waits on the log's durable-frontier watch (which also wakes on
 // a latch or close) and sends the actor a message; the actor reads the
 // log's status, publishes the durable lag (written records and bytes not
-// yet fsynced) to the metrics and its registry summary, and tells the
-// partition at once when the log has latched, so a failed background sync
-// fences the queue even when no append is in flight to notice it.
+// yet fsynced) in its registry summary and a latch to the metrics, tells
+// the partition that the durable frontier moved (appendsDone: settles
+// applied by a background sync), and tells it at once when the log has
+// latched, so a failed background sync fences the queue even when no
+// append is in flight to notice it. (The unsynced gauges are read from
+// queue info at scrape time: metrics_queues.go.)
 //
 // It needs the log handle, so it runs only when the queue exposes it (see
-// syncControlOf); without it the partition refreshes the same metrics from
-// queue info on a timer (partition.statusTick).
+// syncControlOf); without it the partition reads queue info on a timer
+// (partition.statusTick).
+//
+// States: watching (from Started), and the lifecycle phases every actor
+// has (doc.go, "Lifecycle"): Stopping and Restarting end the watch
+// goroutine. Takes frontierMoved; sends logLatched to its partition.
 
 import (
 	"fmt"
@@ -54,6 +61,10 @@ func (w *logWatcher) Receive(ctx actor.Context) {
 		w.refresh(ctx)
 	case frontierMoved:
 		w.refresh(ctx)
+		// A durable queue's acks wait only for write and apply once a sync
+		// covers them; a background sync completes no append, so the
+		// partition learns of it here.
+		ctx.Send(w.partition, appendsDone{})
 	case *actor.Stopping, *actor.Restarting:
 		w.stopOnce.Do(func() { close(w.stop) })
 	}
@@ -80,8 +91,6 @@ func (w *logWatcher) startWatching(ctx actor.Context) {
 // refresh publishes the log's status and reports a latch once.
 func (w *logWatcher) refresh(ctx actor.Context) {
 	status := w.source.Status()
-	w.metrics.durableLagRecord.Store(status.DurableLagRecords)
-	w.metrics.durableLagBytes.Store(uint64(max(status.DurableLagBytes, 0)))
 	w.metrics.latched.Store(status.Latched)
 	values := [SummaryValuesMax]int64{int64(status.Frontiers.Written), int64(status.Frontiers.Durable),
 		int64(status.DurableLagRecords), status.DurableLagBytes, 0}

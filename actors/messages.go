@@ -32,15 +32,13 @@ type declareRequest struct {
 	requestID uint64
 	name      string
 	options   wire.QueueOptions
-	mode      wire.Mode
-	modeNamed bool // the declare carried a mode byte: answer FDK2
+	mode      wire.Mode // wire.ModeUnset: keep the queue's mode, or the default for a new one
 }
 
 type declareResult struct {
 	requestID uint64
 	created   bool
-	mode      wire.Mode
-	modeNamed bool
+	mode      wire.Mode // the queue's effective mode
 	warnings  []string
 	failure   requestFailure
 }
@@ -69,6 +67,7 @@ type listResult struct {
 	requestID uint64
 	more      bool
 	queues    []wire.QueueInfo
+	failure   requestFailure // set when the list could not be made
 }
 
 // --- session → partition (hot path), and back ---
@@ -128,6 +127,7 @@ type deliverBatch struct {
 
 type settleRequest struct {
 	replyTo        *actor.PID
+	requestID      uint64 // not 0 for an ack-sync: answered once applied (partition_acksync.go)
 	subscriptionID uint64
 	kind           settleKind
 	tags           []uint64
@@ -137,6 +137,7 @@ type settleRequest struct {
 
 // settleFailed reports tags a settle could not apply.
 type settleFailed struct {
+	requestID      uint64 // the ack-sync's request id; 0 for fire-and-forget settles
 	subscriptionID uint64
 	tags           []uint64
 	failure        requestFailure
@@ -164,6 +165,9 @@ type infoRequest struct {
 type infoResult struct {
 	requestID uint64
 	info      wire.QueueInfo
+	// failure is set when the partition cannot tell: it is stopping (a
+	// restart, a delete or the node's shutdown).
+	failure requestFailure
 }
 
 type purgeRequest struct {

@@ -1,98 +1,199 @@
 package actors
 
-// Metrics are one broker's counters and gauges, in their own metrics.Set so
-// several brokers in one process (tests) never share a series. The HTTP
-// endpoint exports them with WritePrometheus. Every series that reports
-// progress names its boundary: confirms carry boundary="written" or
-// "durable", and lag gauges measure written records not yet durable.
+// Metrics are one broker's series, in their own Prometheus registry
+// (github.com/prometheus/client_golang) so several brokers in one process
+// (tests) never share a series. The HTTP endpoint exports them with
+// WritePrometheus, in the Prometheus text format with HELP and TYPE for
+// every family; docs/operations.md lists them all.
+//
+// Three kinds of source:
+//
+//   - counters and histograms updated where things happen, through the
+//     children a queue resolves once (queueMetrics); hot paths update
+//     them once per batch, or per message with a single atomic add;
+//   - gauges of a queue's state (ready, leased, delayed, consumers,
+//     unsynced records and bytes, last sync), read from fresh queue infos
+//     at scrape time (queueStateCollector), so they are exactly what
+//     GET /api/queues would say at that moment;
+//   - node gauges read from atomics (sessions, fenced queues, latched logs).
+//
+// Every series that reports progress names its boundary: confirms carry
+// boundary="written" or "durable"; unsynced gauges count written records
+// not yet durable.
 //
 // Per-queue series carry a queue label and are removed when the queue is
-// deleted. Hot paths update counters once per batch, never per message.
-//
-// Sync latency (fibril_sync_seconds) covers only the syncs the broker
-// issues itself, the explicit ones (Broker.SyncQueue), timed by the sync
-// scheduler from the call to log.Sync to its return. Background syncs start
-// inside the log on a tick, and durable appends fsync inside its pipeline;
-// the log reports neither's duration, so neither is timed, and the series'
-// help line says so.
+// deleted.
 
 import (
-	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
-	"github.com/VictoriaMetrics/metrics"
+	"github.com/fibrilmq/fibril/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 )
+
+// latencyBuckets are the upper bounds (seconds) of every latency
+// histogram: 50 µs doubling to about 13 s, which spans a page-cache write
+// and a stalled disk.
+var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 19)
 
 // Metrics is the broker's metrics hook.
 type Metrics struct {
-	set *metrics.Set
+	registry *prometheus.Registry
 
-	sessionsOpen    atomic.Int64
-	SessionsOpened  *metrics.Counter // connections accepted since start
-	ProtocolErrors  *metrics.Counter // connections closed for a bad frame or hello
-	fencedQueues    atomic.Int64
-	restartsTotalFn func() uint64
+	sessionsOpen   atomic.Int64
+	SessionsOpened counter // connections accepted since start
+	ProtocolErrors counter // connections closed for a bad frame or hello
+	fencedQueues   atomic.Int64
+	refusals       *prometheus.CounterVec
 
-	mu     sync.Mutex
-	queues map[string]*queueMetrics
+	publishes, publishBytes, confirms, rejects       *prometheus.CounterVec
+	deliveries, redeliveries, deliveryBytes, settles *prometheus.CounterVec
+	expiries, deadLetters, restarts                  *prometheus.CounterVec
+	confirmSeconds, deliverySeconds, syncSeconds     *prometheus.HistogramVec
+	logWriteSeconds, logFsyncSeconds                 *prometheus.HistogramVec
+	queueState                                       *queueStateCollector
+	restartsTotal                                    func() uint64
+	mu                                               sync.Mutex
+	queues                                           map[string]*queueMetrics
 }
 
-// queueMetrics are one queue's series. Gauges read atomics the queue's
-// actors store.
-type queueMetrics struct {
-	name  string
-	names []string // every series name, for removal
+// counter adapts a Prometheus counter to the call sites' Inc and Add(int).
+type counter struct{ prometheus.Counter }
 
-	publishes        *metrics.Counter // messages accepted for appending
-	publishBytes     *metrics.Counter // their payload bytes
-	confirms         *metrics.Counter // messages confirmed, at the queue's boundary
-	rejects          *metrics.Counter // messages negatively confirmed
-	deliveries       *metrics.Counter // deliveries sent (first and repeated)
-	redeliveries     *metrics.Counter // deliveries marked redelivered
-	deliveryBytes    *metrics.Counter
-	acks             *metrics.Counter
-	nacks            *metrics.Counter
-	releases         *metrics.Counter
-	discards         *metrics.Counter
-	expiries         *metrics.Counter // leases that expired
-	deadLetters      *metrics.Counter // messages handed to a dead-letter queue (or dropped)
-	appendSeconds    *metrics.Histogram
-	syncSeconds      *metrics.Histogram // explicit syncs only; see syncSecondsHelp
-	restarts         *metrics.Counter
-	durableLagRecord atomic.Uint64
-	durableLagBytes  atomic.Uint64
-	latched          atomic.Bool
+// Add adds n, which must not be negative.
+func (c counter) Add(n int) { c.Counter.Add(float64(n)) }
+
+// histogram adapts a Prometheus observer to the call sites' Update.
+type histogram struct{ prometheus.Observer }
+
+// Update observes one value in seconds.
+func (h histogram) Update(seconds float64) { h.Observe(seconds) }
+
+// queueMetrics are one queue's series.
+type queueMetrics struct {
+	name string
+
+	publishes       counter // messages accepted for appending
+	publishBytes    counter // their payload bytes
+	confirms        counter // messages confirmed, at the queue's boundary
+	rejects         counter // messages negatively confirmed by the partition
+	deliveries      counter // deliveries sent (first and repeated)
+	redeliveries    counter // deliveries marked redelivered
+	deliveryBytes   counter
+	acks            counter
+	nacks           counter
+	releases        counter
+	discards        counter
+	expiries        counter // leases that expired
+	deadLetters     counter // messages handed to a dead-letter queue (or dropped)
+	restarts        counter
+	confirmSeconds  histogram // partition accepted the batch → confirmed at the boundary
+	deliverySeconds histogram // publish accepted → first delivery sent
+	syncSeconds     histogram // explicit syncs only
+	logWriteSeconds histogram // write(2) calls on the log's segment files
+	logFsyncSeconds histogram // fdatasync calls on the log's segment files
+	latched         atomic.Bool
 }
 
 func newMetrics(restartsTotal func() uint64) *Metrics {
-	m := &Metrics{set: metrics.NewSet(), queues: make(map[string]*queueMetrics), restartsTotalFn: restartsTotal}
-	m.SessionsOpened = m.set.NewCounter("fibril_sessions_opened_total")
-	m.ProtocolErrors = m.set.NewCounter("fibril_protocol_errors_total")
-	m.set.NewGauge("fibril_sessions_open", func() float64 { return float64(m.sessionsOpen.Load()) })
-	m.set.NewGauge("fibril_fenced_queues", func() float64 { return float64(m.fencedQueues.Load()) })
-	m.set.NewGauge("fibril_actor_restarts_total", func() float64 { return float64(m.restartsTotalFn()) })
-	m.set.NewGauge("fibril_latched_logs", func() float64 { return float64(m.latchedLogs()) })
+	m := &Metrics{registry: prometheus.NewPedanticRegistry(), queues: make(map[string]*queueMetrics),
+		restartsTotal: restartsTotal}
+	perQueue := func(name, help string, labels ...string) *prometheus.CounterVec {
+		vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append([]string{"queue"}, labels...))
+		m.registry.MustRegister(vec)
+		return vec
+	}
+	latency := func(name, help string) *prometheus.HistogramVec {
+		vec := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets},
+			[]string{"queue"})
+		m.registry.MustRegister(vec)
+		return vec
+	}
+	m.publishes = perQueue("fibril_publishes_total", "Messages accepted for appending to the queue's log.")
+	m.publishBytes = perQueue("fibril_publish_bytes_total", "Payload bytes of the messages accepted for appending.")
+	m.confirms = perQueue("fibril_confirms_total",
+		"Messages confirmed to publishers, by the boundary the confirm stands on (written: reached the OS; durable: fsynced).",
+		"boundary")
+	m.rejects = perQueue("fibril_publish_rejects_total",
+		"Messages the queue refused after accepting them (storage failure, fence, shutdown); refusals by code are fibril_refusals_total.")
+	m.deliveries = perQueue("fibril_deliveries_total", "Deliveries sent to consumers, first and repeated.")
+	m.redeliveries = perQueue("fibril_redeliveries_total", "Deliveries sent marked redelivered (possible duplicates).")
+	m.deliveryBytes = perQueue("fibril_delivery_bytes_total", "Payload bytes delivered.")
+	m.settles = perQueue("fibril_settles_total", "Deliveries settled by consumers, by kind: ack, nack, release, discard.", "kind")
+	m.expiries = perQueue("fibril_lease_expiries_total", "Leases that expired before their delivery was settled.")
+	m.deadLetters = perQueue("fibril_dead_letters_total",
+		"Messages dead-lettered (handed to the dead-letter queue, or dropped when the queue has none).")
+	m.restarts = perQueue("fibril_queue_restarts_total", "Restarts of the queue's partition actor after a failure.")
+	m.confirmSeconds = latency("fibril_confirm_latency_seconds",
+		"Time from the partition accepting a publish batch to its confirm at the queue's boundary (written or durable), one observation per batch.")
+	m.deliverySeconds = latency("fibril_delivery_latency_seconds",
+		"Time from the node accepting a publish to the message's first delivery to a consumer (queueing time included).")
+	m.syncSeconds = latency("fibril_sync_seconds",
+		"Latency of the log syncs the broker issues itself (explicit syncs: POST /api/queues/{name}/sync), from the call "+
+			"to the log's Sync to its return, waiting in the log's pipeline included. Every fdatasync is in fibril_log_fsync_seconds.")
+	m.logWriteSeconds = latency("fibril_log_write_seconds",
+		"Duration of each write(2) of the queue's log segment files (the step that makes records written).")
+	m.logFsyncSeconds = latency("fibril_log_fsync_seconds",
+		"Duration of each fdatasync of the queue's log segment files (background, durable appends and explicit syncs alike).")
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fibril_refusals_total",
+		Help: "Refusals the node sent to clients, by error code and kind: request (an error frame) or publish (messages in negative confirms)."},
+		[]string{"code", "kind"})
+	m.registry.MustRegister(m.refusals)
+	m.SessionsOpened = m.newCounter("fibril_sessions_opened_total", "Client connections accepted since the node started.")
+	m.ProtocolErrors = m.newCounter("fibril_protocol_errors_total",
+		"Client connections closed for a bad frame, a bad hello or a protocol violation.")
+	m.newGauge("fibril_sessions_open", "Client sessions open now.", func() float64 { return float64(m.sessionsOpen.Load()) })
+	m.newGauge("fibril_fenced_queues", "Queues refusing publishes after a storage fault.",
+		func() float64 { return float64(m.fencedQueues.Load()) })
+	m.newGauge("fibril_latched_logs", "Queue logs latched by a failed write or fsync.",
+		func() float64 { return float64(m.latchedLogs()) })
+	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fibril_actor_restarts_total",
+		Help: "Restarts of any actor of the node since it started."}, func() float64 { return float64(m.restartsTotal()) }))
+	m.queueState = newQueueStateCollector(m)
+	m.registry.MustRegister(m.queueState)
 	return m
 }
 
-// Set returns the underlying metrics set.
-func (m *Metrics) Set() *metrics.Set { return m.set }
+func (m *Metrics) newCounter(name, help string) counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	m.registry.MustRegister(c)
+	return counter{c}
+}
 
-// syncSecondsHelp says what fibril_sync_seconds times, and what it does
-// not: the metrics library writes no help of its own, so WritePrometheus
-// writes this line.
-const syncSecondsHelp = "# HELP fibril_sync_seconds Latency of the log syncs the broker issues itself " +
-	"(explicit syncs: POST /api/queues/{name}/sync), from the call to log.Sync to its return, waiting in " +
-	"the log's pipeline included. Background syncs the log starts on its own and the fsyncs of durable " +
-	"appends are not timed: the log does not report their duration.\n"
+func (m *Metrics) newGauge(name, help string, read func() float64) {
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, read))
+}
+
+// Gatherer returns the broker's registry, for exporters that combine it
+// with others (the HTTP endpoint adds the process's series).
+func (m *Metrics) Gatherer() prometheus.Gatherer { return m.registry }
 
 // WritePrometheus writes every series in the Prometheus text format.
 func (m *Metrics) WritePrometheus(w io.Writer) {
-	_, _ = io.WriteString(w, syncSecondsHelp)
-	m.set.WritePrometheus(w)
+	_ = WriteGathered(w, m.registry)
 }
+
+// WriteGathered writes what gatherer gathers in the Prometheus text
+// format (version 0.0.4). A gathering error still writes what was
+// gathered and is returned.
+func WriteGathered(w io.Writer, gatherer prometheus.Gatherer) error {
+	families, gatherErr := gatherer.Gather()
+	encoder := expfmt.NewEncoder(w, expfmt.FmtText)
+	for _, family := range families {
+		if err := encoder.Encode(family); err != nil {
+			return err
+		}
+	}
+	return gatherErr
+}
+
+// setQueueInfos tells the state collector where fresh queue infos come
+// from (the broker's own Queues).
+func (m *Metrics) setQueueInfos(read func() []wire.QueueInfo) { m.queueState.setSource(read) }
 
 func (m *Metrics) latchedLogs() int {
 	m.mu.Lock()
@@ -113,48 +214,27 @@ func (m *Metrics) forQueue(name string, boundary string) *queueMetrics {
 	if q, ok := m.queues[name]; ok {
 		return q
 	}
-	q := &queueMetrics{name: name}
-	counter := func(series string, extra string) *metrics.Counter {
-		full := fmt.Sprintf(`%s{queue=%q%s}`, series, name, extra)
-		q.names = append(q.names, full)
-		return m.set.GetOrCreateCounter(full)
-	}
-	q.publishes = counter("fibril_publishes_total", "")
-	q.publishBytes = counter("fibril_publish_bytes_total", "")
-	q.confirms = counter("fibril_confirms_total", fmt.Sprintf(`,boundary=%q`, boundary))
-	q.rejects = counter("fibril_publish_rejects_total", "")
-	q.deliveries = counter("fibril_deliveries_total", "")
-	q.redeliveries = counter("fibril_redeliveries_total", "")
-	q.deliveryBytes = counter("fibril_delivery_bytes_total", "")
-	q.acks = counter("fibril_settles_total", `,kind="ack"`)
-	q.nacks = counter("fibril_settles_total", `,kind="nack"`)
-	q.releases = counter("fibril_settles_total", `,kind="release"`)
-	q.discards = counter("fibril_settles_total", `,kind="discard"`)
-	q.expiries = counter("fibril_lease_expiries_total", "")
-	q.deadLetters = counter("fibril_dead_letters_total", "")
-	q.restarts = counter("fibril_queue_restarts_total", "")
-	histogram := fmt.Sprintf(`fibril_append_seconds{queue=%q}`, name)
-	q.names = append(q.names, histogram)
-	q.appendSeconds = m.set.GetOrCreateHistogram(histogram)
-	histogram = fmt.Sprintf(`fibril_sync_seconds{queue=%q}`, name)
-	q.names = append(q.names, histogram)
-	q.syncSeconds = m.set.GetOrCreateHistogram(histogram)
-	for _, gauge := range []struct {
-		series string
-		read   func() float64
-	}{
-		{"fibril_durable_lag_records", func() float64 { return float64(q.durableLagRecord.Load()) }},
-		{"fibril_durable_lag_bytes", func() float64 { return float64(q.durableLagBytes.Load()) }},
-		{"fibril_log_latched", func() float64 {
-			if q.latched.Load() {
-				return 1
-			}
-			return 0
-		}},
-	} {
-		full := fmt.Sprintf(`%s{queue=%q}`, gauge.series, name)
-		q.names = append(q.names, full)
-		m.set.GetOrCreateGauge(full, gauge.read)
+	q := &queueMetrics{
+		name:            name,
+		publishes:       counter{m.publishes.WithLabelValues(name)},
+		publishBytes:    counter{m.publishBytes.WithLabelValues(name)},
+		confirms:        counter{m.confirms.WithLabelValues(name, boundary)},
+		rejects:         counter{m.rejects.WithLabelValues(name)},
+		deliveries:      counter{m.deliveries.WithLabelValues(name)},
+		redeliveries:    counter{m.redeliveries.WithLabelValues(name)},
+		deliveryBytes:   counter{m.deliveryBytes.WithLabelValues(name)},
+		acks:            counter{m.settles.WithLabelValues(name, "ack")},
+		nacks:           counter{m.settles.WithLabelValues(name, "nack")},
+		releases:        counter{m.settles.WithLabelValues(name, "release")},
+		discards:        counter{m.settles.WithLabelValues(name, "discard")},
+		expiries:        counter{m.expiries.WithLabelValues(name)},
+		deadLetters:     counter{m.deadLetters.WithLabelValues(name)},
+		restarts:        counter{m.restarts.WithLabelValues(name)},
+		confirmSeconds:  histogram{m.confirmSeconds.WithLabelValues(name)},
+		deliverySeconds: histogram{m.deliverySeconds.WithLabelValues(name)},
+		syncSeconds:     histogram{m.syncSeconds.WithLabelValues(name)},
+		logWriteSeconds: histogram{m.logWriteSeconds.WithLabelValues(name)},
+		logFsyncSeconds: histogram{m.logFsyncSeconds.WithLabelValues(name)},
 	}
 	m.queues[name] = q
 	return q
@@ -163,14 +243,36 @@ func (m *Metrics) forQueue(name string, boundary string) *queueMetrics {
 // dropQueue removes a deleted queue's series.
 func (m *Metrics) dropQueue(name string) {
 	m.mu.Lock()
-	q, ok := m.queues[name]
+	_, ok := m.queues[name]
 	delete(m.queues, name)
 	m.mu.Unlock()
 	if !ok {
 		return
 	}
-	for _, series := range q.names {
-		m.set.UnregisterMetric(series)
+	labels := prometheus.Labels{"queue": name}
+	for _, vec := range []*prometheus.CounterVec{m.publishes, m.publishBytes, m.confirms, m.rejects, m.deliveries,
+		m.redeliveries, m.deliveryBytes, m.settles, m.expiries, m.deadLetters, m.restarts} {
+		vec.DeletePartialMatch(labels)
+	}
+	for _, vec := range []*prometheus.HistogramVec{m.confirmSeconds, m.deliverySeconds, m.syncSeconds,
+		m.logWriteSeconds, m.logFsyncSeconds} {
+		vec.DeletePartialMatch(labels)
+	}
+}
+
+// countRefusal counts what the node refuses a client: an error frame (by
+// its code) or the messages of a negative confirm. Sessions call it for
+// every frame they send; other frames cost one type switch.
+func (m *Metrics) countRefusal(frame wire.Frame) {
+	switch f := frame.(type) {
+	case *wire.ErrorFrame:
+		m.refusals.WithLabelValues(f.Code.String(), "request").Inc()
+	case *wire.NegativeConfirm:
+		for _, r := range f.Ranges {
+			if r.Last >= r.First {
+				m.refusals.WithLabelValues(r.Code.String(), "publish").Add(float64(r.Last - r.First + 1))
+			}
+		}
 	}
 }
 
@@ -185,5 +287,12 @@ func (q *queueMetrics) settle(kind settleKind, count int) {
 		q.releases.Add(count)
 	case settleDiscard:
 		q.discards.Add(count)
+	}
+}
+
+// observeSince observes the time since start, in seconds.
+func (h histogram) observeSince(now, start time.Time) {
+	if elapsed := now.Sub(start); elapsed >= 0 {
+		h.Observe(elapsed.Seconds())
 	}
 }

@@ -6,12 +6,24 @@ package actors
 // "sessions", and supervises them with the node policy: a failure restarts
 // the child (the queues manager then recovers every queue from disk again);
 // more than nodeRestartsMax within a minute escalates, which reaches the
-// fatal guardian and stops the process with a non-zero exit.
+// fatal guardian and stops the process with a non-zero exit. The node has
+// one state (running) besides the lifecycle phases every actor has.
 //
 // sessions spawns one session actor per accepted connection and never
 // restarts them: a failed session is stopped, which closes its connection
 // with an error frame, and the partitions it used release what it held
-// (they watch it).
+// (they watch it). Its states:
+//
+//	accepting  every accepted connection gets a session
+//	draining   the node is shutting down (drainSessions): each session is
+//	           told to finish what it has in flight and close; connections
+//	           accepted meanwhile are closed with shutting_down; once the
+//	           last session stopped, core.sessionsDrained fires
+//
+// Messages: node takes the lifecycle messages only. sessions takes
+// acceptedConnection (from the accept loop), drainSessions (from
+// Broker.Close) and its children's Terminated; it sends drainSession to
+// each session.
 
 import (
 	"fmt"
@@ -29,7 +41,6 @@ const nodeRestartsMax = 3
 type node struct {
 	entry *Entry
 	core  *brokerCore
-	ready chan<- error
 }
 
 func (n *node) Receive(ctx actor.Context) {
@@ -48,7 +59,7 @@ func (n *node) spawnChildren(ctx actor.Context) {
 		return &sessionsSupervisor{entry: entry, core: core}
 	}, actor.WithSupervisor(&failurePolicy{
 		level: "sessions", maxRestarts: 0, window: time.Minute, decide: alwaysStop,
-		exhausted: actor.StopDirective, logger: core.logger,
+		exhausted: actor.StopDirective, logger: core.logger, registry: core.registry,
 	}))
 	if _, err := ctx.SpawnNamed(sessions, "sessions"); err != nil {
 		panic(fmt.Errorf("actors: spawn sessions supervisor: %w: %w", err, ErrFatal))
@@ -64,10 +75,8 @@ func (n *node) spawnChildren(ctx actor.Context) {
 		}
 	}
 	managerPID := core.queuesManager
-	ready := n.ready
-	n.ready = nil // a restarted manager recovers again but nobody waits for it
 	queues := core.registry.props("queues", core.logger, func(entry *Entry) actor.Actor {
-		return newQueuesManager(entry, core, ready)
+		return newQueuesManager(entry, core)
 	}, actor.WithSupervisor(partitionPolicy(core, func() *actor.PID { return managerPID })))
 	if _, err := ctx.SpawnNamed(queues, "queues"); err != nil {
 		panic(fmt.Errorf("actors: spawn queues manager: %w: %w", err, ErrFatal))
@@ -78,12 +87,19 @@ func (n *node) spawnChildren(ctx actor.Context) {
 func nodePolicy(core *brokerCore) *failurePolicy {
 	return &failurePolicy{
 		level: "node", maxRestarts: nodeRestartsMax, window: time.Minute,
-		decide: alwaysRestart, exhausted: actor.EscalateDirective, logger: core.logger,
+		decide: alwaysRestart, exhausted: actor.EscalateDirective, logger: core.logger, registry: core.registry,
 	}
 }
 
 // acceptedConnection hands an accepted socket to the sessions supervisor.
 type acceptedConnection struct{ conn net.Conn }
+
+// drainSessions starts the sessions' part of a shutdown; drainSession is
+// what each session gets.
+type (
+	drainSessions struct{}
+	drainSession  struct{}
+)
 
 // sessionDispatcher runs a session's mailbox on the goroutine of whoever
 // sends to it (its reader goroutine, or a partition answering it) instead
@@ -94,25 +110,74 @@ type acceptedConnection struct{ conn net.Conn }
 var sessionDispatcher = actor.NewSynchronizedDispatcher(300)
 
 type sessionsSupervisor struct {
-	entry *Entry
-	core  *brokerCore
-	count uint64
+	entry    *Entry
+	core     *brokerCore
+	count    uint64
+	draining bool
 }
 
 func (s *sessionsSupervisor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case acceptedConnection:
-		s.count++
-		number := s.count
-		conn := newConnection(number, msg.conn, ctx.ActorSystem(), s.core.config.MaxBodyBytes, s.core.config.Trace)
-		props := s.core.registry.props("session", s.core.logger, func(entry *Entry) actor.Actor {
-			return newSession(entry, s.core, conn, number)
-		}, actor.WithDispatcher(sessionDispatcher))
-		if _, err := ctx.SpawnNamed(props, strconv.FormatUint(number, 10)); err != nil {
-			s.core.logger.Error("could not start a session", "err", err)
-			conn.closeAfter(&wire.ErrorFrame{Code: wire.CodeInternal, Message: "the node could not start a session"})
-			conn.closeNow()
+		if s.draining {
+			s.refuseConnection(msg.conn)
+			break
 		}
+		s.spawnSession(ctx, msg.conn)
+	case drainSessions:
+		s.draining = true
+		for _, session := range ctx.Children() {
+			ctx.Send(session, drainSession{})
+		}
+		s.maybeDrained(ctx)
+	case *actor.Terminated:
+		s.maybeDrained(ctx)
 	}
-	s.entry.SetSummary(fmt.Sprintf("sessions=%d accepted=%d", len(ctx.Children()), s.count))
+	state := "accepting"
+	if s.draining {
+		state = "draining"
+	}
+	s.entry.SetSummary(fmt.Sprintf("%s sessions=%d accepted=%d", state, len(ctx.Children()), s.count))
+}
+
+// ReceiveStopping closes connections that arrive while the supervisor stops.
+func (s *sessionsSupervisor) ReceiveStopping(ctx actor.Context) {
+	if msg, ok := ctx.Message().(acceptedConnection); ok {
+		s.refuseConnection(msg.conn)
+	}
+}
+
+func (s *sessionsSupervisor) spawnSession(ctx actor.Context, socket net.Conn) {
+	s.count++
+	number := s.core.sessionNumbers.Add(1) // unique across restarts of this supervisor
+	conn := newConnection(number, socket, ctx.ActorSystem(), s.core.config.MaxBodyBytes, s.core.config.Trace)
+	props := s.core.registry.props("session", s.core.logger, func(entry *Entry) actor.Actor {
+		return newSession(entry, s.core, conn, number)
+	}, actor.WithDispatcher(sessionDispatcher))
+	if _, err := ctx.SpawnNamed(props, strconv.FormatUint(number, 10)); err != nil {
+		s.core.logger.Error("could not start a session", "err", err)
+		conn.closeAfter(&wire.ErrorFrame{Code: wire.CodeInternal, Message: "the node could not start a session"})
+		conn.closeNow()
+	}
+}
+
+// refuseConnection closes a connection accepted while the node shuts
+// down, on its own goroutine (a write may wait on the network).
+func (s *sessionsSupervisor) refuseConnection(socket net.Conn) {
+	s.core.connections.Add(1)
+	go func() {
+		defer s.core.connections.Done()
+		writer := wire.NewWriter(socket, 0)
+		_ = socket.SetWriteDeadline(time.Now().Add(shutdownLinger))
+		_ = writer.WriteFrame(&wire.ErrorFrame{Code: wire.CodeShuttingDown, Message: "the node is shutting down"})
+		_ = writer.Flush()
+		_ = socket.Close()
+	}()
+}
+
+// maybeDrained fires core.sessionsDrained once draining left no session.
+func (s *sessionsSupervisor) maybeDrained(ctx actor.Context) {
+	if s.draining && len(ctx.Children()) == 0 {
+		s.core.sessionsDrained.fire(nil)
+	}
 }

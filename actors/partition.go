@@ -7,15 +7,41 @@ package actors
 // Advance that follows turns into confirms, deliveries and dead-letter
 // handoffs sent to the actors that wait for them.
 //
-// Lifecycle, in states:
+// Lifecycle, in states (besides the phases every actor has, lifecycle.go):
 //
-//	opening  the queue is being opened (recovery runs on its own goroutine;
-//	         Receive never blocks on it). Requests wait in a bounded list.
-//	open     serving.
-//	fenced   a storage failure latched the log. Publishes, subscribes and
-//	         settles are refused with code fenced and the reason; the queue
-//	         stays fenced until the node restarts (the reopen carries out the
-//	         log's pending cut). Other queues are unaffected.
+//	opening   the queue is being opened (recovery runs on its own goroutine;
+//	          Receive never blocks on it). Requests wait in a bounded list.
+//	          A reopen first waits here for the old log and sync actors to
+//	          terminate; its open waits for the old queue to close.
+//	open      serving.
+//	fenced    a storage failure latched the log. Publishes, subscribes and
+//	          settles are refused with code fenced and the reason; the queue
+//	          stays fenced until it is reopened (reopenQueue, from
+//	          Broker.ReopenQueue: the open carries out the log's pending
+//	          cut) or the node restarts. Other queues are unaffected.
+//	stopping  Stopping ran: what it owed is answered (a delete: the queue is
+//	          gone; a shutdown or a restart above it: unavailable), the
+//	          queue closes on a goroutine; every later message is answered
+//	          or dropped by ReceiveStopping without touching the queue. The
+//	          actor stops once its log and sync children have; the manager
+//	          then removes a deleted queue's files.
+//
+// Open and fenced have a deleting variant (partition_delete.go): the
+// queue is deleted, new work is refused, and the partition stops itself
+// once the publishes it took before are answered.
+//
+// Messages taken: publishBatch, settleRequest, subscribeRequest,
+// unsubscribeRequest, purgeRequest, infoRequest, consumersRequest,
+// syncRequest (sessions, Broker); deadLetterPublish, deadLettersTaken,
+// deadLettersRefused (other partitions, via the manager); reopenQueue,
+// deleteQueue, setSyncInterval (manager); logLatched (log actor);
+// appendsDone, deadlineReached, checkpointRan, retryHandoffs, statusTick,
+// queueOpened, deleteDrainExpired (itself); Terminated of its sessions
+// and children. Sent: publishResult, subscribeResult, unsubscribeResult,
+// deliverBatch, settleFailed, subscriptionEnded, partitionNotice,
+// infoResult, purgeResult (sessions); partitionReady, partitionOpenFailed,
+// deleteCounted, reopenRefused, deadLetterHandoff (manager);
+// deadLettersTaken, deadLettersRefused (a dead-letter source).
 //
 // Supervision: a panic restarts the partition (policy in queues.go). The
 // failing instance, on Restarting, refuses its unconfirmed publishes
@@ -49,6 +75,7 @@ const (
 	partitionOpening partitionState = iota + 1
 	partitionOpen
 	partitionFenced
+	partitionStopping
 )
 
 func (s partitionState) String() string {
@@ -59,6 +86,8 @@ func (s partitionState) String() string {
 		return "open"
 	case partitionFenced:
 		return "fenced"
+	case partitionStopping:
+		return "stopping"
 	}
 	return "?"
 }
@@ -87,19 +116,25 @@ type partition struct {
 	fenceErr error
 	q        *queue.Queue
 	opening  *openAttempt // the open in flight, while opening
+	logPID   *actor.PID   // the log actor, when the queue exposes its log
 	syncPID  *actor.PID   // the sync scheduler, when the queue exposes its log's sync controls
+	// reopenWaits counts the children a reopen waits for before it opens.
+	reopenWaits int
+	// checkpointRunning is closed when the checkpoint task in flight (if
+	// any) returned; the close of the queue waits for it.
+	checkpointRunning chan struct{}
 	// syncInterval is the background sync interval this queue's log runs
 	// with: set at open, changed live only through the sync scheduler.
 	syncInterval time.Duration
 	waiting      []any // requests received while opening
 	notified     *atomic.Bool
 
-	tickets   map[queue.Ticket]pendingPublish // publishes appended, not yet confirmed
-	busy      []publishBatch                  // publishes refused with ErrBusy, retried after Advance
-	purges    map[queue.Ticket]pendingPurge
-	handoffs  map[uint64]queue.DeadLetter // dead letters sent to their queue, by offset
-	deadline  deadlineTimer
-	dispatchN uint64 // round-robin start for competing consumers
+	tickets  map[queue.Ticket]pendingPublish // publishes appended, not yet confirmed
+	busy     []publishBatch                  // publishes refused with ErrBusy, retried after Advance
+	purges   map[queue.Ticket]pendingPurge
+	ackSyncs map[queue.Ticket]pendingAckSync // ack-syncs appended, not yet applied (partition_acksync.go)
+	handoffs map[uint64]queue.DeadLetter     // dead letters sent to their queue, by offset
+	deadline deadlineTimer
 
 	deadLetterBatches   map[uint64]deadLetterBatch // copies this partition published as a dead-letter queue
 	nextDeadLetterBatch uint64
@@ -108,7 +143,9 @@ type partition struct {
 	checkpointing        bool
 	appliedSinceSnapshot uint64
 
-	deleteFiles bool // the queue is being deleted: remove its files once closed
+	deleting    bool // the queue is deleted: finish what was sent before, then stop
+	deleteTimer *time.Timer
+
 	statusTimer *time.Timer
 }
 
@@ -141,6 +178,7 @@ type (
 	appendsDone     struct{}
 	deadlineReached struct{ generation uint64 }
 	checkpointRan   struct {
+		q    *queue.Queue // the queue the task belongs to
 		task *queue.CheckpointTask
 		err  error
 	}
@@ -172,16 +210,31 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		p.stopping(ctx)
 	case *actor.Terminated:
+		if p.isChild(ctx, msg.Who) {
+			p.childGone(ctx)
+			return
+		}
 		// A system message overtakes the user messages the session sent
 		// before it stopped (its last settles): handle the end after them.
 		ctx.Send(ctx.Self(), sessionEnded{session: msg.Who})
 	case sessionEnded:
 		p.sessionGone(ctx, msg.session)
+	case reopenQueue:
+		p.reopen(ctx)
 	case *actor.Stopped:
 	case injectedPanic:
 		panic(fmt.Errorf("injected panic in partition %s: %s", p.home.name, msg.reason))
 	case infoRequest:
-		p.info(ctx, msg) // answered in every state: a request future waits for it
+		if p.state == partitionOpening {
+			// Counts are unknown until the queue is open: answer then, so a
+			// reopening queue never reports that it holds nothing.
+			if msg.replyTo == nil {
+				msg.replyTo = ctx.Sender() // a request future
+			}
+			p.hold(ctx, msg)
+			return
+		}
+		p.info(ctx, msg) // answered in every other state: a request future waits for it
 	case consumersRequest:
 		p.consumers(ctx) // answered in every state, like info
 	default:
@@ -204,7 +257,12 @@ func (p *partition) hold(ctx actor.Context, message any) {
 }
 
 func (p *partition) receiveServing(ctx actor.Context, message any) {
+	if p.deleting && p.refuseWhileDeleting(ctx, message) {
+		return
+	}
 	switch msg := message.(type) {
+	case infoRequest: // held while opening
+		p.info(ctx, msg)
 	case publishBatch:
 		p.publish(ctx, msg)
 	case appendsDone:
@@ -230,13 +288,11 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 		p.resendHandoffs(ctx)
 	case checkpointRan:
 		p.checkpointRan(ctx, msg)
-	case prepareDelete:
-		p.prepareDelete(ctx)
 	case logLatched:
 		p.becomeFenced(ctx, msg.err)
 	case statusTick:
 		if p.state == partitionOpen {
-			p.queueInfo() // refreshes the lag gauges
+			p.queueInfo() // reads the queue's state, as the log actor would
 			p.armStatusTick(ctx)
 		}
 	case setSyncInterval:
@@ -246,6 +302,11 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 		}
 	case syncRequest:
 		p.syncNow(ctx, msg)
+	case deleteQueue:
+		p.beginDelete(ctx)
+	case deleteDrainExpired:
+		p.core.logger.Warn("deleted queue's appends did not finish in time; it stops without them", "queue", p.home.name)
+		p.stopDeleted(ctx)
 	default:
 		p.core.logger.Error("partition got an unexpected message", "queue", p.home.name,
 			"type", fmt.Sprintf("%T", message))
@@ -278,7 +339,7 @@ func (p *partition) becomeOpening(ctx actor.Context) {
 // logOptions are the options every queue log opens with.
 func (p *partition) logOptions() log.Options {
 	options := log.DefaultOptions()
-	options.FS = p.core.config.FS
+	options.FS = newTimedFS(p.core.config.FS, p.metrics) // fibril_log_write_seconds, fibril_log_fsync_seconds
 	options.SegmentBytes = p.core.config.SegmentBytes
 	options.SyncInterval = p.core.syncInterval()
 	options.ExternalTicks = queueExposesSyncControl
@@ -334,9 +395,11 @@ func (p *partition) spawnStorageActors(ctx actor.Context) {
 		props := p.core.registry.props("log", p.core.logger, func(entry *Entry) actor.Actor {
 			return newLogWatcher(entry, source, self, metrics)
 		})
-		if _, err := ctx.SpawnNamed(props, "log"); err != nil {
+		pid, err := ctx.SpawnNamed(props, "log")
+		if err != nil {
 			panic(fmt.Errorf("actors: spawn log actor of %s: %w", p.home.name, err))
 		}
+		p.logPID = pid
 	} else {
 		p.armStatusTick(ctx)
 	}
@@ -374,11 +437,22 @@ func (p *partition) becomeFenced(ctx actor.Context, cause error) {
 	p.home.subscribers.endAll(ctx, failure)
 	p.deadline.stop()
 	p.publishSummary()
+	if errors.Is(cause, log.ErrCutNotRecorded) {
+		// The disk refused even the record of where the log's durable
+		// records end: the node stops rather than run on it.
+		panic(fmt.Errorf("actors: queue %q: %w: %w", p.home.name, cause, ErrFatal))
+	}
 }
 
 func (p *partition) fencedFailure() requestFailure {
-	return requestFailure{code: wire.CodeFenced,
-		message: fmt.Sprintf("queue %q is fenced after a storage failure: %v", p.home.name, p.fenceErr)}
+	return fencedFailureOf(p.home.name, p.fenceErr)
+}
+
+// fencedFailureOf says a queue is fenced, names the storage cause once,
+// and names the action that recovers it.
+func fencedFailureOf(name string, cause error) requestFailure {
+	return requestFailure{code: wire.CodeFenced, message: fmt.Sprintf(
+		"queue %q is fenced after a storage failure: %s; %s", name, storageCause(cause), reopenAdvice(name))}
 }
 
 // restarting runs on the failed instance: answer what it owed, keep the
@@ -397,20 +471,61 @@ func (p *partition) restarting(ctx actor.Context) {
 		p.core.metrics.fencedQueues.Add(-1)
 	}
 	p.stopStatusTick()
-	p.closeQueueAsync(true)
+	p.closeQueueAsync()
 }
 
-// stopping runs when the queue is deleted or the node shuts down.
+// stopping runs when the queue is deleted, the node shuts down, or the
+// manager above restarts; StopCause says which.
 func (p *partition) stopping(ctx actor.Context) {
-	failure := requestFailure{code: wire.CodeUnknownQueue,
-		message: fmt.Sprintf("queue %q stopped (deleted, or the node is shutting down)", p.home.name)}
-	p.refuseOwed(ctx, failure)
-	p.home.subscribers.endAll(ctx, failure)
+	cause := p.entry.StopCause()
+	failure := p.stoppedFailure(cause)
 	if p.state == partitionFenced {
 		p.core.metrics.fencedQueues.Add(-1)
 	}
+	p.state = partitionStopping
+	if p.deleteTimer != nil {
+		p.deleteTimer.Stop()
+	}
+	p.refuseOwed(ctx, failure)
+	p.home.subscribers.endAll(ctx, failure)
 	p.stopStatusTick()
-	p.closeQueueAsync(false)
+	p.closeQueueAsync()
+	p.publishSummary()
+}
+
+// stoppedFailure is what a stopping partition answers, by why it stops.
+func (p *partition) stoppedFailure(cause stopReason) requestFailure {
+	switch cause {
+	case stopDelete:
+		return requestFailure{code: wire.CodeUnknownQueue, message: fmt.Sprintf("queue %q was deleted", p.home.name)}
+	case stopRestart:
+		return requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
+			"queue %q is reopening after an internal failure of the node; a publish it had not confirmed may have "+
+				"been stored: publish again if needed (consumers deduplicate on message id)", p.home.name)}
+	case stopFailed:
+		return requestFailure{code: wire.CodeInternal, message: fmt.Sprintf(
+			"queue %q stopped after repeated internal failures; %s", p.home.name, reopenAdvice(p.home.name))}
+	}
+	return requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
+		"queue %q stopped: the node is shutting down; a publish it had not confirmed may have been stored", p.home.name)}
+}
+
+// ReceiveStopping answers what arrives once the partition stops, without
+// touching the queue (closed or closing): requests are refused with the
+// reason it stops, its own timers' and storage's messages are dropped.
+func (p *partition) ReceiveStopping(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case infoRequest:
+		// Its counts are gone with the closed queue: say why rather than
+		// report an empty queue.
+		p.answerInfo(ctx, msg, infoResult{requestID: msg.requestID, failure: p.stoppedFailure(p.entry.StopCause())})
+	case consumersRequest:
+		p.consumers(ctx)
+	case reopenQueue:
+		ctx.Send(p.home.manager, reopenRefused{name: p.home.name, reason: fmt.Sprintf("queue %q is stopping", p.home.name)})
+	default:
+		p.refuse(ctx, msg, p.stoppedFailure(p.entry.StopCause()))
+	}
 }
 
 // refuseOwed answers every publish and purge this instance still owes.
@@ -437,20 +552,20 @@ func (p *partition) refuseOwed(ctx actor.Context, failure requestFailure) {
 		delete(p.purges, ticket)
 		ctx.Send(purge.replyTo, purgeResult{requestID: purge.requestID, failure: failure})
 	}
+	p.refuseAckSyncs(ctx, failure)
 	p.deadline.stop()
 }
 
 // closeQueueAsync closes the queue on a goroutine (Close flushes and syncs,
-// which is I/O). Whatever opens the same directory next (the restarted
-// instance, or a partition of a restarted manager) waits for it through
-// core.closing.
-// An open still in flight is waited for and what it opened closed.
-func (p *partition) closeQueueAsync(forRestart bool) {
-	q, attempt := p.q, p.opening
-	p.q, p.opening = nil, nil
+// which is I/O). Whatever touches the same directory next (the restarted
+// instance, a reopen, a partition of a restarted manager, the removal of a
+// deleted queue's files) waits for it through core.closing. An open still
+// in flight, and a checkpoint task still running, are waited for first.
+func (p *partition) closeQueueAsync() {
+	q, attempt, checkpoint := p.q, p.opening, p.checkpointRunning
+	p.q, p.opening, p.checkpointRunning = nil, nil, nil
 	closed := p.core.closing.begin(p.home.dir)
-	name, logger, core, manager, dir := p.home.name, p.core.logger, p.core, p.home.manager, p.home.dir
-	deleteFiles := p.deleteFiles && !forRestart
+	name, logger, core, dir := p.home.name, p.core.logger, p.core, p.home.dir
 	p.core.storageClosers.Add(1)
 	go func() {
 		defer p.core.storageClosers.Done()
@@ -459,28 +574,15 @@ func (p *partition) closeQueueAsync(forRestart bool) {
 			<-attempt.done
 			q = attempt.q
 		}
+		if checkpoint != nil {
+			<-checkpoint
+		}
 		if q != nil {
 			if err := q.Close(); err != nil && !errors.Is(err, queue.ErrClosed) {
 				logger.Warn("queue close reported an error", "queue", name, "err", err)
 			}
 		}
-		if deleteFiles {
-			err := removeQueueFiles(core.config.FS, core.config.DataDir, name, core.newID())
-			core.system.Root.Send(manager, partitionDeleted{name: name, err: err})
-		}
 	}()
-}
-
-// prepareDelete counts what the delete removes and marks the files for
-// removal once the queue is closed; the manager stops the partition next.
-func (p *partition) prepareDelete(ctx actor.Context) {
-	p.deleteFiles = true
-	var removed uint64
-	if p.q != nil {
-		counts := p.q.Info().Counts
-		removed = counts.Ready + counts.Leased + counts.Delayed + counts.DeadLettering
-	}
-	ctx.Send(p.home.manager, deletePrepared{name: p.home.name, removed: removed})
 }
 
 func (p *partition) stopStatusTick() {
@@ -493,6 +595,8 @@ func (p *partition) stopStatusTick() {
 // refuse answers a request the partition cannot serve.
 func (p *partition) refuse(ctx actor.Context, message any, failure requestFailure) {
 	switch msg := message.(type) {
+	case infoRequest:
+		p.answerInfo(ctx, msg, infoResult{requestID: msg.requestID, failure: failure})
 	case publishBatch:
 		ctx.Send(msg.replyTo, publishResult{batchID: msg.batchID, failure: failure})
 	case subscribeRequest:
@@ -500,7 +604,7 @@ func (p *partition) refuse(ctx actor.Context, message any, failure requestFailur
 	case unsubscribeRequest:
 		ctx.Send(msg.replyTo, unsubscribeResult{requestID: msg.requestID, subscriptionID: msg.subscriptionID, failure: failure})
 	case settleRequest:
-		ctx.Send(msg.replyTo, settleFailed{subscriptionID: msg.subscriptionID, tags: msg.tags, failure: failure})
+		ctx.Send(msg.replyTo, settleFailed{requestID: msg.requestID, subscriptionID: msg.subscriptionID, tags: msg.tags, failure: failure})
 	case purgeRequest:
 		ctx.Send(msg.replyTo, purgeResult{requestID: msg.requestID, failure: failure})
 	case deadLetterPublish:
@@ -517,8 +621,7 @@ func (p *partition) failureOf(err error) requestFailure {
 		if p.fenceErr == nil {
 			// Not fenced yet: this error is the first news of the fault,
 			// so it is the cause the client must see.
-			return requestFailure{code: wire.CodeFenced,
-				message: fmt.Sprintf("queue %q is fenced after a storage failure: %v", p.home.name, err)}
+			return fencedFailureOf(p.home.name, err)
 		}
 		return p.fencedFailure()
 	case errors.Is(err, queue.ErrQueueFull):
@@ -621,16 +724,22 @@ var queueExposesSyncControl = func() bool {
 	return hasLog || hasControl
 }()
 
-// runCheckpoint runs a checkpoint task off the mailbox and reports back.
-func runCheckpoint(system *actor.ActorSystem, self *actor.PID, task *queue.CheckpointTask, closers interface {
-	Add(int)
-	Done()
-}) {
+// runCheckpoint runs a checkpoint task of q off the mailbox and reports
+// back; the returned channel closes when the task returned.
+func runCheckpoint(system *actor.ActorSystem, self *actor.PID, q *queue.Queue, task *queue.CheckpointTask,
+	closers interface {
+		Add(int)
+		Done()
+	}) chan struct{} {
+	done := make(chan struct{})
 	closers.Add(1)
 	go func() {
 		defer closers.Done()
+		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		system.Root.Send(self, checkpointRan{task: task, err: task.Run(ctx)})
+		err := task.Run(ctx)
+		system.Root.Send(self, checkpointRan{q: q, task: task, err: err})
 	}()
+	return done
 }

@@ -59,9 +59,18 @@ func (s *subscription) credit() int { return s.prefetch - len(s.held) - s.leasin
 
 // subscriptionSet is every subscription on one partition, in round-robin
 // order. It lives in partitionHome and survives restarts.
+//
+// Round-robin: next is the subscription a dispatch pass offers messages to
+// first; it moves to the one after a subscription that claimed something,
+// and only then, so a pass that finds nothing ready (most passes at a low
+// rate: every settle runs one) does not move it, and competing consumers
+// with credit take turns at every rate.
+//
+// Invariant: 0 <= next < len(order), or next == 0 when order is empty.
 type subscriptionSet struct {
 	byID  map[uint64]*subscription
 	order []*subscription
+	next  int
 	// tags are reserved in blocks from the broker's id counter.
 	nextTag, tagsLeft uint64
 }
@@ -82,10 +91,31 @@ func (set *subscriptionSet) remove(id uint64) {
 	for i, sub := range set.order {
 		if sub.id == id {
 			set.order = append(set.order[:i:i], set.order[i+1:]...)
+			if i < set.next {
+				set.next-- // the same subscription stays next
+			}
+			if set.next >= len(set.order) {
+				set.next = 0
+			}
 			return
 		}
 	}
 }
+
+// rotation returns the subscriptions in the order a dispatch pass offers
+// messages, next first.
+func (set *subscriptionSet) rotation(yield func(index int, sub *subscription) bool) {
+	for i := range len(set.order) {
+		index := (set.next + i) % len(set.order)
+		if !yield(index, set.order[index]) {
+			return
+		}
+	}
+}
+
+// claimed records that the subscription at index claimed messages: the
+// one after it is offered first next time.
+func (set *subscriptionSet) claimed(index int) { set.next = (index + 1) % len(set.order) }
 
 // endAll tells every session its subscriptions ended and forgets them.
 func (set *subscriptionSet) endAll(ctx actor.Context, failure requestFailure) {
@@ -93,7 +123,7 @@ func (set *subscriptionSet) endAll(ctx actor.Context, failure requestFailure) {
 		ctx.Send(sub.session, subscriptionEnded{subscriptionID: sub.id, failure: failure})
 	}
 	clear(set.byID)
-	set.order = nil
+	set.order, set.next = nil, 0
 }
 
 // forgetHeld drops every held tag and lease in flight (after a restart,
@@ -188,22 +218,18 @@ func (p *partition) sessionGone(ctx actor.Context, session *actor.PID) {
 }
 
 // dispatch leases ready messages to subscriptions with credit, one pass in
-// round-robin order starting one further each time.
+// round-robin order (see subscriptionSet).
 func (p *partition) dispatch(ctx actor.Context) {
 	set := p.home.subscribers
 	if p.state != partitionOpen || set.len() == 0 {
 		return
 	}
-	ceiling := p.q.Ceiling()
-	start := int(p.dispatchN % uint64(set.len()))
-	p.dispatchN++
-	for i := range set.len() {
-		sub := set.order[(start+i)%set.len()]
+	for index, sub := range set.rotation {
 		credit := sub.credit()
 		if credit <= 0 {
 			continue
 		}
-		_, claimed, err := p.q.Lease(ceiling, min(credit, leaseBatchMax), sub.id)
+		_, claimed, err := p.q.Lease(min(credit, leaseBatchMax), sub.id)
 		if err != nil {
 			if !errors.Is(err, queue.ErrBusy) && !p.maybeFence(ctx, err) {
 				panic(fmt.Errorf("actors: lease on queue %s: %w", p.home.name, err))
@@ -211,9 +237,10 @@ func (p *partition) dispatch(ctx actor.Context) {
 			return
 		}
 		if claimed == 0 {
-			return // nothing ready below the ceiling
+			return // nothing claimable
 		}
 		sub.leasing += claimed
+		set.claimed(index)
 	}
 }
 
@@ -240,6 +267,7 @@ func (p *partition) handOutDeliveries(ctx actor.Context, deliveries []queue.Deli
 		}
 		batch, batchBytes = nil, wire.DeliverHeadBytes
 	}
+	now := p.core.now()
 	for i := range deliveries {
 		d := &deliveries[i]
 		sub, ok := p.home.subscribers.byID[d.Holder]
@@ -270,6 +298,8 @@ func (p *partition) handOutDeliveries(ctx actor.Context, deliveries []queue.Deli
 		p.metrics.deliveryBytes.Add(len(d.Payload))
 		if d.Redelivered {
 			p.metrics.redeliveries.Inc()
+		} else {
+			p.metrics.deliverySeconds.observeSince(now, d.PublishTime)
 		}
 	}
 	flush()
@@ -298,6 +328,10 @@ func wireDelivery(tag uint64, d *queue.Delivery) wire.Delivery {
 // settle applies a batch of settles for one subscription. Tags the
 // subscription does not hold are reported back, the rest settle.
 func (p *partition) settle(ctx actor.Context, msg settleRequest) {
+	if msg.requestID != 0 {
+		p.ackSync(ctx, msg)
+		return
+	}
 	if p.state == partitionFenced {
 		ctx.Send(msg.replyTo, settleFailed{subscriptionID: msg.subscriptionID, tags: msg.tags, failure: p.fencedFailure()})
 		return
@@ -345,11 +379,10 @@ func (p *partition) applySettle(ctx actor.Context, msg settleRequest, sub *subsc
 		switch {
 		case msg.requeue:
 			_, err = p.q.Nack(sub.id, offsets, msg.delay)
-		case p.home.options.DeadLetterQueue == "":
-			// Without a dead-letter queue, a nack without requeue drops.
-			_, err = p.q.Discard(sub.id, offsets)
 		default:
-			// With one, it dead-letters at once, the attempt counted.
+			// A nack without requeue dead-letters at once, the attempt
+			// counted: moved to the dead-letter queue, or dropped when the
+			// queue has none, and counted as dead-lettered either way.
 			_, err = p.q.Reject(sub.id, offsets)
 		}
 	}

@@ -93,6 +93,10 @@ func (p *partition) publishDeadLetters(ctx actor.Context, msg deadLetterPublish)
 		ctx.Send(msg.source, deadLettersRefused{offsets: msg.offsets(), failure: p.fencedFailure()})
 		return
 	}
+	if p.core.draining.Load() {
+		ctx.Send(msg.source, deadLettersRefused{offsets: msg.offsets(), failure: drainingFailure})
+		return
+	}
 	messages := make([]queue.Message, len(msg.letters))
 	for i, letter := range msg.letters {
 		headers := append(append([]queue.Header(nil), letter.Headers...),

@@ -18,8 +18,11 @@ import (
 )
 
 // busyBatchesMax bounds the batches waiting for room in the append
-// pipeline. Session credit already bounds them; this is the backstop.
-const busyBatchesMax = 1 << 14
+// pipeline. Session credit already bounds each session's; this is the
+// backstop against many sessions at once. It is at least one session's
+// credit, so one connection alone never meets it (docs/protocol.md, "Flow
+// control and overload").
+const busyBatchesMax = publishCreditMessages
 
 // checkpointEveryRecords is how many applied records trigger a checkpoint
 // (and a compaction after it), so recovery replays a bounded tail.
@@ -29,6 +32,10 @@ func (p *partition) publish(ctx actor.Context, batch publishBatch) {
 	if p.state == partitionFenced {
 		ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: p.fencedFailure()})
 		p.metrics.rejects.Add(len(batch.messages))
+		return
+	}
+	if p.core.draining.Load() {
+		p.refuseDraining(ctx, batch)
 		return
 	}
 	if len(p.busy) > 0 {
@@ -62,14 +69,23 @@ func (p *partition) queueBusy(ctx actor.Context, batch publishBatch) {
 	if len(p.busy) >= busyBatchesMax {
 		p.metrics.rejects.Add(len(batch.messages))
 		ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: requestFailure{
-			code: wire.CodeUnavailable, message: fmt.Sprintf("queue %q has too many publishes in flight; retry", p.home.name)}})
+			code: wire.CodeOverloaded, message: fmt.Sprintf("queue %q has %d publish batches waiting for its log; "+
+				"retry once earlier publishes are answered", p.home.name, len(p.busy))}})
 		return
 	}
 	p.busy = append(p.busy, batch)
 }
 
-// retryBusy appends waiting batches until the pipeline is full again.
+// retryBusy appends waiting batches until the pipeline is full again (or
+// refuses them all when the node shuts down).
 func (p *partition) retryBusy(ctx actor.Context) {
+	if len(p.busy) > 0 && p.core.draining.Load() {
+		for _, batch := range p.busy {
+			p.refuseDraining(ctx, batch)
+		}
+		p.busy = nil
+		return
+	}
 	for len(p.busy) > 0 && p.state == partitionOpen {
 		batch := p.busy[0]
 		p.busy = p.busy[1:]
@@ -102,13 +118,14 @@ func (p *partition) advance(ctx actor.Context) {
 	p.handOffDeadLetters(ctx, progress.DeadLetters)
 	p.answerApplied(ctx, progress.Applied)
 	if progress.Checkpoint != nil {
-		runCheckpoint(ctx.ActorSystem(), ctx.Self(), progress.Checkpoint, &p.core.storageClosers)
+		p.checkpointRunning = runCheckpoint(ctx.ActorSystem(), ctx.Self(), p.q, progress.Checkpoint, &p.core.storageClosers)
 	}
 	p.retryBusy(ctx)
 	p.dispatch(ctx)
 	p.maybeCheckpoint(ctx)
 	p.armDeadline(ctx)
 	p.publishSummary()
+	p.maybeStopDeleted(ctx)
 }
 
 func (p *partition) answerConfirms(ctx actor.Context, confirms []queue.Confirm) {
@@ -128,7 +145,7 @@ func (p *partition) answerConfirms(ctx actor.Context, confirms []queue.Confirm) 
 		}
 		// Count first: a client that saw its confirm sees it counted.
 		p.metrics.confirms.Add(confirm.Count)
-		p.metrics.appendSeconds.Update(now.Sub(pending.start).Seconds())
+		p.metrics.confirmSeconds.observeSince(now, pending.start)
 		p.appliedSinceSnapshot += uint64(confirm.Count)
 		if pending.replyTo != nil {
 			ctx.Send(pending.replyTo, publishResult{batchID: pending.batchID, confirmed: confirm.Count, boundary: boundary})
@@ -138,8 +155,9 @@ func (p *partition) answerConfirms(ctx actor.Context, confirms []queue.Confirm) 
 	}
 }
 
-// answerApplied answers purges whose record applied.
+// answerApplied answers purges and ack-syncs whose record applied.
 func (p *partition) answerApplied(ctx actor.Context, applied []queue.Ticket) {
+	p.answerAckSyncs(ctx, applied)
 	for _, ticket := range applied {
 		if purge, ok := p.purges[ticket]; ok {
 			delete(p.purges, ticket)
@@ -177,10 +195,11 @@ func (p *partition) maybeCheckpoint(ctx actor.Context) {
 }
 
 func (p *partition) checkpointRan(ctx actor.Context, msg checkpointRan) {
-	p.checkpointing = false
-	if p.q == nil {
-		return
+	if msg.q != p.q {
+		return // a task of a queue an earlier instance (or a reopen) closed
 	}
+	p.checkpointing = false
+	p.checkpointRunning = nil
 	if err := p.q.CheckpointDone(msg.task, msg.err); err != nil {
 		p.core.logger.Warn("checkpoint failed", "queue", p.home.name, "err", err)
 		return
@@ -202,7 +221,11 @@ func (p *partition) info(ctx actor.Context, msg infoRequest) {
 			p.becomeFenced(ctx, fenced)
 		}
 	}
-	result := infoResult{requestID: msg.requestID, info: p.queueInfo()}
+	p.answerInfo(ctx, msg, infoResult{requestID: msg.requestID, info: p.queueInfo()})
+}
+
+// answerInfo sends an info answer to the session or the future that asked.
+func (p *partition) answerInfo(ctx actor.Context, msg infoRequest, result infoResult) {
 	if msg.replyTo == nil {
 		ctx.Respond(result)
 		return
@@ -240,8 +263,6 @@ func (p *partition) queueInfo() wire.QueueInfo {
 	if state.Fenced != nil && info.FenceError == "" {
 		info.Fenced, info.FenceError = true, state.Fenced.Error()
 	}
-	p.metrics.durableLagRecord.Store(state.UnsyncedRecords)
-	p.metrics.durableLagBytes.Store(state.UnsyncedBytes)
 	return info
 }
 
@@ -250,4 +271,17 @@ func wireMode(mode queue.Mode) wire.Mode {
 		return wire.ModeBuffered
 	}
 	return wire.ModeDurable
+}
+
+// drainingFailure answers a publish a draining node has not appended.
+var drainingFailure = requestFailure{code: wire.CodeUnavailable,
+	message: "the node is shutting down; the message was not stored"}
+
+// refuseDraining refuses a publish the node has not appended while it
+// shuts down (core.draining): the sessions' drain then waits only for the
+// appends already in flight, which are confirmed as usual, instead of for
+// every batch still queued in the partitions' mailboxes.
+func (p *partition) refuseDraining(ctx actor.Context, batch publishBatch) {
+	p.metrics.rejects.Add(len(batch.messages))
+	ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: drainingFailure})
 }

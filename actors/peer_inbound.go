@@ -78,7 +78,7 @@ func (p *peerInbound) Receive(ctx actor.Context) {
 		if msg.err != nil {
 			p.core.logger.Info("inbound peer link ended", "peer", p.transport.remote.NodeID, "err", msg.err)
 		}
-		ctx.Stop(ctx.Self())
+		p.core.registry.stopActor(ctx, ctx.Self(), stopDone)
 	case *actor.Stopping:
 		p.transport.close(nil)
 	}

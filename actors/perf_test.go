@@ -57,7 +57,9 @@ func TestPerformanceFigures(t *testing.T) {
 			t.Logf("%-8s %-11s delivered %7d in %.1fs = %8.0f msg/s | confirm p50 %8v p99 %8v | deliver p50 %8v p99 %8v | CPU %.1f s/M",
 				mode, label, result.messages, result.seconds, float64(result.messages)/result.seconds,
 				result.confirmP50, result.confirmP99, result.deliverP50, result.deliverP99, result.cpuSecondsPerMega)
-			_ = b.Close()
+			if err := b.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
 		}
 	}
 }

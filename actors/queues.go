@@ -1,9 +1,19 @@
 package actors
 
 // The queues manager owns the set of queues: it recovers them at start,
-// declares new ones, deletes them, routes dead-letter handoffs, and
-// supervises every partition actor. Sessions find partitions through the
-// directory, which only the manager writes.
+// declares new ones, deletes and reopens them, routes dead-letter
+// handoffs, and supervises every partition actor. Sessions find partitions
+// through the directory, which only the manager writes.
+//
+// Manager states, besides the lifecycle phases of every actor
+// (lifecycle.go): recovering (the startup scan and the opens it started
+// are running; core.ready fires when they are done) and serving. While
+// stopping it spawns nothing: declares, deletes, reopens, lists and
+// dead-letter handoffs are refused as unavailable (ReceiveStopping).
+// Restarting, it marks every route unavailable and answers what waits on
+// it; the library stops its partitions, and the fresh instance recovers
+// every queue from disk again (after the closes of the old partitions
+// finished), so the node keeps serving.
 //
 // A queue's record moves through these states:
 //
@@ -11,8 +21,21 @@ package actors
 //	ready     serving; listed in the directory
 //	failed    it could not open, or its partition stopped after spending
 //	          its restart budget; the directory answers its name with the
-//	          reason, so clients get a clear error, not silence
-//	deleting  delete in progress; the directory no longer lists it
+//	          reason, so clients get a clear error, not silence; a reopen
+//	          (Broker.ReopenQueue) opens it again
+//	deleting  delete in progress; the directory no longer lists it. The
+//	          delete is answered once the partition actor terminated and
+//	          its files are gone; declares of the name that arrive meanwhile
+//	          wait and then create a fresh queue
+//
+// Messages taken: declareRequest, deleteRequest, listRequest, reopenRequest
+// (sessions, Broker), partitionReady, partitionOpenFailed, deleteCounted,
+// reopenRefused (partitions), partitionDeleted (its removal goroutine),
+// partitionFailed (the partition policy),
+// deadLetterHandoff, setSyncInterval, injectedPanic, children's
+// Terminated, and the cluster messages (cluster_queues.go). Sent:
+// declareResult, deleteResult, listResult, reopenResult; reopenQueue,
+// deleteQueue, deadLetterPublish and setSyncInterval to partitions.
 //
 // Declares follow storage/queue's rule that options are fixed at first
 // declare: a re-declare that omits a field keeps it, one that names the
@@ -53,8 +76,22 @@ type queueRecord struct {
 	recovering bool
 	waiters    []declareRequest
 	deleters   []deleteRequest
-	removed    uint64
-	stopped    bool // the partition actor is gone (it failed past its budget)
+	// redeclares arrived while deleting: they declare a fresh queue once
+	// the delete finished.
+	redeclares []declareRequest
+	reopeners  []reopenRequest
+	reopening  bool // a reopenQueue was sent to the partition
+	// terminated: the partition actor is gone. policyStopped: its policy
+	// stopped it after its restart budget was spent (Terminated follows).
+	terminated    bool
+	policyStopped bool
+	// Delete progress: what the delete removes (the partition counts it),
+	// the removal of the files started, and they are gone (or the error
+	// that stopped it).
+	removed   uint64
+	removing  bool
+	filesGone bool
+	deleteErr error
 }
 
 // Messages between the manager and its partitions, and the startup scan.
@@ -71,11 +108,8 @@ type (
 		pid *actor.PID
 		err error
 	}
-	prepareDelete  struct{}
-	deletePrepared struct {
-		name    string
-		removed uint64
-	}
+	// partitionDeleted: a deleted queue's files are removed (or could not
+	// all be).
 	partitionDeleted struct {
 		name string
 		err  error
@@ -84,23 +118,35 @@ type (
 		declarations map[string]queue.Options
 		err          error
 	}
+	// reopenRequest asks for a fenced or failed queue to be opened again
+	// (Broker.ReopenQueue); reopenResult answers it at replyTo.
+	reopenRequest struct {
+		replyTo *actor.PID
+		name    string
+	}
+	reopenResult struct{ err error }
+	// reopenQueue tells a fenced partition to reopen its queue;
+	// reopenRefused is its answer when it is not fenced.
+	reopenQueue   struct{}
+	reopenRefused struct {
+		name   string
+		reason string
+	}
 )
 
 type queuesManager struct {
 	entry  *Entry
 	core   *brokerCore
-	ready  chan<- error // closed once every recovered queue has opened (or failed)
 	queues map[string]*queueRecord
 
 	recovering int // recovered queues still opening
 	recovered  bool
-	stopping   bool // the manager is stopping: partitions end with it
 
 	cluster *clusterQueues // cluster mode only (cluster_queues.go)
 }
 
-func newQueuesManager(entry *Entry, core *brokerCore, ready chan<- error) *queuesManager {
-	return &queuesManager{entry: entry, core: core, ready: ready, queues: make(map[string]*queueRecord)}
+func newQueuesManager(entry *Entry, core *brokerCore) *queuesManager {
+	return &queuesManager{entry: entry, core: core, queues: make(map[string]*queueRecord)}
 }
 
 // partitionPolicy supervises partitions: a panic restarts one (reopening
@@ -109,7 +155,7 @@ func newQueuesManager(entry *Entry, core *brokerCore, ready chan<- error) *queue
 func partitionPolicy(core *brokerCore, manager func() *actor.PID) *failurePolicy {
 	return &failurePolicy{
 		level: "queues", maxRestarts: partitionRestartsMax, window: time.Minute,
-		decide: alwaysRestart, exhausted: actor.StopDirective, logger: core.logger,
+		decide: alwaysRestart, exhausted: actor.StopDirective, logger: core.logger, registry: core.registry,
 		observe: func(child *actor.PID, err error, directive actor.Directive) {
 			if directive == actor.StopDirective {
 				core.system.Root.Send(manager(), partitionFailed{pid: child, err: err})
@@ -138,40 +184,107 @@ func (m *queuesManager) Receive(ctx actor.Context) {
 		m.partitionFailed(ctx, msg)
 	case deleteRequest:
 		m.delete(ctx, msg)
-	case deletePrepared:
-		if record, ok := m.queues[msg.name]; ok && record.state == queueDeleting {
-			record.removed = msg.removed
-			ctx.Stop(record.pid)
-		}
 	case partitionDeleted:
 		m.partitionDeleted(ctx, msg)
+	case deleteCounted:
+		if record, ok := m.queues[msg.name]; ok && record.state == queueDeleting {
+			record.removed = msg.removed
+		}
+	case reopenRequest:
+		m.reopen(ctx, msg)
+	case reopenRefused:
+		m.reopenRefused(msg)
 	case listRequest:
 		m.list(ctx, msg)
 	case deadLetterHandoff:
 		m.handoff(ctx, msg)
 	case setSyncInterval:
 		for _, record := range m.queues {
-			ctx.Send(record.pid, msg)
+			if !record.terminated {
+				ctx.Send(record.pid, msg)
+			}
 		}
-	case *actor.Stopping, *actor.Restarting:
-		m.stopping = true
-		m.stopCluster()
+	case injectedPanic:
+		panic(fmt.Errorf("injected panic in the queues manager: %s", msg.reason))
+	case *actor.Restarting:
+		m.restarting()
+	case *actor.Stopping:
+		m.stopping()
 	case *actor.Terminated:
-		if !m.stopping {
-			m.partitionTerminated(msg.Who)
-		}
+		m.partitionTerminated(ctx, msg.Who)
 	default:
 		m.receiveCluster(ctx, msg)
 	}
 	m.publishSummary()
 }
 
-// scan lists the queues on disk on its own goroutine.
+// ReceiveStopping refuses what arrives once the manager stops: the node is
+// shutting down (a restart never gets here: the library holds messages
+// until the fresh instance runs).
+func (m *queuesManager) ReceiveStopping(ctx actor.Context) {
+	failure := requestFailure{code: wire.CodeUnavailable, message: "the node is shutting down"}
+	switch msg := ctx.Message().(type) {
+	case declareRequest:
+		ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: failure})
+	case deleteRequest:
+		ctx.Send(msg.replyTo, deleteResult{requestID: msg.requestID, failure: failure})
+	case clusterDeleteRequest:
+		ctx.Send(msg.request.replyTo, deleteResult{requestID: msg.request.requestID, failure: failure})
+	case listRequest:
+		ctx.Send(msg.replyTo, listResult{requestID: msg.requestID, failure: failure})
+	case reopenRequest:
+		ctx.Send(msg.replyTo, reopenResult{err: fmt.Errorf("%w: %s", ErrQueueNotServing, failure.message)})
+	case deadLetterHandoff:
+		ctx.Send(msg.source, deadLettersRefused{offsets: offsetsOf(msg.letters), failure: failure})
+	case awaitQueue:
+		ctx.Send(msg.replyTo, queueAwaited{name: msg.name, failure: failure})
+	}
+}
+
+// stopping answers everything that waits on the manager; the library
+// stops the partitions after this.
+func (m *queuesManager) stopping() {
+	m.stopCluster()
+	m.answerAllWaiting(requestFailure{code: wire.CodeUnavailable, message: "the node is shutting down"})
+}
+
+// restarting runs on the failed instance: every route is unavailable
+// until the fresh instance has reopened its queue, and whatever waits on
+// this instance is answered.
+func (m *queuesManager) restarting() {
+	m.stopCluster()
+	m.core.directory.failAll(func(name string) requestFailure {
+		return requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
+			"queue %q is reopening after an internal failure of the node's queue manager; retry", name)}
+	})
+	m.answerAllWaiting(requestFailure{code: wire.CodeUnavailable, message: "the node's queue manager restarted " +
+		"after an internal failure before answering; send the request again"})
+}
+
+func (m *queuesManager) answerAllWaiting(failure requestFailure) {
+	for _, record := range m.queues {
+		for _, request := range append(record.waiters, record.redeclares...) {
+			m.core.system.Root.Send(request.replyTo, declareResult{requestID: request.requestID, failure: failure})
+		}
+		for _, request := range record.deleters {
+			m.core.system.Root.Send(request.replyTo, deleteResult{requestID: request.requestID, failure: failure})
+		}
+		m.answerReopeners(record, fmt.Errorf("%w: %s", ErrQueueNotServing, failure.message))
+		record.waiters, record.redeclares, record.deleters = nil, nil, nil
+	}
+}
+
+// scan lists the queues on disk on its own goroutine, once every close of
+// a queue still running (an earlier instance's partitions) finished, so a
+// queue deleted just before is not found again.
 func (m *queuesManager) scan(ctx actor.Context) {
 	self, system := ctx.Self(), ctx.ActorSystem()
 	fs, root := m.core.config.FS, path.Join(m.core.config.DataDir, queuesDirName)
-	logger := m.core.logger
+	logger, pending := m.core.logger, m.core.closing.all()
 	go func() {
+		for _, closing := range pending {
+			<-closing
+		}
 		declarations, err := scanQueues(fs, root, logger)
 		system.Root.Send(self, recoveredQueues{declarations: declarations, err: err})
 	}()
@@ -179,11 +292,17 @@ func (m *queuesManager) scan(ctx actor.Context) {
 
 func (m *queuesManager) recover(ctx actor.Context, msg recoveredQueues) {
 	if msg.err != nil {
-		panic(fmt.Errorf("actors: cannot list the queues in the data directory: %v: %w", msg.err, ErrFatal))
+		err := fmt.Errorf("actors: cannot list the queues in the data directory: %v: %w", msg.err, ErrFatal)
+		m.core.ready.fire(err)
+		panic(err)
 	}
+	// Routes of an earlier instance whose queue is gone from disk go.
+	m.core.directory.keepOnly(func(name string) bool { _, found := msg.declarations[name]; return found })
 	for name, options := range msg.declarations {
-		m.spawnQueue(ctx, name, options).recovering = true
-		m.recovering++
+		if record := m.spawnQueue(ctx, name, options); record.state == queueOpening {
+			record.recovering = true
+			m.recovering++
+		}
 	}
 	m.maybeRecovered()
 }
@@ -201,43 +320,55 @@ func (m *queuesManager) maybeRecovered() {
 	if !m.recovered && m.recovering == 0 {
 		m.recovered = true
 		m.maybeWatchCatalog()
-		if m.ready != nil {
-			close(m.ready)
-			m.ready = nil
-		}
+		m.core.ready.fire(nil)
 	}
 }
 
-// spawnQueue creates a record and its partition actor.
+// spawnQueue creates a record and its partition actor. A spawn the library
+// refuses leaves the record failed, with the reason.
 func (m *queuesManager) spawnQueue(ctx actor.Context, name string, options queue.Options) *queueRecord {
 	options = options.WithDefaults()
 	home := &partitionHome{
 		name: name, dir: partitionDir(m.core.config.DataDir, name), options: options,
 		declared: wireOptions(options), manager: ctx.Self(), subscribers: newSubscriptionSet(),
 	}
+	record := &queueRecord{name: name, home: home}
+	m.queues[name] = record
+	m.spawnPartition(ctx, record)
+	return record
+}
+
+// spawnPartition starts the record's partition actor (again, for a
+// reopen) and makes the record opening, or failed when the spawn fails.
+func (m *queuesManager) spawnPartition(ctx actor.Context, record *queueRecord) {
+	home := record.home
 	props := m.core.registry.props("partition", m.core.logger, func(entry *Entry) actor.Actor {
 		return newPartition(entry, m.core, home)
 	}, actor.WithSupervisor(&failurePolicy{
 		level: "partition", maxRestarts: 0, window: time.Minute, decide: alwaysEscalate,
-		exhausted: actor.EscalateDirective, logger: m.core.logger,
+		exhausted: actor.EscalateDirective, logger: m.core.logger, registry: m.core.registry,
 	}))
-	pid, err := ctx.SpawnNamed(props, name+"/0")
+	record.state, record.failure = queueOpening, requestFailure{}
+	record.terminated, record.policyStopped, record.reopening = false, false, false
+	pid, err := ctx.SpawnNamed(props, record.name+"/0")
 	if err != nil {
-		panic(fmt.Errorf("actors: spawn partition of %s: %w", name, err))
+		record.pid, record.terminated = actor.NewPID(ctx.Self().Address, ctx.Self().Id+"/"+record.name+"/0"), true
+		m.becomeFailed(record, requestFailure{code: wire.CodeInternal,
+			message: fmt.Sprintf("queue %q: the node could not start its partition: %v", record.name, err)})
+		return
 	}
-	record := &queueRecord{name: name, pid: pid, home: home, state: queueOpening}
-	m.queues[name] = record
-	return record
+	record.pid = pid
 }
 
 func (m *queuesManager) partitionReady(ctx actor.Context, msg partitionReady) {
 	record, ok := m.queues[msg.name]
-	if !ok || record.state == queueDeleting {
+	if !ok || record.state == queueDeleting || record.pid.Id != msg.pid.Id {
 		return
 	}
 	m.maybeRecoveredOne(record)
-	record.state = queueReady
+	record.state, record.failure, record.reopening = queueReady, requestFailure{}, false
 	m.core.directory.set(msg.name, msg.pid)
+	m.answerReopeners(record, nil)
 	m.maybeSettleClusterWaiters(record)
 	for _, waiting := range m.queues {
 		m.maybeAnswerWaiters(ctx, waiting)
@@ -265,8 +396,10 @@ func (m *queuesManager) partitionOpenFailed(ctx actor.Context, msg partitionOpen
 		return
 	}
 	m.maybeRecoveredOne(record)
-	m.becomeFailed(record, requestFailure{code: wire.CodeFenced,
-		message: fmt.Sprintf("queue %q failed to open its storage: %v", msg.name, msg.err)})
+	record.reopening = false
+	m.becomeFailed(record, requestFailure{code: wire.CodeFenced, message: fmt.Sprintf(
+		"queue %q failed to open its storage: %s; %s", msg.name, storageCause(msg.err), reopenAdvice(msg.name))})
+	m.answerReopeners(record, fmt.Errorf("%w: %s", ErrQueueNotServing, record.failure.message))
 	for _, request := range record.waiters {
 		ctx.Send(request.replyTo, declareResult{requestID: request.requestID, failure: record.failure})
 	}
@@ -284,30 +417,47 @@ func (m *queuesManager) becomeFailed(record *queueRecord, failure requestFailure
 	m.core.logger.Error("queue failed", "queue", record.name, "reason", failure.message)
 }
 
-// partitionFailed: a partition spent its restart budget and was stopped.
+// partitionFailed: a partition spent its restart budget and is stopping.
 func (m *queuesManager) partitionFailed(_ actor.Context, msg partitionFailed) {
-	for _, record := range m.queues {
-		if record.pid.Id == msg.pid.Id && record.state != queueDeleting {
-			m.becomeFailed(record, requestFailure{code: wire.CodeFenced, message: fmt.Sprintf(
-				"queue %q stopped after repeated internal failures (last: %v); restart the node to recover it",
-				record.name, msg.err)})
-		}
+	record := m.recordOf(msg.pid)
+	if record == nil || record.state == queueDeleting {
+		return
 	}
+	record.policyStopped = true
+	m.becomeFailed(record, requestFailure{code: wire.CodeFenced, message: fmt.Sprintf(
+		"queue %q stopped after repeated internal failures (last: %v); %s", record.name, msg.err,
+		reopenAdvice(record.name))})
 }
 
-func (m *queuesManager) partitionTerminated(pid *actor.PID) {
+// recordOf finds the record whose partition is pid.
+func (m *queuesManager) recordOf(pid *actor.PID) *queueRecord {
 	for _, record := range m.queues {
-		if record.pid.Id != pid.Id {
-			continue
+		if record.pid != nil && record.pid.Id == pid.Id {
+			return record
 		}
-		record.stopped = true
-		if record.state == queueDeleting {
-			continue
-		}
-		if record.state != queueFailed {
-			m.becomeFailed(record, requestFailure{code: wire.CodeFenced,
-				message: fmt.Sprintf("queue %q stopped unexpectedly; restart the node to recover it", record.name)})
-		}
+	}
+	return nil
+}
+
+// partitionTerminated: a partition actor is gone. The manager asked for it
+// (a delete), its policy stopped it (failed), or nobody did, which is a
+// defect worth an error line.
+func (m *queuesManager) partitionTerminated(ctx actor.Context, pid *actor.PID) {
+	record := m.recordOf(pid)
+	if record == nil || record.terminated {
+		return
+	}
+	record.terminated = true
+	switch {
+	case record.state == queueDeleting:
+		m.removeFiles(ctx, record)
+	case record.state == queueFailed && len(record.reopeners) > 0:
+		m.spawnPartition(ctx, record)
+		m.core.directory.set(record.name, record.pid)
+	case record.state != queueFailed:
+		m.becomeFailed(record, requestFailure{code: wire.CodeFenced, message: fmt.Sprintf(
+			"queue %q stopped unexpectedly; %s", record.name, reopenAdvice(record.name))})
+		m.answerReopeners(record, fmt.Errorf("%w: %s", ErrQueueNotServing, record.failure.message))
 	}
 }
 
@@ -327,15 +477,35 @@ func (m *queuesManager) delete(ctx actor.Context, msg deleteRequest) {
 			code: wire.CodeUnknownQueue, message: fmt.Sprintf("queue %q was deleted while it was being declared", msg.name)}})
 	}
 	record.waiters = nil
+	m.answerReopeners(record, fmt.Errorf("%w: queue %q was deleted", ErrUnknownQueue, msg.name))
 	record.state = queueDeleting
 	m.core.directory.remove(msg.name)
 	m.maybeSettleClusterWaiters(record)
-	if !record.stopped {
-		ctx.Send(record.pid, prepareDelete{})
+	if record.terminated {
+		m.removeFiles(ctx, record)
 		return
 	}
-	self, system, core, name := ctx.Self(), ctx.ActorSystem(), m.core, msg.name
+	// A user message, so the delete takes effect after whatever was sent
+	// to the partition before it (partition_delete.go); the files go once
+	// the partition terminated.
+	ctx.Send(record.pid, deleteQueue{})
+}
+
+// removeFiles removes a deleted queue's files on a goroutine, after every
+// close of its directory still running.
+func (m *queuesManager) removeFiles(ctx actor.Context, record *queueRecord) {
+	if record.removing {
+		return
+	}
+	record.removing = true
+	self, system, core, name := ctx.Self(), ctx.ActorSystem(), m.core, record.name
+	pending := core.closing.pending(record.home.dir)
+	core.storageClosers.Add(1)
 	go func() {
+		defer core.storageClosers.Done()
+		for _, closing := range pending {
+			<-closing
+		}
 		err := removeQueueFiles(core.config.FS, core.config.DataDir, name, core.newID())
 		system.Root.Send(self, partitionDeleted{name: name, err: err})
 	}()
@@ -346,16 +516,74 @@ func (m *queuesManager) partitionDeleted(ctx actor.Context, msg partitionDeleted
 	if !ok || record.state != queueDeleting {
 		return
 	}
-	delete(m.queues, msg.name)
-	m.core.metrics.dropQueue(msg.name)
+	record.filesGone, record.deleteErr = true, msg.err
+	m.maybeFinishDelete(ctx, record)
+}
+
+// maybeFinishDelete answers a delete once the partition actor is gone and
+// its files are removed, then takes up the declares that waited for it.
+func (m *queuesManager) maybeFinishDelete(ctx actor.Context, record *queueRecord) {
+	if !record.terminated || !record.filesGone {
+		return
+	}
+	delete(m.queues, record.name)
+	m.core.metrics.dropQueue(record.name)
 	for _, request := range record.deleters {
 		result := deleteResult{requestID: request.requestID, removed: record.removed}
-		if msg.err != nil {
-			result.failure = requestFailure{code: wire.CodeStorageFailure,
-				message: fmt.Sprintf("queue %q was closed but its files could not all be removed: %v", msg.name, msg.err)}
+		if record.deleteErr != nil {
+			result.failure = requestFailure{code: wire.CodeStorageFailure, message: fmt.Sprintf(
+				"queue %q was closed but its files could not all be removed: %v", record.name, record.deleteErr)}
 		}
 		ctx.Send(request.replyTo, result)
 	}
+	for _, request := range record.redeclares {
+		m.declare(ctx, request)
+	}
+}
+
+// reopen opens a fenced or failed queue again: a partition that is alive
+// (fenced) reopens its own queue; a stopped one is spawned again.
+func (m *queuesManager) reopen(ctx actor.Context, msg reopenRequest) {
+	record, ok := m.queues[msg.name]
+	if !ok {
+		ctx.Send(msg.replyTo, reopenResult{err: fmt.Errorf("%w: %q", ErrUnknownQueue, msg.name)})
+		return
+	}
+	if record.state == queueDeleting {
+		ctx.Send(msg.replyTo, reopenResult{err: fmt.Errorf("%w: queue %q is being deleted", ErrQueueNotServing, msg.name)})
+		return
+	}
+	record.reopeners = append(record.reopeners, msg)
+	switch {
+	case record.state == queueOpening || record.reopening:
+		// answered when the open in progress ends
+	case record.terminated:
+		m.spawnPartition(ctx, record)
+		m.core.directory.set(record.name, record.pid)
+	case record.policyStopped:
+		// spawned again once the stopping partition terminated
+	default:
+		record.reopening = true
+		ctx.Send(record.pid, reopenQueue{})
+	}
+}
+
+func (m *queuesManager) reopenRefused(msg reopenRefused) {
+	record, ok := m.queues[msg.name]
+	if !ok {
+		return
+	}
+	record.reopening = false
+	m.answerReopeners(record, fmt.Errorf("%w: %s", ErrQueueNotFenced, msg.reason))
+}
+
+// answerReopeners answers every reopen waiting on record with err (nil:
+// the queue serves again).
+func (m *queuesManager) answerReopeners(record *queueRecord, err error) {
+	for _, request := range record.reopeners {
+		m.core.system.Root.Send(request.replyTo, reopenResult{err: err})
+	}
+	record.reopeners = nil
 }
 
 // list answers list-queues: names from the manager, info from each
@@ -371,16 +599,29 @@ func (m *queuesManager) list(ctx actor.Context, msg listRequest) {
 			names = append(names, name)
 		}
 	}
+	remote := m.catalogOnlyQueues(msg) // cluster mode: the catalog's other queues (cluster_list.go)
+	for name := range remote {
+		names = append(names, name)
+	}
 	sort.Strings(names)
 	more := len(names) > limit
 	names = names[:min(len(names), limit)]
-	routes := make([]queueRoute, len(names))
-	for i, name := range names {
-		routes[i] = queueRoute{name: name, pid: m.queues[name].pid, failure: m.queues[name].failure}
+	routes := make([]queueRoute, 0, len(names))
+	for _, name := range names {
+		if record, open := m.queues[name]; open {
+			routes = append(routes, queueRoute{name: name, pid: record.pid, failure: record.failure})
+		}
 	}
 	system, core := ctx.ActorSystem(), m.core
 	go func() {
-		infos := core.withClusterInfos(gatherInfos(system, routes))
+		infos := gatherInfos(system, routes)
+		for _, name := range names {
+			if info, ok := remote[name]; ok {
+				infos = append(infos, info)
+			}
+		}
+		sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+		infos = core.withClusterInfos(infos)
 		system.Root.Send(msg.replyTo, listResult{requestID: msg.requestID, more: more, queues: infos})
 	}()
 }
@@ -389,11 +630,7 @@ func (m *queuesManager) list(ctx actor.Context, msg listRequest) {
 // defaults) when it does not exist.
 func (m *queuesManager) handoff(ctx actor.Context, msg deadLetterHandoff) {
 	refuse := func(failure requestFailure) {
-		offsets := make([]uint64, len(msg.letters))
-		for i := range msg.letters {
-			offsets[i] = msg.letters[i].Offset
-		}
-		ctx.Send(msg.source, deadLettersRefused{offsets: offsets, failure: failure})
+		ctx.Send(msg.source, deadLettersRefused{offsets: offsetsOf(msg.letters), failure: failure})
 	}
 	if err := ValidateQueueName(msg.target); err != nil {
 		refuse(requestFailure{code: wire.CodeInvalidName, message: err.Error()})
@@ -425,4 +662,13 @@ func (m *queuesManager) publishSummary() {
 	}
 	m.entry.SetSummary(fmt.Sprintf("queues=%d ready=%d opening=%d failed=%d deleting=%d recovered=%v",
 		len(m.queues), counts[queueReady], counts[queueOpening], counts[queueFailed], counts[queueDeleting], m.recovered))
+}
+
+// offsetsOf lists the offsets of dead letters.
+func offsetsOf(letters []queue.DeadLetter) []uint64 {
+	offsets := make([]uint64, len(letters))
+	for i := range letters {
+		offsets[i] = letters[i].Offset
+	}
+	return offsets
 }

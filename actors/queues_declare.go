@@ -49,12 +49,26 @@ func (m *queuesManager) declare(ctx actor.Context, msg declareRequest) {
 		return
 	}
 	record, exists := m.queues[msg.name]
+	if exists && record.state == queueDeleting {
+		// Checked against the new declaration once the delete finished.
+		record.redeclares = append(record.redeclares, msg)
+		return
+	}
 	if !exists {
+		if requested.DeadLetterQueue != "" && requested.MaxDeliveries == 0 {
+			refuse(wire.CodeInvalidOptions, "dead_letter_queue needs max_deliveries in the same declare "+
+				"(the attempts after which a message is dead-lettered)")
+			return
+		}
 		if err := requested.Validate(); err != nil {
 			refuse(wire.CodeInvalidOptions, "%v", err)
 			return
 		}
 		record = m.spawnQueue(ctx, msg.name, requested)
+		if record.state == queueFailed {
+			ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: record.failure})
+			return
+		}
 		record.created = true
 		record.waiters = append(record.waiters, msg)
 		m.maybeDeclareDeadLetterQueue(ctx, requested.DeadLetterQueue)
@@ -72,8 +86,6 @@ func (m *queuesManager) declare(ctx actor.Context, msg declareRequest) {
 		m.maybeAnswerWaiters(ctx, record)
 	case queueFailed:
 		ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: record.failure})
-	case queueDeleting:
-		refuse(wire.CodeUnavailable, "queue %q is being deleted; declare it again once the delete is answered", msg.name)
 	}
 }
 
@@ -90,7 +102,7 @@ func (m *queuesManager) maybeDeclareDeadLetterQueue(ctx actor.Context, name stri
 
 // answerDeclare answers a declare of a ready queue.
 func (m *queuesManager) answerDeclare(ctx actor.Context, record *queueRecord, msg declareRequest) {
-	result := declareResult{requestID: msg.requestID, created: record.created, modeNamed: msg.modeNamed,
+	result := declareResult{requestID: msg.requestID, created: record.created,
 		mode: wireMode(record.home.options.Mode)}
 	record.created = false
 	if record.home.options.Mode == queue.Buffered {
@@ -289,6 +301,10 @@ func gatherInfos(system *actor.ActorSystem, routes []queueRoute) []wire.QueueInf
 		}
 		result, err := futures[i].Result()
 		if answer, ok := result.(infoResult); ok && err == nil {
+			if answer.failure.failed() {
+				infos[i].FenceError = answer.failure.message // stopping: not serving, for now
+				continue
+			}
 			infos[i] = answer.info
 			continue
 		}

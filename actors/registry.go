@@ -82,6 +82,16 @@ type Entry struct {
 	values     [SummaryValuesMax]atomic.Int64
 	restarts   atomic.Uint64
 	dispatcher *keepAliveDispatcher // runs the actor's mailbox (dispatcher.go)
+
+	// Lifecycle (lifecycle.go). parent is set with path; phase moves with
+	// the lifecycle messages; stopAsked is the reason the actor was asked
+	// to stop (0 until then), written under stopMu, which also orders stop
+	// requests against restart decisions; stopped closes on Stopped.
+	parent    *Entry
+	phase     atomic.Int32
+	stopMu    sync.Mutex
+	stopAsked atomic.Uint32
+	stopped   chan struct{}
 }
 
 type mailboxHolder struct{ mailbox actor.Mailbox }
@@ -221,7 +231,8 @@ func sortTree(node *ActorNode) {
 // must not be reused for a second spawn: the dispatcher serves one mailbox.
 func (r *Registry) props(kind string, logger *slog.Logger, producer func(*Entry) actor.Actor,
 	options ...actor.PropsOption) *actor.Props {
-	entry := &Entry{kind: kind, dispatcher: newKeepAliveDispatcher(dispatcherThroughput, dispatcherIdle)}
+	entry := &Entry{kind: kind, dispatcher: newKeepAliveDispatcher(dispatcherThroughput, dispatcherIdle),
+		stopped: make(chan struct{})}
 	base := []actor.PropsOption{
 		actor.WithMailbox(func() actor.Mailbox {
 			mailbox := actor.Unbounded()()
@@ -231,26 +242,36 @@ func (r *Registry) props(kind string, logger *slog.Logger, producer func(*Entry)
 		actor.WithDispatcher(entry.dispatcher),
 		actor.WithReceiverMiddleware(panicLogging(logger, kind), r.lifecycle(entry)),
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return producer(entry) }, append(base, options...)...)
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &lifecycleGate{inner: producer(entry), entry: entry, logger: logger}
+	}, append(base, options...)...)
 }
 
-// lifecycle keeps entry registered from Started to Stopped and counts
-// restarts.
+// lifecycle keeps entry registered from Started to Stopped, moves its
+// phase (lifecycle.go) and counts restarts.
 func (r *Registry) lifecycle(entry *Entry) actor.ReceiverMiddleware {
 	return func(next actor.ReceiverFunc) actor.ReceiverFunc {
 		return func(ctx actor.ReceiverContext, envelope *actor.MessageEnvelope) {
 			switch envelope.Message.(type) {
 			case *actor.Started:
-				r.add(entry, ctx.Self().Id)
+				r.add(entry, ctx.Self().Id, ctx.Parent())
+				if entry.Phase() < phaseStopping {
+					entry.becomePhase(phaseRunning)
+				}
 			case *actor.Restarting:
+				entry.becomePhase(phaseRestarting)
 				entry.restarts.Add(1)
 				r.restartsTotal.Add(1)
 				if r.onRestart != nil {
 					r.onRestart(entry.path)
 				}
+			case *actor.Stopping:
+				entry.becomePhase(phaseStopping)
 			case *actor.Stopped:
 				r.remove(entry)
 				next(ctx, envelope)
+				entry.becomePhase(phaseStopped)
+				close(entry.stopped)
 				entry.dispatcher.retire()
 				return
 			}
@@ -259,14 +280,24 @@ func (r *Registry) lifecycle(entry *Entry) actor.ReceiverMiddleware {
 	}
 }
 
-func (r *Registry) add(entry *Entry, path string) {
+func (r *Registry) add(entry *Entry, path string, parent *actor.PID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if entry.path == "" {
 		entry.path = path
 		entry.startedAt = r.clock()
+		if parent != nil {
+			entry.parent = r.entries[parent.Id]
+		}
 	}
 	r.entries[path] = entry
+}
+
+// entryAt returns the live entry at path, or nil.
+func (r *Registry) entryAt(path string) *Entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.entries[path]
 }
 
 func (r *Registry) remove(entry *Entry) {

@@ -6,10 +6,30 @@ package actors
 // (inbound.go); replies leave through the outbox to the writer goroutine
 // (outbox.go). The session never touches the socket or storage.
 //
-// Rules it enforces: hello first and once; the auth token, when the node
-// has one; queue names; subscriptions are this session's own. A broken
-// stream or a refused hello gets an error frame and a closed connection; a
-// failed request gets an error frame and the connection stays.
+// Rules it enforces: hello first and once, within the hello deadline; the
+// auth token, when the node has one; queue names; publish sequence numbers
+// above every earlier one (checked by the reader, inbound.go);
+// subscriptions are this session's own; one order per connection and the
+// keepalive (session_order.go). A broken stream or a refused hello gets an
+// error frame and a closed connection; a failed request gets an error
+// frame and the connection stays.
+//
+// States, besides the lifecycle phases of every actor:
+//
+//	awaiting hello  only hello is taken; the hello deadline runs
+//	open            requests are served in the order sent; the keepalive runs
+//	draining        the node shuts down: what is in flight is finished, new
+//	                requests are refused as unavailable, then the session
+//	                closes with shutting_down
+//	closing         the final error frame is queued; the session stops when
+//	                the reader reports the end of the connection
+//
+// Messages taken: the reader's frames (in*), connectionEnded; the answers
+// of the manager and the partitions (results, deliverBatch,
+// subscriptionEnded, partitionNotice); drainSession (sessions
+// supervisor); helloDeadline and keepaliveTick (its own timers); the
+// Terminated of partitions it watches. Sent: requests to the manager and
+// the partitions; frames to its outbox.
 //
 // Every publish batch is answered exactly once: by the partition's result,
 // or, if the partition stops first (deleted, shut down, failed), by a
@@ -23,6 +43,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/fibrilmq/fibril/wire"
@@ -64,6 +85,10 @@ type session struct {
 	subscriptions map[uint64]*sessionSubscription
 	watched       map[string]*actor.PID // partitions watched, by PID id
 	cluster       clusterSession        // cluster mode only (cluster_session.go)
+
+	order    requestOrder // session_order.go
+	live     keepalive    // session_order.go
+	draining bool
 }
 
 func newSession(entry *Entry, core *brokerCore, conn *connection, number uint64) *session {
@@ -81,12 +106,7 @@ func (s *session) Receive(ctx actor.Context) {
 	case *actor.Started:
 		s.start(ctx)
 	case *actor.Stopping:
-		for _, partition := range s.watched {
-			ctx.Unwatch(partition) // partitions outlive sessions: keep their watcher sets small
-		}
-		s.conn.linger.Store(int64(shutdownLinger))
-		s.becomeClosing(&wire.ErrorFrame{Code: wire.CodeShuttingDown, Message: "the session is closing: the node is shutting down or the session failed"})
-		s.core.metrics.sessionsOpen.Add(-1)
+		s.stopping(ctx)
 	case *actor.Terminated:
 		// The partition's last answers may still be queued behind this
 		// system message: handle its end after them.
@@ -97,13 +117,38 @@ func (s *session) Receive(ctx actor.Context) {
 		s.connectionEnded(ctx, msg)
 	case injectedPanic:
 		panic(fmt.Errorf("injected panic in session %s: %s", s.id, msg.reason))
+	case helloDeadline:
+		s.helloDeadlinePassed()
+	case keepaliveTick:
+		s.keepaliveTick(ctx)
+	case drainSession:
+		s.beginDrain()
 	default:
 		if s.closing {
 			s.returnCreditOf(msg)
 			return
 		}
-		s.receiveOpen(ctx, msg)
+		s.receiveInOrder(ctx, msg)
 	}
+	if s.draining {
+		s.maybeFinishDrain()
+	}
+}
+
+// stopping: the session failed or the node shuts down.
+func (s *session) stopping(ctx actor.Context) {
+	for _, partition := range s.watched {
+		ctx.Unwatch(partition) // partitions outlive sessions: keep their watcher sets small
+	}
+	s.stopTimers()
+	s.conn.linger.Store(int64(shutdownLinger))
+	message := "the node is shutting down: reconnect, possibly to another node"
+	if s.entry.StopCause() == stopFailed {
+		message = "the session failed after an internal error in the node: reconnect"
+	}
+	s.becomeClosing(&wire.ErrorFrame{Code: wire.CodeShuttingDown, Message: message})
+	s.core.metrics.sessionsOpen.Add(-1)
+	s.core.sessions.forget(s.id)
 }
 
 func (s *session) start(ctx actor.Context) {
@@ -124,12 +169,13 @@ func (s *session) start(ctx actor.Context) {
 			s.core.logger.Debug("session write failed", "session", s.id, "err", err)
 		})
 	}()
+	s.armHelloDeadline(ctx)
 }
 
 // receiveOpen handles a message while the connection is open.
 func (s *session) receiveOpen(ctx actor.Context, message any) {
 	if hello, ok := message.(inHello); ok {
-		s.hello(hello.frame)
+		s.hello(ctx, hello.frame)
 		return
 	}
 	if !s.helloDone && isClientFrame(message) {
@@ -146,7 +192,9 @@ func (s *session) receiveOpen(ctx actor.Context, message any) {
 	case deliverBatch:
 		s.deliver(msg)
 	case settleFailed:
-		s.push(msg.failure.frame(0))
+		s.push(msg.failure.frame(msg.requestID))
+	case ackSyncApplied:
+		s.push(&wire.OK{RequestID: msg.requestID, Count: msg.count})
 	default:
 		s.receiveControl(ctx, message)
 	}
@@ -163,7 +211,7 @@ func isClientFrame(message any) bool {
 	return false
 }
 
-func (s *session) hello(frame *wire.Hello) {
+func (s *session) hello(ctx actor.Context, frame *wire.Hello) {
 	if s.helloDone {
 		s.refuse(wire.CodeProtocolViolation, "a second hello on one connection")
 		return
@@ -171,6 +219,11 @@ func (s *session) hello(frame *wire.Hello) {
 	if !slices.Contains(frame.Versions, wire.ProtocolVersion) {
 		s.refuse(wire.CodeUnsupportedVersion, fmt.Sprintf("the node speaks protocol version %d; hello offered %v",
 			wire.ProtocolVersion, frame.Versions))
+		return
+	}
+	if frame.MaxBodyBytes != 0 && frame.MaxBodyBytes < wire.MinMaxBodyBytes {
+		s.refuse(wire.CodeProtocolViolation, fmt.Sprintf("hello's max_body_bytes %d is below the minimum of %d "+
+			"(0 means the default of %d)", frame.MaxBodyBytes, wire.MinMaxBodyBytes, wire.DefaultMaxBodyBytes))
 		return
 	}
 	if token := s.core.config.AuthToken; token != "" &&
@@ -192,6 +245,7 @@ func (s *session) hello(frame *wire.Hello) {
 		Version: wire.ProtocolVersion, NodeID: s.core.config.NodeID, SessionID: s.id, Session: state,
 		MaxBodyBytes: s.core.config.MaxBodyBytes, ServerVersion: Version,
 	})
+	s.helloAccepted(ctx)
 	s.publishSummary()
 }
 
@@ -209,6 +263,7 @@ func (s *session) becomeClosing(final *wire.ErrorFrame) {
 		return
 	}
 	s.closing = true
+	s.dropHeld()
 	s.conn.closeAfter(final)
 	s.publishSummary()
 }
@@ -227,7 +282,8 @@ func (s *session) connectionEnded(ctx actor.Context, msg connectionEnded) {
 			s.conn.closeAfter()
 		}
 	}
-	ctx.Stop(ctx.Self())
+	s.stopTimers()
+	s.core.registry.stopActor(ctx, ctx.Self(), stopDone)
 }
 
 // endFrameFor picks the error frame that answers a reader's end, or nil
@@ -240,7 +296,8 @@ func endFrameFor(msg connectionEnded) *wire.ErrorFrame {
 	case errors.Is(msg.err, wire.ErrUnknownFrame):
 		return wire.UnknownFrameError(msg.tag)
 	case errors.Is(msg.err, errProtocolViolation):
-		return &wire.ErrorFrame{Code: wire.CodeProtocolViolation, Message: msg.err.Error()}
+		text := strings.TrimPrefix(msg.err.Error(), errProtocolViolation.Error()+": ")
+		return &wire.ErrorFrame{Code: wire.CodeProtocolViolation, Message: text}
 	}
 	var frameErr *wire.FrameError
 	if errors.As(msg.err, &frameErr) {
@@ -252,6 +309,10 @@ func endFrameFor(msg connectionEnded) *wire.ErrorFrame {
 // push queues frames for the client; a client that stopped reading is
 // disconnected.
 func (s *session) push(frames ...wire.Frame) {
+	frames = s.fitToClient(frames)
+	for _, frame := range frames {
+		s.core.metrics.countRefusal(frame) // fibril_refusals_total; other frames cost a type switch
+	}
 	if err := s.conn.box.push(frames...); err != nil {
 		s.core.logger.Warn("closing session", "session", s.id, "err", err)
 		s.closing = true
@@ -272,9 +333,12 @@ func (s *session) publishSummary() {
 	switch {
 	case s.closing:
 		state = "closing"
+	case s.draining:
+		state = "draining"
 	case !s.helloDone:
 		state = "awaiting hello"
 	}
 	s.entry.SetSummary(fmt.Sprintf("%s client=%q conn=%d subscriptions=%d", state, s.clientName,
 		s.conn.id, len(s.subscriptions)))
+	s.core.sessions.note(s, state) // GET /api/connections (sessions_table.go)
 }

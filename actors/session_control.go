@@ -44,11 +44,19 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 			ctx.Send(partition, infoRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID})
 		}
 	case infoResult:
+		if msg.failure.failed() {
+			s.push(msg.failure.frame(msg.requestID))
+			return
+		}
 		s.push(&wire.QueueInfoReply{RequestID: msg.requestID, Info: s.core.withClusterInfo(msg.info)})
 	case inListQueues:
 		ctx.Send(s.core.queuesManager, listRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID,
 			prefix: msg.frame.Prefix, after: msg.frame.After, limit: int(msg.frame.Limit)})
 	case listResult:
+		if msg.failure.failed() {
+			s.push(msg.failure.frame(msg.requestID))
+			return
+		}
 		s.push(&wire.QueueList{RequestID: msg.requestID, More: msg.more, Queues: msg.queues})
 	case inDeleteQueue:
 		if err := ValidateQueueName(msg.frame.Queue); err != nil {
@@ -58,6 +66,7 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 		if s.clusterDelete(ctx, msg) {
 			return
 		}
+		s.beginBarrier("delete")
 		ctx.Send(s.core.queuesManager, deleteRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID, name: msg.frame.Queue})
 	case deleteResult:
 		s.answer(msg.requestID, msg.removed, msg.failure)
@@ -134,20 +143,22 @@ func (s *session) declare(ctx actor.Context, msg inDeclare) {
 		s.push(&wire.ErrorFrame{RequestID: frame.RequestID, Code: wire.CodeInvalidOptions, Message: msg.optionsErr.Error()})
 		return
 	}
+	s.beginBarrier("declare")
 	ctx.Send(s.core.queuesManager, declareRequest{replyTo: ctx.Self(), requestID: frame.RequestID,
-		name: frame.Queue, options: frame.Options, mode: frame.Mode, modeNamed: frame.Mode != wire.ModeUnset})
+		name: frame.Queue, options: frame.Options, mode: frame.Mode})
 }
 
+// declareAnswered replies to a declare. Every declare, with or without a
+// mode byte, is answered FDK2 naming the queue's effective mode, so a
+// client never has to guess the mode a mode-less declare produced (the
+// default differs between a single node and a cluster).
 func (s *session) declareAnswered(msg declareResult) {
-	switch {
-	case msg.failure.failed():
+	if msg.failure.failed() {
 		s.push(msg.failure.frame(msg.requestID))
-	case msg.modeNamed:
-		s.push(&wire.DeclareOKMode{RequestID: msg.requestID, Created: msg.created, Mode: msg.mode,
-			Warnings: msg.warnings})
-	default:
-		s.push(&wire.DeclareOK{RequestID: msg.requestID, Created: msg.created})
+		return
 	}
+	s.push(&wire.DeclareOKMode{RequestID: msg.requestID, Created: msg.created, Mode: msg.mode,
+		Warnings: msg.warnings})
 }
 
 func (s *session) subscribe(ctx actor.Context, frame *wire.Subscribe) {

@@ -109,12 +109,12 @@ func runEnd(seqs []uint64, start int) int {
 func (s *session) settle(ctx actor.Context, msg inSettle) {
 	subscription, ok := s.subscriptions[msg.subscriptionID]
 	if !ok {
-		s.push(&wire.ErrorFrame{Code: wire.CodeUnknownSubscription,
+		s.push(&wire.ErrorFrame{RequestID: msg.requestID, Code: wire.CodeUnknownSubscription,
 			Message: fmt.Sprintf("%s of %d tags names subscription %d, which this session does not hold",
 				msg.kind, len(msg.tags), msg.subscriptionID)})
 		return
 	}
-	ctx.Send(subscription.partition, settleRequest{replyTo: ctx.Self(), subscriptionID: msg.subscriptionID,
+	ctx.Send(subscription.partition, settleRequest{replyTo: ctx.Self(), requestID: msg.requestID, subscriptionID: msg.subscriptionID,
 		kind: msg.kind, tags: msg.tags, requeue: msg.requeue, delay: msg.delay})
 }
 
@@ -135,7 +135,7 @@ func (s *session) partitionStopped(partition *actor.PID) {
 		}
 		delete(s.pending, batchID)
 		s.answerBatch(batch, 0, 0, requestFailure{code: wire.CodeUnknownQueue,
-			message: fmt.Sprintf("queue %q stopped (deleted, or the node is shutting down) before the publish was confirmed", batch.queue)})
+			message: fmt.Sprintf("queue %q stopped (deleted, restarted, or the node is shutting down) before answering the publish; it may have been stored", batch.queue)})
 	}
 	for id, subscription := range s.subscriptions {
 		if subscription.partition.Id != partition.Id {

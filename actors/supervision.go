@@ -15,9 +15,14 @@ package actors
 //     stopped and recorded as failed by their manager, which keeps serving
 //     every other queue; sessions are never restarted (their state is a
 //     connection), they are stopped and their connection closed.
-//   - Each decision is published on the actor system's event stream and
-//     reported to the policy's observe hook, so no actor stops or restarts
-//     without its supervisor knowing why.
+//   - A child that was asked to stop, is stopping, or has an ancestor that is
+//     stopping or restarting is never restarted (lifecycle.go): its failure
+//     is answered with Stop, whatever the decider says, and the restart
+//     budget is not charged. A fatal reason still escalates.
+//   - Each decision is published on the actor system's event stream; every
+//     decision the policy made (not one forced by a stop in progress) is
+//     reported to the observe hook, so no actor stops or restarts without
+//     its supervisor knowing why.
 //   - panicLogging is the outermost receiver middleware of every actor: it
 //     logs the panic value and stack, then re-panics so the library's
 //     mailbox recovers it and supervision proceeds.
@@ -46,10 +51,9 @@ func failureError(reason any) error {
 }
 
 // fatalGuardian supervises the root actor. Whatever reaches it ends the
-// process through fatal.
+// process through fatal, which says it in the node's log (one line).
 type fatalGuardian struct {
-	fatal  func(error)
-	logger *slog.Logger
+	fatal func(error)
 }
 
 var _ actor.SupervisorStrategy = (*fatalGuardian)(nil)
@@ -60,7 +64,6 @@ var _ actor.SupervisorStrategy = (*fatalGuardian)(nil)
 func (g *fatalGuardian) HandleFailure(system *actor.ActorSystem, _ actor.Supervisor, child *actor.PID,
 	_ *actor.RestartStatistics, reason any, _ any) {
 	err := fmt.Errorf("actors: %s failed and the node cannot contain it: %w", child.Id, failureError(reason))
-	g.logger.Error("fatal failure reached the guardian", "actor", child.Id, "err", err)
 	system.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: actor.StopDirective})
 	go g.fatal(err)
 }
@@ -79,26 +82,48 @@ type failurePolicy struct {
 	// goroutine and must not block (send a message, bump a counter).
 	observe func(child *actor.PID, err error, directive actor.Directive)
 	logger  *slog.Logger
+	// registry holds the children's lifecycle entries (nil in tests that
+	// build a policy alone: every child then counts as running).
+	registry *Registry
 }
 
 var _ actor.SupervisorStrategy = (*failurePolicy)(nil)
 
-// HandleFailure applies the policy to one failed child.
+// HandleFailure applies the policy to one failed child. The decision and a
+// restart's send happen under the child's stop lock (lifecycle.go), so a
+// stop requested meanwhile is either seen here or reaches the child after
+// the restart.
 func (p *failurePolicy) HandleFailure(system *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID,
 	stats *actor.RestartStatistics, reason any, _ any) {
 	err := failureError(reason)
-	directive := p.directiveFor(err, stats)
+	var entry *Entry
+	if p.registry != nil {
+		entry = p.registry.entryAt(child.Id)
+	}
+	if entry != nil {
+		entry.stopMu.Lock()
+	}
+	forced := entry != nil && entry.restartBlocked()
+	directive := p.directiveFor(err, stats, forced)
+	if directive == actor.RestartDirective {
+		supervisor.RestartChildren(child)
+	}
+	if directive == actor.StopDirective && entry != nil {
+		entry.stopAsked.CompareAndSwap(uint32(stopNotAsked), uint32(stopFailed))
+	}
+	if entry != nil {
+		entry.stopMu.Unlock()
+	}
 	p.logger.Warn("supervisor decided", "level", p.level, "actor", child.Id,
-		"directive", directive.String(), "err", err)
+		"directive", directive.String(), "err", err, "stop_in_progress", forced)
 	if directive != actor.EscalateDirective {
 		system.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: directive})
 	}
-	if p.observe != nil {
+	if p.observe != nil && !forced {
 		p.observe(child, err, directive)
 	}
 	switch directive {
-	case actor.RestartDirective:
-		supervisor.RestartChildren(child)
+	case actor.RestartDirective: // sent above
 	case actor.StopDirective:
 		supervisor.StopChildren(child)
 	case actor.EscalateDirective:
@@ -108,11 +133,15 @@ func (p *failurePolicy) HandleFailure(system *actor.ActorSystem, supervisor acto
 	}
 }
 
-// directiveFor is the pure decision: fatal reasons escalate, restarts are
-// counted against the budget, and a spent budget becomes exhausted.
-func (p *failurePolicy) directiveFor(err error, stats *actor.RestartStatistics) actor.Directive {
+// directiveFor is the pure decision: fatal reasons escalate; a child whose
+// stop is in progress (forced) stops; restarts are counted against the
+// budget, and a spent budget becomes exhausted.
+func (p *failurePolicy) directiveFor(err error, stats *actor.RestartStatistics, forced bool) actor.Directive {
 	if errors.Is(err, ErrFatal) {
 		return actor.EscalateDirective
+	}
+	if forced {
+		return actor.StopDirective
 	}
 	directive := p.decide(err)
 	if directive != actor.RestartDirective {

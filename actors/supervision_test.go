@@ -93,7 +93,7 @@ func startTestTree(t *testing.T, logger *slog.Logger, policy *failurePolicy, chi
 	}
 	registries.Store(tree.system, tree.registry)
 	t.Cleanup(func() { registries.Delete(tree.system) })
-	guardian := &fatalGuardian{fatal: func(err error) { tree.fatals <- err }, logger: logger}
+	guardian := &fatalGuardian{fatal: func(err error) { tree.fatals <- err }}
 	props := tree.registry.props("node", logger, func(entry *Entry) actor.Actor {
 		return &probe{entry: entry, events: tree.events, children: children}
 	}, actor.WithGuardian(guardian), actor.WithSupervisor(policy))

@@ -20,6 +20,12 @@ package actors
 // written before it asked. These are the only
 // syncs the broker can time (fibril_sync_seconds): background syncs start
 // inside the log on a tick, and the log does not report their duration.
+//
+// States: armed (a tick timer runs) or off (interval 0), each with an
+// explicit sync running or not; and the lifecycle phases every actor has
+// (doc.go, "Lifecycle"): Stopping and Restarting disarm the timer and
+// answer the waiting explicit syncs. Takes syncTick, setSyncInterval,
+// syncNow, explicitSyncFinished; sends syncDone.
 
 import (
 	"context"

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/actors"
+	"github.com/fibrilmq/fibril/client"
 	"github.com/fibrilmq/fibril/storage/vfs"
 	"github.com/fibrilmq/fibril/wire"
 	"github.com/prometheus/common/expfmt"
@@ -283,7 +284,8 @@ func TestLiveHealthzFlipsWhenALogLatches(t *testing.T) {
 	client.mustPublish("bad", 1)
 	do(t, node.server, "GET", "/healthz", "").expectStatus(t, 200)
 
-	mem.InjectFault(vfs.FaultRule{Op: vfs.FaultSync, Pattern: "/data/queues/bad/0/log/*", Sticky: true})
+	// Only the segments fail: a disk that refuses the cut file too stops the node.
+	mem.InjectFault(vfs.FaultRule{Op: vfs.FaultSync, Pattern: "/data/queues/bad/0/log/*.log", Sticky: true})
 	for seq, confirmed := range client.publish("bad", 1) {
 		if confirmed {
 			t.Fatalf("seq %d confirmed on a log whose fsync fails", seq)
@@ -362,14 +364,52 @@ func TestLiveActorTreeFollowsSessions(t *testing.T) {
 	})
 }
 
-// /metrics parses as Prometheus text and counts a known workload.
+// /metrics parses with Prometheus' own parser, has HELP and TYPE for every
+// family and le buckets on every histogram, and counts a known workload:
+// the families an operator alerts on are all there, with the right values.
 func TestLiveMetricsAfterAWorkload(t *testing.T) {
 	node := startLiveNode(t, nil)
-	client := dialLive(t, node)
-	client.declare("orders", wire.ModeBuffered)
-	client.mustPublish("orders", 4)
-	liveQueue(t, node, "orders") // the lag gauges are refreshed by the info request
+	sdk, err := client.Dial(t.Context(), client.Options{Addresses: []string{node.broker.Addr().String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdk.Close()
+	ctx := t.Context()
+	if _, err := sdk.Declare(ctx, "orders", client.QueueConfig{MaxDeliveries: 1, DeadLetterQueue: "orders.dead"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sdk.Declare(ctx, "clicks", client.QueueConfig{Mode: client.ModeBuffered}); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if _, err := sdk.Publish(ctx, "orders", client.Message{Payload: []byte("order")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := sdk.Publish(ctx, "clicks", client.Message{Payload: []byte("click")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sdk.Publish(ctx, "missing", client.Message{Payload: []byte("x")}); client.CodeOf(err) != wire.CodeUnknownQueue {
+		t.Fatalf("publish to an undeclared queue: %v", err)
+	}
+	sub, err := sdk.Subscribe(ctx, "orders", client.SubscribeOptions{Prefetch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (<-sub.Deliveries()).AckSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := (<-sub.Deliveries()).Nack(false, 0); err != nil { // dead-lettered
+		t.Fatal(err)
+	}
+	eventually(t, "the dead letter arrives", func() bool {
+		status, ok := node.broker.QueueInfo("orders.dead")
+		return ok && status.Ready == 1
+	})
 
+	answer := do(t, node.server, "GET", "/metrics", "")
+	answer.expectStatus(t, 200)
+	checkExposition(t, answer.body)
 	families := liveMetrics(t, node)
 	orders := map[string]string{"queue": "orders"}
 	for _, c := range []struct {
@@ -378,8 +418,19 @@ func TestLiveMetricsAfterAWorkload(t *testing.T) {
 		want   float64
 	}{
 		{"fibril_publishes_total", orders, 4},
-		{"fibril_confirms_total", map[string]string{"queue": "orders", "boundary": "written"}, 4},
-		{"fibril_durable_lag_records", orders, 4},
+		{"fibril_confirms_total", map[string]string{"queue": "orders", "boundary": "durable"}, 4},
+		{"fibril_confirms_total", map[string]string{"queue": "clicks", "boundary": "written"}, 1},
+		{"fibril_deliveries_total", orders, 4}, // two more reach the subscription as the first two settle
+		{"fibril_settles_total", map[string]string{"queue": "orders", "kind": "ack"}, 1},
+		{"fibril_settles_total", map[string]string{"queue": "orders", "kind": "nack"}, 1},
+		{"fibril_dead_letters_total", orders, 1},
+		{"fibril_refusals_total", map[string]string{"code": "unknown_queue", "kind": "publish"}, 1},
+		{"fibril_queue_ready_messages", orders, 0},
+		{"fibril_queue_leased_messages", orders, 2},
+		{"fibril_queue_delayed_messages", orders, 0},
+		{"fibril_queue_consumers", orders, 1},
+		{"fibril_queue_ready_messages", map[string]string{"queue": "orders.dead"}, 1},
+		{"fibril_queue_info", map[string]string{"queue": "clicks", "mode": "buffered"}, 1},
 		{"fibril_log_latched", orders, 0},
 		{"fibril_sessions_open", nil, 1},
 		{"fibril_latched_logs", nil, 0},
@@ -389,13 +440,17 @@ func TestLiveMetricsAfterAWorkload(t *testing.T) {
 			t.Fatalf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	if gaugeValue(t, families, "fibril_append_seconds_count", orders) < 1 {
-		t.Fatal("no append latency observed")
+	// SyncInterval 0: the buffered queue's one record stays written, not durable.
+	if got := gaugeValue(t, families, "fibril_queue_unsynced_records", map[string]string{"queue": "clicks"}); got != 1 {
+		t.Fatalf("unsynced records of the buffered queue: %v", got)
 	}
-	for _, name := range []string{"fibril_deliveries_total", "fibril_redeliveries_total", "fibril_settles_total",
-		"fibril_dead_letters_total", "fibril_publish_bytes_total", "fibril_append_seconds_bucket"} {
-		if _, ok := families[name]; !ok {
-			t.Fatalf("no %s family", name)
+	if got := gaugeValue(t, families, "fibril_queue_unsynced_bytes", map[string]string{"queue": "clicks"}); got <= 0 {
+		t.Fatalf("unsynced bytes of the buffered queue: %v", got)
+	}
+	for _, name := range []string{"fibril_confirm_latency_seconds", "fibril_delivery_latency_seconds",
+		"fibril_log_write_seconds", "fibril_log_fsync_seconds"} {
+		if got := gaugeValue(t, families, name+"_count", orders); got < 1 {
+			t.Fatalf("%s observed %v times for orders", name, got)
 		}
 	}
 }
@@ -410,16 +465,25 @@ func liveMetrics(t *testing.T, node *liveNode) map[string]*familyValues {
 		t.Fatalf("/metrics is not Prometheus text: %v", err)
 	}
 	families := map[string]*familyValues{}
+	add := func(name string, labels map[string]string, value float64) {
+		if families[name] == nil {
+			families[name] = &familyValues{}
+		}
+		families[name].samples = append(families[name].samples, sample{labels: labels, value: value})
+	}
 	for name, family := range parsed {
-		values := &familyValues{}
 		for _, metric := range family.GetMetric() {
 			labels := map[string]string{}
 			for _, pair := range metric.GetLabel() {
 				labels[pair.GetName()] = pair.GetValue()
 			}
-			values.samples = append(values.samples, sample{labels: labels, value: sampleValue(metric)})
+			if histogram := metric.GetHistogram(); histogram != nil {
+				add(name+"_count", labels, float64(histogram.GetSampleCount()))
+				add(name+"_sum", labels, histogram.GetSampleSum())
+				continue
+			}
+			add(name, labels, sampleValue(metric))
 		}
-		families[name] = values
 	}
 	return families
 }

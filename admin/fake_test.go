@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // fakeNode is a Node whose answers the tests set. It is a QueueSyncer:
@@ -26,7 +26,7 @@ type fakeNode struct {
 	syncErr      error
 	syncInterval time.Duration
 	setCalls     []time.Duration
-	metrics      *metrics.Set
+	metrics      *prometheus.Registry
 }
 
 func newFakeNode(started time.Time) *fakeNode {
@@ -39,7 +39,7 @@ func newFakeNode(started time.Time) *fakeNode {
 		queues:       map[string]QueueStatus{},
 		actors:       map[string]ActorInfo{},
 		syncInterval: 100 * time.Millisecond,
-		metrics:      metrics.NewSet(),
+		metrics:      prometheus.NewRegistry(),
 	}
 	return node
 }
@@ -116,7 +116,7 @@ func (f *fakeNode) SyncQueue(name string) error {
 	return nil
 }
 
-func (f *fakeNode) WritePrometheus(w io.Writer) { f.metrics.WritePrometheus(w) }
+func (f *fakeNode) WritePrometheus(w io.Writer) { _ = writeGathered(w, f.metrics) }
 
 func (f *fakeNode) setQueue(q QueueStatus) {
 	f.mu.Lock()

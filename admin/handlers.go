@@ -9,7 +9,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 )
 
@@ -24,6 +23,7 @@ type nodeView struct {
 	Settings      map[string]any    `json:"settings"`
 	Cluster       bool              `json:"cluster"` // whether /api/cluster is served
 	Admin         adminView         `json:"admin"`
+	Resources     resourcesView     `json:"resources"`
 }
 
 // adminView says how the endpoint itself is protected.
@@ -54,6 +54,7 @@ func (s *Server) handleNode(ctx *fasthttp.RequestCtx, _ string) {
 	}
 	view.Settings["sync_interval_ms"] = durationMs(info.SyncInterval)
 	_, view.Cluster = s.node.(ClusterNode)
+	view.Resources = readResources(info.DataDir)
 	writeJSON(ctx, fasthttp.StatusOK, view)
 }
 
@@ -135,14 +136,6 @@ func (s *Server) handleHealth(ctx *fasthttp.RequestCtx, _ string) {
 		view.Status, status = "fenced", fasthttp.StatusServiceUnavailable
 	}
 	writeJSON(ctx, status, view)
-}
-
-// handleMetrics writes the node's series, then the process's (goroutines,
-// memory, CPU, file descriptors).
-func (s *Server) handleMetrics(ctx *fasthttp.RequestCtx, _ string) {
-	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
-	s.node.WritePrometheus(ctx)
-	metrics.WriteProcessMetrics(ctx)
 }
 
 func (s *Server) handleCluster(ctx *fasthttp.RequestCtx, _ string) {

@@ -11,9 +11,12 @@ package admin
 // records in [durable_next, written_next).
 
 import (
+	"context"
 	"errors"
 	"io"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Node is everything the endpoint reads and changes on a node.
@@ -178,4 +181,62 @@ type FencedPartition struct {
 	Queue     string `json:"queue"`
 	Partition int    `json:"partition"`
 	Error     string `json:"error"`
+}
+
+// ConnectionLister is an optional capability of a Node: GET
+// /api/connections and the dashboard's connection table are served only
+// when the node has it.
+type ConnectionLister interface {
+	// Connections returns every live client session.
+	Connections() []ConnectionStatus
+}
+
+// ConnectionStatus is one client session.
+type ConnectionStatus struct {
+	Session         string `json:"session"`        // the session id hello-ok gave
+	ClientName      string `json:"client_name"`    // from the client's hello
+	RemoteAddress   string `json:"remote_address"` // the client's address
+	ConnectedUnixMs int64  `json:"connected_unix_ms"`
+	State           string `json:"state"` // "awaiting hello", "open" or "closing"
+	Subscriptions   int    `json:"subscriptions"`
+}
+
+// QueueActor is an optional capability of a Node: the queue actions
+// (POST /api/queues/{name}/purge, /delete and /peek) are served only when
+// the node has it. Each is a write, so it needs the admin token when one
+// is set. Errors wrapping ErrNoSuchQueue become 404.
+type QueueActor interface {
+	// PurgeQueue removes the queue's ready messages and says how many.
+	PurgeQueue(ctx context.Context, name string) (uint64, error)
+	// DeleteQueue deletes the queue and says how many messages it held.
+	DeleteQueue(ctx context.Context, name string) (uint64, error)
+	// PeekQueue shows up to count messages from the queue's head and
+	// leaves them there (released: their next delivery is marked
+	// redelivered, the attempt not counted).
+	PeekQueue(ctx context.Context, name string, count int) ([]PeekedMessage, error)
+}
+
+// PeekedMessage is one message a peek saw.
+type PeekedMessage struct {
+	MessageID     string            `json:"message_id"`
+	Offset        uint64            `json:"offset"`
+	Attempt       uint32            `json:"attempt"`
+	Redelivered   bool              `json:"redelivered"`
+	PublishUnixMs int64             `json:"publish_unix_ms"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	Body          string            `json:"body"`           // the payload when it is UTF-8 text
+	BodyBase64    []byte            `json:"body_base64"`    // otherwise, base64
+	BodyBytes     int               `json:"body_bytes"`     // the payload's size
+	Truncated     bool              `json:"body_truncated"` // Body holds only the first PeekBodyBytes
+}
+
+// PeekBodyBytes bounds the body a peek returns per message.
+const PeekBodyBytes = 4 << 10
+
+// MetricsGatherer is an optional capability of a Node: GET /api/stats
+// (the dashboard's rates and latency charts) is served only when the node
+// has it.
+type MetricsGatherer interface {
+	// Gatherer returns the node's metrics registry.
+	Gatherer() prometheus.Gatherer
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 )
@@ -120,7 +121,7 @@ func TestActorTreeHTMLForBrowsers(t *testing.T) {
 	if got := strings.Count(html, "<li>"); got != 4 {
 		t.Fatalf("%d list items, want 4 (node, queues, orders, 0):\n%s", got, html)
 	}
-	checkNoExternalAssets(t, page)
+	checkNoExternalAssets(t, server, page)
 
 	forcedJSON := do(t, server, "GET", "/debug/actors?format=json", "", "Accept", "text/html")
 	if !strings.HasPrefix(forcedJSON.header.Get("Content-Type"), "application/json") {
@@ -166,17 +167,41 @@ func TestBuildActorTreeWithoutAncestorsAndEmpty(t *testing.T) {
 
 // checkNoExternalAssets fails unless a page loads nothing from elsewhere
 // and its policy pins its inline style and script by hash.
-func checkNoExternalAssets(t *testing.T, page response) {
+// checkNoExternalAssets checks that a page loads nothing from elsewhere:
+// every script and stylesheet comes from this endpoint's /assets/ (and is
+// served), the policy allows requests to this origin only, and inline
+// styles are pinned by hash.
+func checkNoExternalAssets(t *testing.T, server *Server, page response) {
 	t.Helper()
 	html := string(page.body)
-	for _, banned := range []string{"http://", "https://", "//", " src=", "<link", "@import", "url("} {
+	for _, banned := range []string{"@import", "url(", `src="http`, `src="//`} {
 		if strings.Contains(html, banned) {
 			t.Fatalf("page refers to %q", banned)
 		}
 	}
+	references := regexp.MustCompile(`<(?:script|link)[^>]*(?:src|href)="([^"]*)"`)
+	found := references.FindAllStringSubmatch(html, -1)
+	if len(found) == 0 && strings.Contains(html, "<script") {
+		t.Fatal("no script reference found")
+	}
+	for _, match := range found {
+		if !strings.HasPrefix(match[1], "/assets/") {
+			t.Fatalf("page loads %q from outside /assets/", match[1])
+		}
+		asset := do(t, server, "GET", match[1], "")
+		asset.expectStatus(t, 200)
+		if asset.header.Get("Content-Security-Policy") == "" {
+			t.Fatalf("asset %s is served without the policy", match[1])
+		}
+	}
 	policy := page.header.Get("Content-Security-Policy")
-	if !strings.Contains(policy, "default-src 'none'") || !strings.Contains(policy, "connect-src 'self'") {
-		t.Fatalf("policy %q", policy)
+	for _, want := range []string{"default-src 'none'", "connect-src 'self'", "script-src 'self'"} {
+		if !strings.Contains(policy, want) {
+			t.Fatalf("policy %q lacks %q", policy, want)
+		}
+	}
+	if strings.Contains(policy, "unsafe-inline") || strings.Contains(policy, "unsafe-eval") {
+		t.Fatalf("policy %q allows inline code", policy)
 	}
 	for _, element := range []string{"style", "script"} {
 		pattern := regexp.MustCompile(`(?s)<` + element + `>(.*?)</` + element + `>`)
@@ -188,35 +213,63 @@ func checkNoExternalAssets(t *testing.T, page response) {
 	}
 }
 
-func TestDashboardIsSelfContainedAndRefreshes(t *testing.T) {
-	server := testServer(t, newFakeNode(time.Time{}), Options{})
+// The dashboard is rendered on the server: its rows are in the HTML before
+// any script runs, and its script (an asset) refreshes them.
+func TestDashboardIsRenderedOnTheServerAndRefreshes(t *testing.T) {
+	node := newFakeNode(time.Time{})
+	node.setQueue(QueueStatus{Name: "orders", Mode: "durable", Counts: QueueCounts{Ready: 7, Leased: 2}, ConsumerCount: 1})
+	server := testServer(t, node, Options{})
 	page := do(t, server, "GET", "/", "")
 	page.expectStatus(t, 200)
 	if got := page.header.Get("Content-Type"); got != "text/html; charset=utf-8" {
 		t.Fatalf("content type %q", got)
 	}
-	checkNoExternalAssets(t, page)
+	checkNoExternalAssets(t, server, page)
 	html := string(page.body)
-	for _, want := range []string{`fetch(path`, `getJSON("/api/queues")`, `getJSON("/healthz")`,
-		`getJSON("/api/cluster")`, "setTimeout(refresh, refreshMs)", `href="/debug/actors"`, "unsynced records",
-		"q.mode", "q.unsynced_records", "q.fenced"} {
+	for _, want := range []string{`<tr data-queue="orders">`, `<a href="/queues/orders">orders</a>`, "<td>7</td>",
+		`id="chart-rates"`, `id="chart-latency"`, `href="/debug/actors"`, "unsynced records", `id="res-rss"`} {
 		if !strings.Contains(html, want) {
-			t.Fatalf("dashboard lacks %q", want)
+			t.Fatalf("dashboard lacks %q:\n%s", want, html)
 		}
 	}
-	if strings.Contains(html, "innerHTML") {
+	script := string(do(t, server, "GET", "/assets/dashboard.js", "").body)
+	for _, want := range []string{`getJSON("/api/queues")`, `getJSON("/healthz")`, `getJSON("/api/stats")`,
+		`getJSON("/api/cluster/overview")`, "setTimeout(refresh, refreshMs)", "new uPlot("} {
+		if !strings.Contains(script, want) {
+			t.Fatalf("dashboard script lacks %q", want)
+		}
+	}
+	if strings.Contains(html+script, "innerHTML") {
 		t.Fatal("the dashboard must build its tables with textContent")
 	}
+	queuePage := do(t, server, "GET", "/queues/orders", "")
+	queuePage.expectStatus(t, 200)
+	checkNoExternalAssets(t, server, queuePage)
+	if !strings.Contains(string(queuePage.body), `id="q-ready">7</b>`) {
+		t.Fatalf("queue page:\n%s", queuePage.body)
+	}
+	do(t, server, "GET", "/queues/missing", "").expectStatus(t, 404)
+	if cluster := do(t, server, "GET", "/cluster", ""); !strings.Contains(string(cluster.body), "This node runs alone") {
+		t.Fatalf("cluster page of a single node:\n%s", cluster.body)
+	}
+	if license := do(t, server, "GET", "/assets/LICENSE-uPlot", ""); !strings.Contains(string(license.body), "MIT License") {
+		t.Fatal("uPlot's license is not served")
+	}
+	do(t, server, "GET", "/assets/../go.mod", "").expectStatus(t, 404)
 }
 
 func TestMetricsParseAsPrometheusText(t *testing.T) {
 	node := newFakeNode(time.Time{})
-	node.metrics.GetOrCreateCounter(`fibril_publishes_total{queue="orders"}`).Add(42)
-	node.metrics.GetOrCreateCounter(`fibril_confirms_total{queue="orders",boundary="written"}`).Add(40)
-	node.metrics.GetOrCreateGauge(`fibril_durable_lag_records{queue="orders"}`, func() float64 { return 9 })
-	histogram := node.metrics.GetOrCreateHistogram(`fibril_append_seconds{queue="orders"}`)
+	publishes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fibril_publishes_total", Help: "h"}, []string{"queue"})
+	confirms := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fibril_confirms_total", Help: "h"},
+		[]string{"queue", "boundary"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fibril_confirm_latency_seconds", Help: "h",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 19)}, []string{"queue"})
+	node.metrics.MustRegister(publishes, confirms, latency)
+	publishes.WithLabelValues("orders").Add(42)
+	confirms.WithLabelValues("orders", "written").Add(40)
 	for _, seconds := range []float64{0.0004, 0.0011, 0.0011, 0.02} {
-		histogram.Update(seconds)
+		latency.WithLabelValues("orders").Observe(seconds)
 	}
 	server := testServer(t, node, Options{})
 
@@ -225,11 +278,7 @@ func TestMetricsParseAsPrometheusText(t *testing.T) {
 	if got := answer.header.Get("Content-Type"); !strings.HasPrefix(got, "text/plain; version=0.0.4") {
 		t.Fatalf("content type %q", got)
 	}
-	var parser expfmt.TextParser
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(answer.body))
-	if err != nil {
-		t.Fatalf("not Prometheus text: %v\n%s", err, answer.body)
-	}
+	families := checkExposition(t, answer.body)
 	value := func(name string, labels map[string]string) float64 {
 		t.Helper()
 		family, ok := families[name]
@@ -250,21 +299,84 @@ func TestMetricsParseAsPrometheusText(t *testing.T) {
 	if got := value("fibril_confirms_total", map[string]string{"queue": "orders", "boundary": "written"}); got != 40 {
 		t.Fatalf("confirms %v", got)
 	}
-	if got := value("fibril_durable_lag_records", map[string]string{"queue": "orders"}); got != 9 {
-		t.Fatalf("lag %v", got)
+	histogram := families["fibril_confirm_latency_seconds"].GetMetric()[0].GetHistogram()
+	if histogram.GetSampleCount() != 4 || histogram.GetSampleSum() < 0.0225 || histogram.GetSampleSum() > 0.0227 {
+		t.Fatalf("confirm latency histogram %v", histogram)
 	}
-	if got := value("fibril_append_seconds_count", map[string]string{"queue": "orders"}); got != 4 {
-		t.Fatalf("append count %v", got)
+	// histogram_quantile needs cumulative le buckets: 0.0004 s is under
+	// the 0.0008 s bound, the two 0.0011 s under 0.0016 s.
+	for _, bucket := range histogram.GetBucket() {
+		switch bucket.GetUpperBound() {
+		case 0.0008:
+			if bucket.GetCumulativeCount() != 1 {
+				t.Fatalf("le=0.0008: %d", bucket.GetCumulativeCount())
+			}
+		case 0.0016:
+			if bucket.GetCumulativeCount() != 3 {
+				t.Fatalf("le=0.0016: %d", bucket.GetCumulativeCount())
+			}
+		}
 	}
-	if got := value("fibril_append_seconds_sum", map[string]string{"queue": "orders"}); got < 0.0225 || got > 0.0227 {
-		t.Fatalf("append sum %v", got)
+	for _, name := range []string{"go_goroutines", "process_open_fds", "process_resident_memory_bytes",
+		"fibril_data_disk_free_bytes", "fibril_build_info"} {
+		if _, ok := families[name]; !ok {
+			t.Fatalf("/metrics lacks %s", name)
+		}
 	}
-	if len(families["fibril_append_seconds_bucket"].GetMetric()) == 0 {
-		t.Fatal("no append latency buckets")
+}
+
+// checkExposition parses a /metrics body with Prometheus' own text parser
+// and checks the rules a scraper and histogram_quantile rely on: every
+// family has HELP and TYPE lines, and every histogram has cumulative le
+// buckets ending in +Inf. It returns the parsed families by name.
+func checkExposition(t *testing.T, body []byte) map[string]*dto.MetricFamily {
+	t.Helper()
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics is not Prometheus text: %v\n%s", err, body)
 	}
-	if value("go_goroutines", nil) <= 0 {
-		t.Fatal("process metrics missing")
+	help, types := map[string]bool{}, map[string]string{}
+	for _, line := range strings.Split(string(body), "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) >= 3 && fields[0] == "#" && fields[1] == "HELP":
+			help[fields[2]] = len(fields) > 3
+		case len(fields) == 4 && fields[0] == "#" && fields[1] == "TYPE":
+			types[fields[2]] = fields[3]
+		}
 	}
+	for name, family := range families {
+		if !help[name] {
+			t.Errorf("family %s has no HELP text", name)
+		}
+		if types[name] == "" {
+			t.Errorf("family %s has no TYPE line", name)
+		}
+		if family.GetType() != dto.MetricType_HISTOGRAM {
+			continue
+		}
+		if !bytes.Contains(body, []byte(name+"_bucket{")) || !strings.Contains(string(body), `le="+Inf"`) {
+			t.Errorf("histogram %s has no le buckets in the text", name)
+		}
+		for _, metric := range family.GetMetric() {
+			buckets := metric.GetHistogram().GetBucket()
+			if len(buckets) == 0 {
+				t.Errorf("histogram %s%v has no buckets", name, metric.GetLabel())
+				continue
+			}
+			for i := 1; i < len(buckets); i++ {
+				if buckets[i].GetUpperBound() <= buckets[i-1].GetUpperBound() ||
+					buckets[i].GetCumulativeCount() < buckets[i-1].GetCumulativeCount() {
+					t.Errorf("histogram %s: buckets not cumulative in le order", name)
+				}
+			}
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return families
 }
 
 func labelsMatch(metric *dto.Metric, labels map[string]string) bool {

@@ -83,6 +83,12 @@ func (s *Server) resolve(path string) (endpoint, string, bool) {
 	switch path {
 	case "/":
 		return endpoint{get: s.handleDashboard}, "", true
+	case "/cluster":
+		return endpoint{get: s.handleClusterPage}, "", true
+	case "/api/connections":
+		return endpoint{get: s.handleConnections}, "", true
+	case "/api/stats":
+		return endpoint{get: s.handleStats}, "", true
 	case "/debug/actors":
 		return endpoint{get: s.handleActors}, "", true
 	case "/api/node":
@@ -93,10 +99,18 @@ func (s *Server) resolve(path string) (endpoint, string, bool) {
 		return endpoint{get: s.handleGetSyncInterval, put: s.handlePutSyncInterval}, "", true
 	case "/api/cluster":
 		return endpoint{get: s.handleCluster}, "", true
+	case "/api/cluster/overview":
+		return endpoint{get: s.handleClusterOverview}, "", true
 	case "/healthz":
 		return endpoint{get: s.handleHealth}, "", true
 	case "/metrics":
 		return endpoint{get: s.handleMetrics}, "", true
+	}
+	if file, ok := strings.CutPrefix(path, "/assets/"); ok {
+		return endpoint{get: s.handleAsset}, file, true
+	}
+	if name, ok := strings.CutPrefix(path, "/queues/"); ok && name != "" && !strings.Contains(name, "/") {
+		return endpoint{get: s.handleQueuePage}, name, true
 	}
 	rest, ok := strings.CutPrefix(path, "/api/queues/")
 	if !ok || rest == "" {
@@ -108,6 +122,14 @@ func (s *Server) resolve(path string) (endpoint, string, bool) {
 		return endpoint{get: s.handleQueue}, name, true
 	case action == "sync":
 		return endpoint{post: s.handleQueueSync}, name, true
+	case action == "reopen":
+		return endpoint{post: s.handleQueueReopen}, name, true
+	case action == "purge":
+		return endpoint{post: s.handleQueuePurge}, name, true
+	case action == "delete":
+		return endpoint{post: s.handleQueueDelete}, name, true
+	case action == "peek":
+		return endpoint{post: s.handleQueuePeek}, name, true
 	}
 	return endpoint{}, "", false
 }

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 )
 
@@ -61,7 +62,8 @@ type Server struct {
 	logger   *slog.Logger
 	listener net.Listener
 	http     *fasthttp.Server
-	loopback bool // bound to loopback: enforce loopback Host headers
+	loopback bool                 // bound to loopback: enforce loopback Host headers
+	process  *prometheus.Registry // the endpoint's own series (metrics.go)
 
 	served    chan error // receives Serve's result once
 	closeOnce sync.Once
@@ -96,7 +98,7 @@ func Start(addr string, node Node, options Options) (*Server, error) {
 		return nil, fmt.Errorf("admin: listen on %s: %w", addr, err)
 	}
 	s := &Server{node: node, options: options, logger: options.Logger, listener: listener,
-		loopback: loopback, served: make(chan error, 1)}
+		loopback: loopback, served: make(chan error, 1), process: newProcessRegistry(node)}
 	if !loopback {
 		s.logger.Warn("admin endpoint bound to a non-loopback address", "addr", listener.Addr().String(),
 			"writes_need_token", options.Token != "", "reads_need_token", options.ProtectReads)

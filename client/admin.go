@@ -42,14 +42,27 @@ type ReplicaInfo = wire.ReplicaInfo
 
 // QueueConfig is a queue's declaration. Zero fields are not set: a new
 // queue takes the node's default, an existing one keeps its value.
+//
+// The mode of a new queue, by deployment kind:
+//
+//	                      single node            cluster
+//	Mode set              that mode              that mode (policy: a majority of replicas at its boundary)
+//	Mode zero             durable (sent as such) durable (sent as such)
+//	KeepMode, new queue   durable                the cluster's default_policy; unset: buffered
+//	                                             (replica_buffered with a majority)
+//	KeepMode, existing    its mode, unchanged    its mode, unchanged
+//
+// Whatever was sent, DeclareResult.Mode and Policy are the node's answer,
+// never a guess (docs/cluster.md, "Declaring").
 type QueueConfig struct {
 	// Mode is fixed when the queue is created. The zero value means
 	// durable, and is sent as such: re-declaring a buffered queue without
 	// Buffered (or KeepMode) is refused with mode_conflict.
 	Mode Mode
-	// KeepMode sends no mode at all: a new queue becomes durable, an
-	// existing one keeps its mode. The result's mode is then read from
-	// the queue's info, and carries no warnings.
+	// KeepMode sends no mode at all: an existing queue keeps its mode, and
+	// a new one gets the deployment's default (durable on a single node;
+	// in a cluster the default policy, buffered unless configured). The
+	// result names the mode the queue really has.
 	KeepMode bool
 
 	LeaseTimeout    time.Duration // how long a delivery may stay unsettled before it is delivered again
@@ -67,13 +80,14 @@ type QueueConfig struct {
 // DeclareResult is the node's answer to a declare.
 type DeclareResult struct {
 	Created  bool     // this declare created the queue
-	Mode     Mode     // the queue's effective mode
+	Mode     Mode     // the queue's effective mode, as the node reports it
 	Policy   string   // the effective replication policy; empty on a single node
 	Warnings []string // for people; a buffered queue always has one about power loss
 }
 
 // Declare creates a queue, or checks and updates an existing one, and
-// reports its effective mode and any warnings.
+// reports its effective mode, policy and any warnings, as the node states
+// them.
 func (c *Client) Declare(ctx context.Context, queue string, config QueueConfig) (DeclareResult, error) {
 	if err := checkName("queue name", queue); err != nil {
 		return DeclareResult{}, err
@@ -102,14 +116,13 @@ func (c *Client) Declare(ctx context.Context, queue string, config QueueConfig) 
 		return DeclareResult{Created: frame.Created, Mode: frame.Mode, Policy: frame.Policy,
 			Warnings: append([]string(nil), frame.Warnings...)}, nil
 	case *wire.DeclareOK:
-		if frame.Created {
-			return DeclareResult{Created: true, Mode: ModeDurable}, nil // a new queue without a mode is durable
-		}
+		// An older node answers a mode-less declare with FDK1, which names
+		// no mode: read the mode the queue really has from its info.
 		info, err := c.QueueInfo(ctx, queue)
 		if err != nil {
-			return DeclareResult{}, err
+			return DeclareResult{}, fmt.Errorf("reading the mode of %q after its declare: %w", queue, err)
 		}
-		return DeclareResult{Mode: info.Mode, Policy: info.Policy}, nil
+		return DeclareResult{Created: frame.Created, Mode: info.Mode, Policy: info.Policy}, nil
 	}
 	return DeclareResult{}, unexpectedReply("declare", answer.frame)
 }

@@ -124,6 +124,47 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// Drain ends the Client gracefully, the way a worker shuts down: it
+// drains every subscription at once (Subscription.Drain: nothing new is
+// handed out, handlers finish and their settles are sent), then waits for
+// the confirms of every publish in flight (including those handlers made
+// while finishing), then closes. When ctx ends first it closes anyway and
+// returns ctx's error with whatever else failed.
+func (c *Client) Drain(ctx context.Context) error {
+	var subscriptions []*Subscription
+	for _, l := range c.allLinks() {
+		l.mu.Lock()
+		subscriptions = append(subscriptions, l.subscriptionsLocked()...)
+		l.mu.Unlock()
+	}
+	errs := make([]error, len(subscriptions)+1)
+	var draining sync.WaitGroup
+	for i, s := range subscriptions {
+		draining.Add(1)
+		go func() {
+			defer draining.Done()
+			if err := s.Drain(ctx); !errors.Is(err, ErrSubscriptionClosed) {
+				errs[i] = err
+			}
+		}()
+	}
+	draining.Wait()
+	errs[len(subscriptions)] = c.Flush(ctx)
+	c.Close()
+	return errors.Join(errs...)
+}
+
+// allLinks returns the home link and every redirect target's.
+func (c *Client) allLinks() []*link {
+	c.routesMu.Lock()
+	defer c.routesMu.Unlock()
+	links := []*link{c.home}
+	for _, l := range c.links {
+		links = append(links, l)
+	}
+	return links
+}
+
 // unsubscribeAll ends every subscription on the node, all at once, within
 // closeGrace.
 func (c *Client) unsubscribeAll() {
@@ -256,7 +297,7 @@ func (c *Client) resend(futures []*PublishFuture, target *link) {
 				continue
 			}
 			if err := c.sendPublish(c.ctx, future, target); err != nil {
-				c.finishPublish(future, Confirm{Err: err})
+				c.finishQueued(future, Confirm{Err: err})
 			}
 		}
 	}()

@@ -43,6 +43,29 @@ func TestDeclareReportsEffectiveModeAndWarnings(t *testing.T) {
 	}
 }
 
+// A node whose mode-less default is buffered (a cluster) reports it, and
+// the SDK passes on what the node said, with FDK2 and, from an older node,
+// FDK1 followed by queue info.
+func TestKeepModeReportsTheModeTheNodeChose(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("legacy=%t", legacy), func(t *testing.T) {
+			server := startServer(t, clienttest.Config{DefaultMode: wire.ModeBuffered, LegacyDeclareOK: legacy})
+			c := dial(t, client.Options{}, server)
+			fresh := declare(t, c, "events", client.QueueConfig{KeepMode: true})
+			if !fresh.Created || fresh.Mode != client.ModeBuffered {
+				t.Fatalf("KeepMode on a new queue where the default is buffered: got %+v", fresh)
+			}
+			again := declare(t, c, "events", client.QueueConfig{KeepMode: true})
+			if again.Created || again.Mode != client.ModeBuffered {
+				t.Fatalf("KeepMode re-declare: got %+v", again)
+			}
+			if state, _ := server.Queue("events"); state.Mode != wire.ModeBuffered {
+				t.Fatalf("the node holds %+v", state)
+			}
+		})
+	}
+}
+
 func TestInvalidConfigIsRefusedBeforeSending(t *testing.T) {
 	server := startServer(t, clienttest.Config{})
 	c := dial(t, client.Options{}, server)

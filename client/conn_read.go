@@ -8,12 +8,14 @@ package client
 // arrives, and the node sends no delivery for a subscription after that ok.
 //
 // A frame it cannot decode, or one only a client sends, is answered with
-// an error frame and ends the connection; so does a delivery beyond the
-// subscription's prefetch, because the SDK sizes its buffers on the
-// prefetch and must never block this goroutine on a subscriber.
+// an error frame and ends the connection. A delivery beyond the
+// subscription's prefetch means the node expired a lease (delivery.go);
+// the reader never waits on a subscriber: a delivery that does not fit the
+// subscription's channel is withdrawn (the node redelivers it).
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/fibrilmq/fibril/wire"
 )
@@ -273,7 +275,8 @@ func (c *conn) answer(id uint64, answer reply) {
 }
 
 func (c *conn) bind(s *Subscription, ok *wire.SubscribeOK) *binding {
-	b := &binding{subscription: s, conn: c, id: ok.SubscriptionID, prefetch: ok.Prefetch}
+	b := &binding{subscription: s, conn: c, id: ok.SubscriptionID, prefetch: ok.Prefetch,
+		leaseTimeout: s.LeaseTimeout()}
 	s.ensureChannel(ok.Prefetch)
 	c.reading.bindings[ok.SubscriptionID] = b
 	return b
@@ -308,14 +311,15 @@ func (c *conn) handleDeliver(body []byte) {
 	if b.ended.Load() {
 		return // unsubscribing: the node releases these when the unsubscribe arrives
 	}
+	now := time.Now()
 	for i := range r.deliver.Deliveries {
-		if held := b.unsettled.Add(1); b.prefetch != 0 && held > int64(b.prefetch) {
-			c.protocolError(wire.CodeProtocolViolation, "subscription %d holds %d unsettled deliveries, over its prefetch of %d",
-				b.id, held, b.prefetch)
-			return
-		}
-		if !b.subscription.offer(newDelivery(b, &r.deliver.Deliveries[i]), c.done) {
-			return
+		d := newDelivery(b, &r.deliver.Deliveries[i], now)
+		b.track(d)
+		if !b.subscription.offer(d) {
+			// Not handed to the application (drained, ended, or the
+			// channel is full of deliveries whose leases expired): the node
+			// hands the message out again once it releases or expires it.
+			b.leave(d, deliveryWithdrawn)
 		}
 	}
 }

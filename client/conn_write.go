@@ -21,11 +21,12 @@ const maxSettleTags = 8192
 const publishFrameOverhead = 2 + 4
 
 type writerState struct {
-	writer     *wire.Writer
-	nextSeq    uint64
-	batch      wire.Publish
-	batchQueue string
-	batchBytes int
+	writer       *wire.Writer
+	nextSeq      uint64
+	batch        wire.Publish
+	batchFutures []*PublishFuture // parallel to batch.Messages
+	batchQueue   string
+	batchBytes   int
 
 	ack      wire.Ack
 	nack     wire.Nack
@@ -119,6 +120,9 @@ func (c *conn) addToBatch(future *PublishFuture) {
 		w.batchBytes+future.encodedBytes > int(c.peerMaxBody)) {
 		c.emitPublishBatch()
 	}
+	if !c.client.enterBatch(future, c) {
+		return // its deadline passed while it was queued
+	}
 	if publishFrameOverhead+len(future.queue)+future.encodedBytes > int(c.peerMaxBody) {
 		c.client.finishPublish(future, Confirm{Err: ErrMessageTooLarge})
 		return
@@ -136,6 +140,7 @@ func (c *conn) addToBatch(future *PublishFuture) {
 		w.batchBytes = publishFrameOverhead + len(future.queue)
 	}
 	w.batch.Messages = append(w.batch.Messages, message)
+	w.batchFutures = append(w.batchFutures, future)
 	w.batchBytes += future.encodedBytes
 }
 
@@ -156,8 +161,18 @@ func (c *conn) emitPublishBatch() {
 			}
 		}
 	}
+	// The frame is encoded (or failed): the payloads are no longer read.
+	// A publish whose deadline passed while it was in the frame is
+	// completed now, if nothing else took it.
+	for i, future := range w.batchFutures {
+		if future.leaveBatch() && c.pending.removePublish(w.batch.Messages[i].Seq, future) {
+			c.client.finishPublish(future, Confirm{Err: ErrPublishTimeout})
+		}
+	}
 	clear(w.batch.Messages)
 	w.batch.Messages = w.batch.Messages[:0]
+	clear(w.batchFutures)
+	w.batchFutures = w.batchFutures[:0]
 }
 
 func (c *conn) writeDirtySettles() {
@@ -221,13 +236,18 @@ func (c *conn) closeOutbox() {
 		select {
 		case item := <-c.outbox:
 			if item.publish != nil {
-				c.client.finishPublish(item.publish, Confirm{Err: c.failure})
+				c.client.finishQueued(item.publish, Confirm{Err: c.failure})
 			}
 			// Requests were registered before they were queued, so fail
 			// has already answered them.
 		default:
 			clear(c.writing.batch.Messages)
 			c.writing.batch.Messages = c.writing.batch.Messages[:0]
+			for _, future := range c.writing.batchFutures {
+				future.leaveBatch() // registered before fail, so fail completed them
+			}
+			clear(c.writing.batchFutures)
+			c.writing.batchFutures = c.writing.batchFutures[:0]
 			return
 		}
 	}
@@ -251,6 +271,8 @@ func requestIDOf(frame wire.Frame) uint64 {
 	case *wire.PurgeQueue:
 		return f.RequestID
 	case *wire.Ping:
+		return f.RequestID
+	case *wire.AckSync:
 		return f.RequestID
 	}
 	return 0

@@ -11,15 +11,19 @@
 // pending on it fails at once with an error matching ErrConnectionLost
 // (IsRetryable reports true), and a supervisor reconnects with backoff,
 // rotating through the addresses and naming the previous session in
-// hello. Session().Resumed (and Options.OnConnect) tell when the node
+// hello. Options.OnConnectionLost reports a connection that ended,
+// Options.OnReconnectFailed each failed attempt to get one back, and
+// Options.OnConnect each success; Session().Resumed tells when the node
 // restarted since. Requests made while reconnecting fail at once too,
 // unless Options.WaitForReconnect makes them wait (bounded by their
 // context).
 //
 // # Declaring
 //
-// Declare takes a QueueConfig; its zero value declares a durable queue.
-// The result carries the effective mode and the node's warnings (a
+// Declare takes a QueueConfig; its zero value declares a durable queue,
+// and KeepMode names no mode (an existing queue keeps its own, a new one
+// gets the deployment's default: see QueueConfig). The result carries the
+// effective mode and policy as the node states them, and its warnings (a
 // buffered queue always carries one about power loss).
 //
 //	result, err := c.Declare(ctx, "clicks", client.QueueConfig{Mode: client.ModeBuffered})
@@ -31,24 +35,50 @@
 // Options.MaxPendingPublishes) and those queued together for one queue
 // share a frame. Every Confirm says which boundary it stands on:
 // BoundaryWritten for buffered queues, BoundaryDurable for durable ones.
-// With Options.Confirms, Confirms() also streams every PublishAsync
-// outcome. A publish that fails with ErrConnectionLost has an unknown
-// outcome: publish it again if you need at-least-once, and deduplicate on
-// the message id when consuming.
+// Outcomes reach you on the future, through a per-publish callback
+// (WithCallback), or, with Options.Confirms, on the Confirms() channel;
+// WithTag attaches a value of yours that every Confirm carries back, so no
+// table keyed by publish numbers is needed. A publish that fails with
+// ErrConnectionLost or ErrPublishTimeout has an unknown outcome: publish
+// it again if you need at-least-once, and deduplicate on the message id
+// when consuming.
+//
+// Deadlines: Options.PublishTimeout bounds every publish's wait for its
+// confirm, WithPublishTimeout and WithDeadline one publish's, and Publish
+// ends at its context's deadline; a publish past its deadline fails with
+// ErrPublishTimeout and frees its window place.
+//
+// Buffers: the SDK does not copy a message. PublishAsync keeps the
+// Payload and header values until the future is done (they are read when
+// the frame is encoded, and again if a redirect sends the message to
+// another node), so do not modify or reuse them before then. After
+// Publish returns they are yours again. A Delivery's Payload and header
+// values are the SDK's own copy and stay valid as long as you keep them.
 //
 // # Consuming
 //
 // Subscribe returns a Subscription whose Deliveries channel holds at most
 // the prefetch the node granted (or calls a handler from one goroutine).
 // Settle every Delivery once: Ack, Nack (requeue, delay), Release or
-// Discard. Settles are gathered per subscription and sent as soon as the
-// connection's writer is free, in batches. A Delivery whose connection
-// ended is stale: settling it returns ErrStaleDelivery, and the node hands
-// the message out again with Redelivered set. After a reconnect the SDK
-// subscribes again on its own. When the node ends a subscription itself
-// (its queue was deleted or fenced, or a message is larger than
-// Options.MaxBodyBytes), the Subscription ends: Done closes and Err
-// returns the node's *ServerError; it is not subscribed again.
+// Discard are sent in the background, gathered per subscription and sent
+// as soon as the connection's writer is free, in batches; AckSync waits
+// until the node has applied the ack. A Delivery whose connection ended is
+// stale: settling it returns ErrStaleDelivery, and the node hands the
+// message out again with Redelivered set. A Delivery held past its queue's
+// lease timeout has expired: settling it returns ErrLeaseExpired, because
+// the node has taken it back and delivers it again. After a reconnect the
+// SDK subscribes again on its own, retrying with backoff until the node
+// accepts. When the node ends a subscription itself (its queue was
+// deleted or fenced, or a message is larger than Options.MaxBodyBytes),
+// or refuses a resubscribe for good, the Subscription ends: Done closes
+// and Err returns the node's *ServerError.
+//
+// Shutting down: Subscription.Drain stops handing out deliveries, lets
+// handlers finish and settle what they hold, then unsubscribes;
+// Client.Drain does that for every subscription, waits for outstanding
+// confirms, and closes. Unsubscribe and Close end at once instead, and
+// the node releases what is unsettled (a handler still working then finds
+// its delivery stale, and the message is delivered again).
 //
 // # Redirects
 //

@@ -24,6 +24,16 @@ var (
 	// the message back (it will be delivered again, marked redelivered),
 	// so the settle is not sent.
 	ErrStaleDelivery = errors.New("client: delivery is stale (its subscription or connection ended)")
+	// ErrLeaseExpired: the delivery's lease expired before it was settled:
+	// the node no longer holds it for this consumer and delivers the
+	// message again (marked redelivered, its attempt counted), so the
+	// settle is refused. Raise the queue's lease timeout, or lower the
+	// prefetch, if handlers need longer.
+	ErrLeaseExpired = errors.New("client: delivery's lease expired; the node delivers the message again")
+	// ErrPublishTimeout: a publish's deadline passed before its confirm.
+	// Its outcome is unknown (it may or may not have been stored), as after
+	// ErrConnectionLost; it is retryable.
+	ErrPublishTimeout = errors.New("client: publish deadline passed before its confirm (outcome unknown)")
 	// ErrAlreadySettled: the delivery was already acked, nacked, released
 	// or discarded.
 	ErrAlreadySettled = errors.New("client: delivery already settled")
@@ -63,11 +73,14 @@ func (e *ServerError) Error() string {
 func (e *ServerError) Retryable() bool { return e.Code.Retryable() }
 
 // IsRetryable reports whether err says the same request may succeed if sent
-// again: a lost connection, or a node refusal whose code is retryable
-// (fenced, limit_reached, storage_failure, unavailable, shutting_down,
-// not_owner).
+// again: a lost connection, a publish deadline that passed (both leave the
+// outcome unknown), or a node refusal whose code is retryable (fenced,
+// limit_reached, storage_failure, unavailable, overloaded, shutting_down,
+// not_owner). Wait before sending again, longer after each refusal in a
+// row (docs/protocol.md, "Flow control and overload"); a publish sent
+// again takes a new sequence number, which the SDK assigns.
 func IsRetryable(err error) bool {
-	if errors.Is(err, ErrConnectionLost) {
+	if errors.Is(err, ErrConnectionLost) || errors.Is(err, ErrPublishTimeout) {
 		return true
 	}
 	var serverError *ServerError

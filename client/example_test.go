@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/fibrilmq/fibril/client"
@@ -173,4 +175,163 @@ func ExampleClient_Subscribe() {
 		log.Fatal(err)
 	}
 	<-sub.Done()
+}
+
+// A worker that shuts down without repeating its work in progress: on
+// SIGTERM, Drain stops new deliveries, lets the handler finish and settle
+// what it holds, waits for outstanding confirms and closes.
+func ExampleClient_Drain() {
+	node, err := clienttest.NewServer(clienttest.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer node.Close()
+	ctx := context.Background()
+	c, err := client.Dial(ctx, client.Options{Addresses: []string{node.Addr()}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := c.Declare(ctx, "jobs", client.QueueConfig{}); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := c.Publish(ctx, "jobs", client.Message{Payload: []byte("resize image 7")}); err != nil {
+		log.Fatal(err)
+	}
+	working := make(chan struct{})
+	_, err = c.Subscribe(ctx, "jobs", client.SubscribeOptions{Handler: func(d *client.Delivery) {
+		close(working)
+		time.Sleep(10 * time.Millisecond) // the work
+		fmt.Println("done:", string(d.Payload), "ack:", d.Ack())
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	<-working // in a real worker: <-signalContext.Done()
+	shutdown, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	fmt.Println("drained:", c.Drain(shutdown))
+	// Output:
+	// done: resize image 7 ack: <nil>
+	// drained: <nil>
+}
+
+// Subscription.Drain ends one consumer gracefully, leaving the Client
+// open; a long handler can check IsDraining to wind down early.
+func ExampleSubscription_Drain() {
+	var sub *client.Subscription // from Client.Subscribe
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sub.Drain(ctx); errors.Is(err, context.DeadlineExceeded) {
+		log.Print("handlers did not finish in time: their messages will be delivered again")
+	}
+}
+
+// AckSync returns once the node has applied the ack, for work whose
+// completion must be known (here, before telling another system).
+func ExampleDelivery_AckSync() {
+	node, err := clienttest.NewServer(clienttest.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer node.Close()
+	ctx := context.Background()
+	c, err := client.Dial(ctx, client.Options{Addresses: []string{node.Addr()}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	c.Declare(ctx, "payments", client.QueueConfig{})
+	c.Publish(ctx, "payments", client.Message{Payload: []byte("pay invoice 42")})
+	sub, err := c.Subscribe(ctx, "payments", client.SubscribeOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	d := <-sub.Deliveries()
+	switch err := d.AckSync(ctx); {
+	case err == nil:
+		fmt.Println("acked and applied:", string(d.Payload))
+	case errors.Is(err, client.ErrLeaseExpired):
+		fmt.Println("too slow: the message will be delivered again")
+	default:
+		fmt.Println("outcome unknown:", err)
+	}
+	// Output:
+	// acked and applied: pay invoice 42
+}
+
+// A per-publish callback with the caller's own tag: no table keyed by
+// publish numbers is needed to match outcomes to messages.
+func ExampleWithCallback() {
+	node, err := clienttest.NewServer(clienttest.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer node.Close()
+	ctx := context.Background()
+	c, err := client.Dial(ctx, client.Options{Addresses: []string{node.Addr()}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	c.Declare(ctx, "orders", client.QueueConfig{})
+	type order struct{ id string }
+	var mu sync.Mutex
+	confirmed := []string{}
+	for _, id := range []string{"o-1", "o-2", "o-3"} {
+		_, err := c.PublishAsync(ctx, "orders", client.Message{Payload: []byte(id), MessageID: id},
+			client.WithTag(order{id}),
+			client.WithCallback(func(confirm client.Confirm) { // runs on the SDK's goroutine: keep it short
+				mu.Lock()
+				defer mu.Unlock()
+				if confirm.Err == nil {
+					confirmed = append(confirmed, confirm.Tag.(order).id)
+				}
+			}))
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+	c.Flush(ctx)
+	mu.Lock()
+	sort.Strings(confirmed)
+	fmt.Println(confirmed)
+	mu.Unlock()
+	// Output:
+	// [o-1 o-2 o-3]
+}
+
+// A bound on how long a publish waits for its confirm: a stalled node
+// fails it with ErrPublishTimeout (outcome unknown) instead of holding it
+// until the connection's keepalive gives up.
+func ExampleWithPublishTimeout() {
+	var c *client.Client // from client.Dial, perhaps with Options.PublishTimeout for every publish
+	ctx := context.Background()
+	future, err := c.PublishAsync(ctx, "orders", client.Message{Payload: []byte("o-9"), MessageID: "o-9"},
+		client.WithPublishTimeout(2*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := future.Wait(ctx); errors.Is(err, client.ErrPublishTimeout) {
+		// publish it again with the same message id; consumers deduplicate on it
+	}
+}
+
+// Connection events: a lost connection and a failed attempt to get it back
+// are reported apart.
+func ExampleOptions_events() {
+	c, err := client.Dial(context.Background(), client.Options{
+		Addresses: []string{"127.0.0.1:7420"},
+		OnConnectionLost: func(address string, err error) {
+			log.Printf("lost %s: %v (pending requests failed; reconnecting)", address, err)
+		},
+		OnReconnectFailed: func(address string, round int, err error) {
+			if round%10 == 0 {
+				log.Printf("still cannot reach %s after %d rounds: %v", address, round, err)
+			}
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -107,7 +108,7 @@ func TestSettlesGatheredBeforeTheWriterRunsShareOneFramePerKind(t *testing.T) {
 	c := &conn{done: make(chan struct{}), settleKick: make(chan struct{}, 1), pending: newPendingTable(),
 		writing: writerState{writer: wire.NewWriter(&out, 0)}}
 	b := &binding{conn: c, id: 7, prefetch: 10}
-	b.unsettled.Store(6)
+	b.live.Store(6)
 	deliveries := make([]*Delivery, 6)
 	for i := range deliveries {
 		deliveries[i] = &Delivery{binding: b, tag: uint64(i + 1)}
@@ -121,8 +122,8 @@ func TestSettlesGatheredBeforeTheWriterRunsShareOneFramePerKind(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(c.settleKick) != 1 || b.unsettled.Load() != 0 {
-		t.Fatalf("kick %d, unsettled %d: want one kick and nothing unsettled", len(c.settleKick), b.unsettled.Load())
+	if len(c.settleKick) != 1 || b.live.Load() != 0 {
+		t.Fatalf("kick %d, unsettled %d: want one kick and nothing unsettled", len(c.settleKick), b.live.Load())
 	}
 	c.writeDirtySettles()
 	c.writing.writer.Flush()
@@ -164,4 +165,23 @@ func tagsOf(tags []uint64) string {
 		out = append(out, byte('0'+tag))
 	}
 	return string(out)
+}
+
+// Every refusal the protocol calls retryable is retryable to the SDK,
+// overloaded (a queue whose log has too many publishes waiting) included,
+// and the request errors that are not stay so.
+func TestRetryableCodes(t *testing.T) {
+	for code, want := range map[wire.Code]bool{
+		wire.CodeOverloaded: true, wire.CodeUnavailable: true, wire.CodeLimitReached: true,
+		wire.CodeFenced: true, wire.CodeStorageFailure: true, wire.CodeNotOwner: true,
+		wire.CodeUnknownQueue: false, wire.CodeInvalidRequest: false, wire.Code(299): false,
+	} {
+		err := fmt.Errorf("publish: %w", &ServerError{Code: code, Message: "refused"})
+		if got := IsRetryable(err); got != want {
+			t.Errorf("IsRetryable(%s) = %v, want %v", code, got, want)
+		}
+		if CodeOf(err) != code {
+			t.Errorf("CodeOf(%s) = %s", code, CodeOf(err))
+		}
+	}
 }

@@ -6,15 +6,14 @@ package client
 // the connection when it breaks.
 //
 // The supervisor's cycle: connect (with backoff between failed rounds);
-// publish the connection; bring every subscription of the link back onto
-// it; serve (keepalive pings) until it ends; withdraw it, wait for its
+// publish the connection; start bringing every subscription of the link
+// back onto it (rebind.go); serve (keepalive pings) until it ends; withdraw it, wait for its
 // reader and writer to exit, drop the deliveries that arrived on it and
 // were not yet received (they are stale: the node hands them out again);
 // repeat until the Client closes.
 //
-// Invariant: a subscription in subs is either bound to current, or will be
-// bound again by the supervisor's next pass (it resubscribes everything not
-// bound to the connection it just published).
+// Invariant: a subscription in subscriptions is either bound to current,
+// or has a rebind loop running that retries until it is (rebind.go).
 
 import (
 	"context"
@@ -175,19 +174,23 @@ func (l *link) reconnect(failures *int) *conn {
 			if l.client.isClosed() {
 				return nil
 			}
-			l.noteFailure(address, err)
+			l.noteFailure(address, *failures+1, err)
 		}
 		*failures++
 	}
 }
 
-func (l *link) noteFailure(address string, err error) {
+func (l *link) noteFailure(address string, round int, err error) {
 	l.mu.Lock()
 	l.attempted, l.lastFailure = true, err
 	l.notifyLocked()
 	l.mu.Unlock()
-	if l.client.options.OnDisconnect != nil {
-		l.client.options.OnDisconnect(address, err)
+	options := l.client.options
+	if options.OnReconnectFailed != nil {
+		options.OnReconnectFailed(address, round, err)
+	}
+	if options.OnDisconnect != nil {
+		options.OnDisconnect(address, err)
 	}
 }
 
@@ -253,24 +256,36 @@ func (l *link) becomeDisconnected(c *conn, reason error) {
 	for _, s := range subscriptions {
 		s.dropStale(c)
 	}
-	if l.client.options.OnDisconnect != nil && reason != ErrClosed {
-		l.client.options.OnDisconnect(c.session.Address, reason)
+	if reason == ErrClosed {
+		return
+	}
+	if options := l.client.options; options.OnConnectionLost != nil {
+		options.OnConnectionLost(c.session.Address, reason)
+	}
+	if options := l.client.options; options.OnDisconnect != nil {
+		options.OnDisconnect(c.session.Address, reason)
 	}
 }
 
-// resubscribe binds every subscription of the link to the connection.
+// resubscribe starts binding every subscription of the link to the
+// connection (rebind.go): each retries on its own, so one slow or refused
+// resubscribe never holds up the others or the keepalive.
 func (l *link) resubscribe(c *conn) {
 	l.mu.Lock()
 	subscriptions := l.subscriptionsLocked()
 	l.mu.Unlock()
 	for _, s := range subscriptions {
-		if c.isDead() {
-			return
-		}
 		if !s.boundTo(c) {
-			s.reestablish(l)
+			s.startRebind(l)
 		}
 	}
+}
+
+// live returns the link's current connection, or nil while reconnecting.
+func (l *link) live() *conn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.current
 }
 
 func (l *link) subscriptionsLocked() []*Subscription {

@@ -67,13 +67,35 @@ type Options struct {
 	KeepaliveInterval time.Duration
 	// MaxRedirects bounds how many redirects one request follows.
 	MaxRedirects int
+	// PublishTimeout bounds how long a publish waits for its confirm,
+	// from the moment it is queued; when it passes, the publish fails with
+	// ErrPublishTimeout (outcome unknown) and leaves the window. 0 means
+	// no bound beyond the connection's own (a stalled node is found by the
+	// keepalive). WithPublishTimeout and WithDeadline set it per publish,
+	// and Publish also ends at its context's deadline.
+	PublishTimeout time.Duration
 
 	// OnConnect is called after every successful hello (the first one and
 	// each reconnect, on the home connection and on redirect targets),
 	// from the connection's supervising goroutine; keep it short.
 	OnConnect func(Session)
-	// OnDisconnect is called when a connection ends, or an attempt to make
-	// one fails, with the address and the reason.
+	// OnConnectionLost is called when an established connection ends
+	// (the node closed it, the network failed, a keepalive went
+	// unanswered), with its address and the reason. Everything pending on
+	// it has failed with ErrConnectionLost; a reconnect follows.
+	OnConnectionLost func(address string, err error)
+	// OnReconnectFailed is called for every failed attempt to connect
+	// after Dial (again after a connection was lost, or to a node a
+	// redirect named), for each address of each round, with the address,
+	// the number of the round (1 for the first) and the reason. The Client
+	// keeps trying, with backoff, until it closes. It is called from the
+	// link's supervising goroutine; keep it short.
+	OnReconnectFailed func(address string, round int, err error)
+	// OnDisconnect is called for both of the above: when a connection
+	// ends, and when an attempt to make one fails.
+	//
+	// Deprecated: use OnConnectionLost and OnReconnectFailed, which tell
+	// the two apart.
 	OnDisconnect func(address string, err error)
 	// OnError receives node errors that answer no request (request id 0,
 	// for example unknown_delivery_tag). A subscription the node ends is

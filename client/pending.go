@@ -117,6 +117,19 @@ func (t *pendingTable) takePublishRange(first, last uint64, dst []*PublishFuture
 	return dst
 }
 
+// removePublish takes out the publish registered under seq when it is
+// future (a deadline passed); false when it is not there (taken by a
+// confirm, a refusal or failAll).
+func (t *pendingTable) removePublish(seq uint64, future *PublishFuture) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.publishes[seq] != future {
+		return false
+	}
+	delete(t.publishes, seq)
+	return true
+}
+
 // park keeps publishes refused with not_owner until the redirect that
 // names their queue's owner arrives.
 func (t *pendingTable) park(queue string, futures []*PublishFuture) error {

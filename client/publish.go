@@ -9,15 +9,22 @@ package client
 // redirect names; a publish whose connection ends has an unknown outcome
 // and fails with ErrConnectionLost.
 //
+// A publish may have a deadline (Options.PublishTimeout, WithDeadline, or
+// Publish's context): when it passes first, the publish fails with
+// ErrPublishTimeout and is taken out of its connection's pending table, so
+// a late confirm finds nothing. Who may complete a publish at each moment
+// is decided by its phase (publishPhase).
+//
 // Invariant: every future is completed exactly once (a second completion
-// panics), and each completion returns its window place, at once or, for
-// publishes reported on the Confirms channel, when the application has
-// received the confirm.
+// by an owner panics), and each completion returns its window place, at
+// once or, for publishes reported on the Confirms channel, when the
+// application has received the confirm.
 
 import (
 	"context"
+	"errors"
 	"sync"
-	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/fibrilmq/fibril/wire"
@@ -48,13 +55,66 @@ type Message struct {
 type Confirm struct {
 	Seq      uint64   // the publish number (PublishFuture.Seq); increases with every publish of the Client
 	Queue    string   // the queue published to
+	Tag      any      // what WithTag attached to the publish; nil without it
 	Boundary Boundary // when Err is nil: written (buffered queue) or durable (durable queue)
 	// Err is nil when the message was stored. A *ServerError means the
 	// node refused it and did not store it (see IsRetryable); an error
-	// matching ErrConnectionLost means the outcome is unknown (it may or
-	// may not have been stored); ErrClosed means the Client was closed.
+	// matching ErrConnectionLost or ErrPublishTimeout means the outcome is
+	// unknown (it may or may not have been stored); ErrClosed means the
+	// Client was closed.
 	Err error
 }
+
+// PublishOption sets something on one publish.
+type PublishOption func(*publishSettings)
+
+type publishSettings struct {
+	deadline time.Time
+	timeout  time.Duration
+	tag      any
+	callback func(Confirm)
+}
+
+// WithTag attaches a value of the caller's to a publish; its Confirm (on
+// the future, the callback and the Confirms channel) carries it back, so
+// an outcome can be matched to its message without a table keyed by
+// sequence numbers.
+func WithTag(tag any) PublishOption {
+	return func(s *publishSettings) { s.tag = tag }
+}
+
+// WithCallback calls fn once with the publish's outcome, from the
+// goroutine that learns it (a connection's reader, a timer, or the caller
+// when the publish fails at once): keep it short and never block in it. A
+// publish with a callback reports to it instead of the Confirms channel.
+func WithCallback(fn func(Confirm)) PublishOption {
+	return func(s *publishSettings) { s.callback = fn }
+}
+
+// WithPublishTimeout bounds how long this publish waits for its confirm,
+// overriding Options.PublishTimeout; when it passes, the publish fails with
+// ErrPublishTimeout (outcome unknown).
+func WithPublishTimeout(timeout time.Duration) PublishOption {
+	return func(s *publishSettings) { s.timeout = timeout }
+}
+
+// WithDeadline is WithPublishTimeout with an instant instead of a duration.
+func WithDeadline(deadline time.Time) PublishOption {
+	return func(s *publishSettings) { s.deadline = deadline }
+}
+
+// publishPhase says where a publish is. It decides who completes a
+// publish whose deadline passes: the deadline timer while the publish is
+// queued or sent, the writer while it is in the frame being built (whose
+// encoding still reads the payload).
+type publishPhase uint8
+
+const (
+	phaseQueued  publishPhase = iota // handed to an outbox, not yet taken by a writer
+	phaseBatched                     // in the writer's frame being built
+	phaseSent                        // encoded, in its connection's pending table (or parked after not_owner)
+	phaseDone                        // completed
+)
 
 // PublishFuture is a publish in flight.
 type PublishFuture struct {
@@ -66,12 +126,21 @@ type PublishFuture struct {
 	encodedBytes int  // the message's size inside a publish frame
 	notify       bool // report the outcome on the Confirms channel
 	redirects    int
+	tag          any
+	callback     func(Confirm)
 
 	wireSeq uint64 // set by the writer that sends it
 
-	completed atomic.Bool
-	result    Confirm
-	done      chan struct{}
+	// mu guards the phase, where the publish is registered and whether
+	// its deadline passed; see publishPhase.
+	mu       sync.Mutex
+	phase    publishPhase
+	conn     *conn // the connection whose writer took it last
+	expired  bool
+	deadline *time.Timer
+
+	result Confirm
+	done   chan struct{}
 }
 
 // Seq returns the publish number, which the Confirm repeats.
@@ -79,6 +148,9 @@ func (f *PublishFuture) Seq() uint64 { return f.seq }
 
 // Queue returns the queue published to.
 func (f *PublishFuture) Queue() string { return f.queue }
+
+// Tag returns what WithTag attached to the publish.
+func (f *PublishFuture) Tag() any { return f.tag }
 
 // Done is closed when the outcome is known.
 func (f *PublishFuture) Done() <-chan struct{} { return f.done }
@@ -90,30 +162,50 @@ func (f *PublishFuture) Wait(ctx context.Context) (Confirm, error) {
 	case <-f.done:
 		return f.result, f.result.Err
 	case <-ctx.Done():
-		return Confirm{Seq: f.seq, Queue: f.queue}, ctx.Err()
+		return Confirm{Seq: f.seq, Queue: f.queue, Tag: f.tag}, ctx.Err()
 	}
 }
 
 // Publish publishes one message and waits for its confirm. The returned
 // Confirm says which boundary the message reached; the error is the
-// Confirm's Err (or ctx's).
-func (c *Client) Publish(ctx context.Context, queue string, message Message) (Confirm, error) {
-	future, err := c.publish(ctx, queue, message, false)
+// Confirm's Err (or ctx's). ctx's deadline, when it has one, is also the
+// publish's deadline: the publish then fails with ErrPublishTimeout and
+// leaves the window, so nothing of it stays in flight. The message's
+// buffers may be reused once Publish returns.
+func (c *Client) Publish(ctx context.Context, queue string, message Message, options ...PublishOption) (Confirm, error) {
+	if deadline, ok := ctx.Deadline(); ok {
+		options = append(options, WithDeadline(deadline))
+	}
+	future, err := c.publish(ctx, queue, message, false, options)
 	if err != nil {
 		return Confirm{Queue: queue, Err: err}, err
 	}
-	return future.Wait(ctx)
+	select {
+	case <-future.done:
+	case <-ctx.Done():
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return Confirm{Seq: future.seq, Queue: queue, Tag: future.tag}, ctx.Err()
+		}
+		// The publish's own deadline is the same instant: its outcome (a
+		// confirm that raced it, or ErrPublishTimeout) is moments away.
+		<-future.done
+	}
+	return future.result, future.result.Err
 }
 
 // PublishAsync queues one message for publishing and returns at once with
 // its future; ctx bounds only the wait for room in the window and the
 // outbox. Publishes pipeline: many are in flight at once, and those queued
-// together for one queue share a frame. The message's Payload and header
-// values must not be modified until the future is done (they are sent
-// again if the queue's owner moved). With Options.Confirms the outcome is
-// also sent on the Confirms channel.
-func (c *Client) PublishAsync(ctx context.Context, queue string, message Message) (*PublishFuture, error) {
-	return c.publish(ctx, queue, message, c.confirms != nil)
+// together for one queue share a frame. With Options.Confirms the outcome
+// is also sent on the Confirms channel (unless WithCallback is given).
+//
+// Buffer ownership: the SDK keeps message.Payload and the header values
+// without copying them until the future is done (it reads them when it
+// encodes the frame, and again if it must send the message to another
+// node after a redirect). Do not modify or reuse them before Done is
+// closed (or the callback has run); copy first if you must.
+func (c *Client) PublishAsync(ctx context.Context, queue string, message Message, options ...PublishOption) (*PublishFuture, error) {
+	return c.publish(ctx, queue, message, c.confirms != nil, options)
 }
 
 // Confirms returns the channel of PublishAsync outcomes, in the order they
@@ -134,24 +226,52 @@ func (c *Client) Flush(ctx context.Context) error {
 	return c.window.awaitIdle(ctx)
 }
 
-func (c *Client) publish(ctx context.Context, queue string, message Message, notify bool) (*PublishFuture, error) {
+func (c *Client) publish(ctx context.Context, queue string, message Message, notify bool, options []PublishOption) (*PublishFuture, error) {
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	future, err := newPublishFuture(queue, message, notify)
+	var settings publishSettings
+	for _, option := range options {
+		option(&settings)
+	}
+	future, err := newPublishFuture(queue, message, notify && settings.callback == nil)
 	if err != nil {
 		return nil, err
 	}
+	future.tag, future.callback = settings.tag, settings.callback
 	if err := c.window.acquire(ctx); err != nil {
 		return nil, err
 	}
 	future.seq = c.nextPublishID.Add(1)
+	c.armDeadline(future, settings)
 	if err := c.sendPublish(ctx, future, c.linkFor(queue)); err != nil {
 		future.notify = false
-		c.finishPublish(future, Confirm{Err: err})
+		c.finishQueued(future, Confirm{Err: err})
 		return nil, err
 	}
 	return future, nil
+}
+
+// armDeadline starts the publish's deadline timer, if it has a deadline:
+// the earliest of WithDeadline, and WithPublishTimeout (or
+// Options.PublishTimeout) from now.
+func (c *Client) armDeadline(future *PublishFuture, settings publishSettings) {
+	deadline := settings.deadline
+	timeout := settings.timeout
+	if timeout == 0 {
+		timeout = c.options.PublishTimeout
+	}
+	if timeout > 0 {
+		if byTimeout := time.Now().Add(timeout); deadline.IsZero() || byTimeout.Before(deadline) {
+			deadline = byTimeout
+		}
+	}
+	if deadline.IsZero() {
+		return
+	}
+	future.mu.Lock()
+	future.deadline = time.AfterFunc(time.Until(deadline), func() { c.expirePublish(future) })
+	future.mu.Unlock()
 }
 
 // sendPublish hands a publish to the connection of target.
@@ -166,19 +286,106 @@ func (c *Client) sendPublish(ctx context.Context, future *PublishFuture, target 
 	return connection.enqueue(ctx, outbound{publish: future})
 }
 
-// finishPublish completes a future and returns its window place (or hands
-// the outcome to the Confirms channel, which returns it on receipt).
+// finishPublish completes a future its caller owns alone: it took it out
+// of a pending table, or holds it in the frame being built.
 func (c *Client) finishPublish(future *PublishFuture, result Confirm) {
-	if !future.completed.CompareAndSwap(false, true) {
+	future.mu.Lock()
+	if future.phase == phaseDone {
+		future.mu.Unlock()
 		panic("client: publish completed twice")
 	}
-	result.Seq, result.Queue = future.seq, future.queue
+	future.phase = phaseDone
+	future.mu.Unlock()
+	c.complete(future, result)
+}
+
+// finishQueued completes a future that was queued (in an outbox, or being
+// handed to one), unless its deadline completed it first.
+func (c *Client) finishQueued(future *PublishFuture, result Confirm) {
+	future.mu.Lock()
+	if future.phase == phaseDone {
+		future.mu.Unlock()
+		return
+	}
+	future.phase = phaseDone
+	future.mu.Unlock()
+	c.complete(future, result)
+}
+
+// expirePublish runs when a publish's deadline passes: it completes the
+// publish with ErrPublishTimeout unless another path owns it now.
+func (c *Client) expirePublish(future *PublishFuture) {
+	future.mu.Lock()
+	switch future.phase {
+	case phaseDone:
+		future.mu.Unlock()
+	case phaseQueued:
+		future.phase = phaseDone
+		future.mu.Unlock()
+		c.complete(future, Confirm{Err: ErrPublishTimeout})
+	case phaseBatched:
+		future.expired = true // the writer completes it once its frame is encoded
+		future.mu.Unlock()
+	case phaseSent:
+		future.expired = true
+		connection, seq := future.conn, future.wireSeq
+		future.mu.Unlock()
+		if connection != nil && connection.pending.removePublish(seq, future) {
+			c.finishPublish(future, Confirm{Err: ErrPublishTimeout})
+		}
+		// Otherwise a confirm, a refusal or a redirect took it first.
+	}
+}
+
+// enterBatch moves a publish into the frame a writer builds for c; false
+// when it is done already, or it expired, in which case it is completed
+// here and must not be sent.
+func (c *Client) enterBatch(future *PublishFuture, connection *conn) bool {
+	future.mu.Lock()
+	switch {
+	case future.phase == phaseDone:
+		future.mu.Unlock()
+		return false
+	case future.expired:
+		future.phase = phaseDone
+		future.mu.Unlock()
+		c.complete(future, Confirm{Err: ErrPublishTimeout})
+		return false
+	}
+	future.phase, future.conn = phaseBatched, connection
+	future.mu.Unlock()
+	return true
+}
+
+// leaveBatch records that the publish's frame is encoded; it reports
+// whether its deadline passed meanwhile (the writer then completes it).
+func (f *PublishFuture) leaveBatch() (expired bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.phase == phaseBatched {
+		f.phase = phaseSent
+	}
+	return f.expired && f.phase == phaseSent
+}
+
+// complete records the outcome and hands it on: to the callback, or the
+// Confirms channel (which returns the window place on receipt), or
+// straight back to the window.
+func (c *Client) complete(future *PublishFuture, result Confirm) {
+	if timer := future.deadline; timer != nil {
+		timer.Stop()
+	}
+	result.Seq, result.Queue, result.Tag = future.seq, future.queue, future.tag
 	future.result = result
 	future.payload, future.headers, future.messageID = nil, nil, nil
 	close(future.done)
-	if future.notify {
+	switch {
+	case future.callback != nil:
+		future.callback(result)
+		c.window.release()
+	case future.notify:
 		c.confirms.push(result)
-	} else {
+	default:
 		c.window.release()
 	}
 }

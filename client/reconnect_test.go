@@ -313,3 +313,105 @@ func TestCloseLeavesNoGoroutineBehind(t *testing.T) {
 		}
 	}
 }
+
+// A resubscribe that times out (the node never answers it) is retried
+// with backoff until it succeeds: the subscription is not left stuck.
+func TestResubscribeIsRetriedUntilItSucceeds(t *testing.T) {
+	server := startServer(t, clienttest.Config{})
+	c := dial(t, client.Options{DialTimeout: 200 * time.Millisecond}, server)
+	declare(t, c, "q", client.QueueConfig{})
+	sub, err := c.Subscribe(guardedContext(t), "q", client.SubscribeOptions{Prefetch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dropped atomic.Int32
+	server.SetHook(func(conn *clienttest.Conn, frame wire.Frame) clienttest.Action {
+		if _, ok := frame.(*wire.Subscribe); ok && dropped.CompareAndSwap(0, 1) {
+			return clienttest.Ignore // the first resubscribe is never answered
+		}
+		return clienttest.Handle
+	})
+	server.DropConnections()
+	await(t, server, "the retried resubscribe", func(s clienttest.Stats) bool { return s.Subscribes == 2 })
+	if dropped.Load() != 1 {
+		t.Fatal("the hook never dropped a resubscribe")
+	}
+	publishN(t, c, "q", 1)
+	d := receive(t, sub.Deliveries())
+	if err := d.AckSync(guardedContext(t)); err != nil {
+		t.Fatalf("ack after the retried resubscribe: %v", err)
+	}
+	if sub.Err() != nil {
+		t.Fatalf("the subscription ended: %v", sub.Err())
+	}
+}
+
+// A refusal that cannot succeed later ends the subscription with it.
+func TestResubscribeRefusedForGoodEndsTheSubscription(t *testing.T) {
+	server := startServer(t, clienttest.Config{})
+	c := dial(t, client.Options{}, server)
+	declare(t, c, "q", client.QueueConfig{})
+	sub, err := c.Subscribe(guardedContext(t), "q", client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteQueue(guardedContext(t), "q"); err != nil {
+		t.Fatal(err)
+	}
+	server.DropConnections()
+	select {
+	case <-sub.Done():
+	case <-time.After(hangGuard):
+		t.Fatal("the subscription did not end")
+	}
+	if client.CodeOf(sub.Err()) != wire.CodeUnknownQueue {
+		t.Fatalf("Err %v, want unknown_queue", sub.Err())
+	}
+}
+
+// A lost connection and a failed reconnect attempt are told apart.
+func TestConnectionLostAndReconnectFailedAreDistinctEvents(t *testing.T) {
+	server := startServer(t, clienttest.Config{})
+	var refuse atomic.Int32
+	var mu sync.Mutex
+	var lost, failed []string
+	var rounds []int
+	dialer := &net.Dialer{}
+	c := dial(t, client.Options{
+		WaitForReconnect: true,
+		Dialer: func(ctx context.Context, address string) (net.Conn, error) {
+			if refuse.Load() > 0 {
+				refuse.Add(-1)
+				return nil, errors.New("injected dial failure")
+			}
+			return dialer.DialContext(ctx, "tcp", address)
+		},
+		OnConnectionLost: func(address string, err error) {
+			mu.Lock()
+			lost = append(lost, address)
+			mu.Unlock()
+			if !errors.Is(err, client.ErrConnectionLost) {
+				t.Errorf("OnConnectionLost with %v, which does not match ErrConnectionLost", err)
+			}
+		},
+		OnReconnectFailed: func(address string, round int, err error) {
+			mu.Lock()
+			failed, rounds = append(failed, address), append(rounds, round)
+			mu.Unlock()
+		},
+	}, server)
+	refuse.Store(2)
+	server.DropConnections()
+	await(t, server, "the reconnect", func(s clienttest.Stats) bool { return s.Hellos == 2 })
+	if _, err := c.Ping(guardedContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lost) != 1 || lost[0] != server.Addr() {
+		t.Fatalf("connection-lost events %v, want one for %s", lost, server.Addr())
+	}
+	if len(failed) != 2 || rounds[0] != 1 || rounds[1] != 2 {
+		t.Fatalf("reconnect-failed events %v rounds %v, want two, rounds 1 and 2", failed, rounds)
+	}
+}

@@ -218,13 +218,12 @@ func TestSubscribeToUnknownQueueFails(t *testing.T) {
 	}
 }
 
-func TestDeliveryBeyondPrefetchEndsTheConnection(t *testing.T) {
+// A delivery beyond the prefetch can only come after the node expired a
+// lease (the SDK counts a settle before it sends it): the oldest held
+// delivery is then expired, its settle refused with ErrLeaseExpired, the
+// new delivery is handed out, and the connection stays up.
+func TestDeliveryBeyondPrefetchExpiresTheOldestHeld(t *testing.T) {
 	server := startServer(t, clienttest.Config{})
-	var serverConn atomic.Pointer[clienttest.Conn]
-	server.SetHook(func(conn *clienttest.Conn, frame wire.Frame) clienttest.Action {
-		serverConn.Store(conn)
-		return clienttest.Handle
-	})
 	c := dial(t, client.Options{}, server)
 	declare(t, c, "q", client.QueueConfig{})
 	publishN(t, c, "q", 1)
@@ -232,11 +231,26 @@ func TestDeliveryBeyondPrefetchEndsTheConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	receive(t, sub.Deliveries())
-	// A second unsettled delivery breaks the prefetch: the SDK must close
-	// the connection rather than let its reader wait on the subscriber.
-	serverConn.Load().Send(&wire.Deliver{SubscriptionID: 1, Deliveries: []wire.Delivery{{DeliveryTag: 999, Attempt: 1, Payload: []byte("extra")}}})
-	await(t, server, "the client to reconnect", func(s clienttest.Stats) bool { return s.Hellos == 2 })
+	old := receive(t, sub.Deliveries())
+	if !server.ExpireLease("q", old.Payload) {
+		t.Fatal("the fake holds no lease to expire")
+	}
+	again := receive(t, sub.Deliveries())
+	if !again.Redelivered || string(again.Payload) != string(old.Payload) {
+		t.Fatalf("after the lease expired: %+v", again)
+	}
+	if err := old.Ack(); !errors.Is(err, client.ErrLeaseExpired) {
+		t.Fatalf("ack of the expired delivery: %v, want ErrLeaseExpired", err)
+	}
+	if !old.Stale() {
+		t.Fatal("an expired delivery does not report itself stale")
+	}
+	if err := again.AckSync(guardedContext(t)); err != nil {
+		t.Fatalf("ack-sync of the live delivery: %v", err)
+	}
+	if stats := server.Stats(); stats.Hellos != 1 || stats.AckSyncs != 1 {
+		t.Fatalf("stats %+v: want one connection and one ack-sync", stats)
+	}
 }
 
 // When the node ends a subscription on its own, the SDK ends that

@@ -25,6 +25,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/fibrilmq/fibril/wire"
 )
 
 const (
@@ -35,8 +37,8 @@ const (
 	FirstCoordinationShardID uint64 = 1000
 	// MaxPartitions bounds the partitions of one queue.
 	MaxPartitions = 64
-	// MaxQueueNameBytes bounds queue names.
-	MaxQueueNameBytes = 200
+	// MaxQueueNameBytes bounds queue names (the protocol's rule).
+	MaxQueueNameBytes = wire.MaxQueueNameBytes
 	// ServingOwnerOnly is QueueInfo.Serving until replication lands: the
 	// owner alone holds and serves the queue's data.
 	ServingOwnerOnly = "owner_only"
@@ -469,22 +471,10 @@ func (s *CatalogState) applyReplaceReplica(node string, replicaID uint64) catalo
 	return catalogResult{}
 }
 
-func validateQueueName(name string) error {
-	if name == "" {
-		return fmt.Errorf("required")
-	}
-	if len(name) > MaxQueueNameBytes {
-		return fmt.Errorf("longer than %d bytes", MaxQueueNameBytes)
-	}
-	for _, char := range name {
-		isLetter := (char >= 'a' && char <= 'z') || (char >= 'A' && char <= 'Z')
-		isDigit := char >= '0' && char <= '9'
-		if !isLetter && !isDigit && char != '.' && char != '_' && char != '-' && char != ':' {
-			return fmt.Errorf("%q: only letters, digits, '.', '_', '-' and ':' are allowed", name)
-		}
-	}
-	return nil
-}
+// validateQueueName applies the protocol's queue-name rule to every
+// declaration the catalog applies, including commands proposed through
+// Raft directly, which pass no session.
+func validateQueueName(name string) error { return wire.ValidateQueueName(name) }
 
 // clone is a deep copy, so callers never share slices or maps with the
 // state machine.

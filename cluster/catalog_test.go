@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
@@ -143,6 +144,11 @@ func TestDeclareRejectsBadDeclarations(t *testing.T) {
 	}{
 		{"empty name", QueueDecl{}, ErrInvalidDeclaration},
 		{"bad name", QueueDecl{Name: "a/b"}, ErrInvalidDeclaration},
+		{"name ..", QueueDecl{Name: ".."}, ErrInvalidDeclaration},
+		{"name .x", QueueDecl{Name: ".x"}, ErrInvalidDeclaration},
+		{"name with NUL", QueueDecl{Name: "a\x00b"}, ErrInvalidDeclaration},
+		{"name with ':'", QueueDecl{Name: "a:b"}, ErrInvalidDeclaration},
+		{"name of 300 bytes", QueueDecl{Name: strings.Repeat("q", 300)}, ErrInvalidDeclaration},
 		{"too many replicas", QueueDecl{Name: "q", Replicas: 4}, ErrInvalidDeclaration},
 		{"too many partitions", QueueDecl{Name: "q", Partitions: MaxPartitions + 1}, ErrInvalidDeclaration},
 		{"mode contradicts policy", QueueDecl{Name: "q", Mode: ModeBuffered, Policy: "majority_durable"}, ErrInvalidDeclaration},

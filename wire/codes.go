@@ -27,7 +27,7 @@ const (
 	CodeUnknownFrame       Code = 102 // the receiver has no layout for the tag
 	CodeUnsupportedVersion Code = 103 // hello offered no protocol version the node speaks
 	CodeUnauthorized       Code = 104 // hello's auth token was refused
-	CodeProtocolViolation  Code = 105 // breaks the session rules: frame before hello-ok, second hello, other side's frame, sequence not increasing
+	CodeProtocolViolation  Code = 105 // breaks the session rules: frame before hello-ok, second hello, other side's frame, sequence not increasing, body limit below MinMaxBodyBytes
 	CodeShuttingDown       Code = 106 // the node is stopping; reconnect, possibly elsewhere
 )
 
@@ -44,8 +44,10 @@ const (
 	CodeUnknownSubscription Code = 208 // no such subscription on this session
 	CodeUnknownDeliveryTag  Code = 209 // a settle named a tag this subscription does not hold
 	CodeStorageFailure      Code = 210 // the append failed; the message was not stored
-	CodeUnavailable         Code = 211 // not enough replicas to meet the queue's policy right now
+	CodeUnavailable         Code = 211 // the queue cannot serve right now: replicas, owner election, opening, deleting
 	CodeInvalidRequest      Code = 212 // a well-formed request with a value the node refuses
+	CodeOverloaded          Code = 213 // the queue has too many publishes waiting for its log; back off
+	CodeForbidden           Code = 214 // the session's user lacks the permission for this operation on this queue
 )
 
 // codeInfo is one row of the code table.
@@ -61,7 +63,7 @@ var codeTable = map[Code]codeInfo{
 	CodeUnknownFrame:        {"unknown_frame", false, "the receiver has no layout for the tag named in the message"},
 	CodeUnsupportedVersion:  {"unsupported_version", false, "hello offered no protocol version the node speaks"},
 	CodeUnauthorized:        {"unauthorized", false, "hello's auth token was refused"},
-	CodeProtocolViolation:   {"protocol_violation", false, "a frame that breaks the session rules: anything before hello-ok, a second hello, a frame only the other side sends, a publish sequence number not above every earlier one"},
+	CodeProtocolViolation:   {"protocol_violation", false, "a frame that breaks the session rules: anything before hello-ok, a second hello, a hello whose max_body_bytes is below 4,096, a frame only the other side sends, a publish sequence number not above every earlier one"},
 	CodeShuttingDown:        {"shutting_down", true, "the node is stopping; reconnect, possibly to another node"},
 	CodeInternal:            {"internal", false, "a bug or unexpected state in the node"},
 	CodeUnknownQueue:        {"unknown_queue", false, "the queue is not declared"},
@@ -74,8 +76,10 @@ var codeTable = map[Code]codeInfo{
 	CodeUnknownSubscription: {"unknown_subscription", false, "no such subscription on this session"},
 	CodeUnknownDeliveryTag:  {"unknown_delivery_tag", false, "a settle named a delivery tag the subscription does not hold (stale after a restart, or already settled)"},
 	CodeStorageFailure:      {"storage_failure", true, "the append failed and the message was not stored"},
-	CodeUnavailable:         {"unavailable", true, "too few replicas are reachable to meet the queue's policy"},
-	CodeInvalidRequest:      {"invalid_request", false, "a well-formed request carries a value the node refuses"},
+	CodeUnavailable:         {"unavailable", true, "the queue cannot serve right now: too few replicas are reachable, its owner is being elected, or it is still opening or being deleted"},
+	CodeInvalidRequest:      {"invalid_request", false, "a well-formed request carries a value the node refuses, or its reply cannot fit the client's max_body_bytes"},
+	CodeOverloaded:          {"overloaded", true, "the queue has too many publishes waiting for its log; retry once earlier publishes are answered"},
+	CodeForbidden:           {"forbidden", false, "the session's user has no permission for this operation on this queue (declare, publish, consume or admin)"},
 }
 
 // Codes returns every defined code in ascending order.

@@ -7,6 +7,7 @@
 //	                    redelivered bool, publish_unix_nanos i64, message_id string,
 //	                    headers, payload bytes}
 //	FAK1 ack           subscription_id u64, delivery_tags (u32 list of u64, at least one)
+//	FAK2 ack-sync      request_id u64, subscription_id u64, delivery_tags
 //	FNK1 nack          subscription_id u64, requeue bool, delay_ms u32, delivery_tags
 //	FRL1 release       subscription_id u64, delivery_tags
 //	FDS1 discard       subscription_id u64, delivery_tags
@@ -15,7 +16,9 @@
 //
 // Invariants a decoder enforces: subscription ids, delivery tags and
 // attempts are never zero. Settles (ack, nack, release, discard) are
-// fire-and-forget: the node sends no reply. After subscription-ended the
+// fire-and-forget: the node sends no reply. Ack-sync is the one settle that
+// is a request: the node answers FOK1 with its request id once the ack has
+// applied at the queue's boundary, or FER1 with its request id. After subscription-ended the
 // node sends nothing more for that subscription.
 package wire
 
@@ -230,6 +233,35 @@ type Ack struct{ Settle }
 func (*Ack) Tag() Tag                   { return TagAck }
 func (f *Ack) Encode(dst []byte) []byte { return f.encode(dst, TagAck) }
 func (f *Ack) Decode(body []byte) error { return f.decode(TagAck, body) }
+
+// AckSync (FAK2) is an ack the node answers: OK (FOK1) with the request
+// id and count = the tags acked, sent once the ack has applied at the
+// queue's boundary (fsynced for a durable queue, written for a buffered
+// one), or an error (FER1) with the request id, in which case none of the
+// tags was acked (for example unknown_delivery_tag: the subscription does
+// not hold one of them, because its lease expired or it was settled).
+type AckSync struct {
+	RequestID uint64
+	Settle
+}
+
+func (*AckSync) Tag() Tag { return TagAckSync }
+
+func (f *AckSync) Encode(dst []byte) []byte {
+	dst, start := beginFrame(dst, TagAckSync)
+	dst = appendU64(dst, f.RequestID)
+	dst = appendU64(dst, f.SubscriptionID)
+	dst = f.appendTags(dst)
+	return endFrame(dst, start)
+}
+
+func (f *AckSync) Decode(body []byte) error {
+	d := newDecoder(TagAckSync, body)
+	f.RequestID = d.nonZeroU64("request_id")
+	f.SubscriptionID = d.nonZeroU64("subscription_id")
+	f.readTags(&d)
+	return d.finish()
+}
 
 // Release (FRL1): the consumer gives the messages back unprocessed (it is
 // stopping); they are ready again at once and the attempt does not count

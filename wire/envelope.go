@@ -20,6 +20,12 @@ const HeaderBytes = 8
 // 8-byte envelope.
 const DefaultMaxBodyBytes = 16 << 20
 
+// MinMaxBodyBytes is the smallest body limit a peer may advertise in hello
+// (0 there means DefaultMaxBodyBytes). Every frame a node sends, except a
+// deliver of a message larger than the limit, can be made to fit it
+// (FitFrame); a node refuses a smaller limit with protocol_violation.
+const MinMaxBodyBytes = 4096
+
 // ProtocolVersion is the protocol version this package speaks; hello
 // negotiates it.
 const ProtocolVersion uint16 = 1
@@ -43,6 +49,7 @@ const (
 	TagSubscribeOK     Tag = 'F'<<24 | 'S'<<16 | 'K'<<8 | '1' // FSK1 server
 	TagDeliver         Tag = 'F'<<24 | 'D'<<16 | 'L'<<8 | '1' // FDL1 server
 	TagAck             Tag = 'F'<<24 | 'A'<<16 | 'K'<<8 | '1' // FAK1 client
+	TagAckSync         Tag = 'F'<<24 | 'A'<<16 | 'K'<<8 | '2' // FAK2 client
 	TagNack            Tag = 'F'<<24 | 'N'<<16 | 'K'<<8 | '1' // FNK1 client
 	TagRelease         Tag = 'F'<<24 | 'R'<<16 | 'L'<<8 | '1' // FRL1 client
 	TagDiscard         Tag = 'F'<<24 | 'D'<<16 | 'S'<<8 | '1' // FDS1 client
@@ -125,6 +132,7 @@ var kinds = []kind{
 	{TagSubscribeOK, "subscribe-ok", sentByServer, func() Frame { return new(SubscribeOK) }},
 	{TagDeliver, "deliver", sentByServer, func() Frame { return new(Deliver) }},
 	{TagAck, "ack", sentByClient, func() Frame { return new(Ack) }},
+	{TagAckSync, "ack-sync", sentByClient, func() Frame { return new(AckSync) }},
 	{TagNack, "nack", sentByClient, func() Frame { return new(Nack) }},
 	{TagRelease, "release", sentByClient, func() Frame { return new(Release) }},
 	{TagDiscard, "discard", sentByClient, func() Frame { return new(Discard) }},

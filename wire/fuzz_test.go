@@ -100,6 +100,7 @@ func FuzzDecodeSubscribe(f *testing.F)       { fuzzDecoder(f, TagSubscribe) }
 func FuzzDecodeSubscribeOK(f *testing.F)     { fuzzDecoder(f, TagSubscribeOK) }
 func FuzzDecodeDeliver(f *testing.F)         { fuzzDecoder(f, TagDeliver) }
 func FuzzDecodeAck(f *testing.F)             { fuzzDecoder(f, TagAck) }
+func FuzzDecodeAckSync(f *testing.F)         { fuzzDecoder(f, TagAckSync) }
 func FuzzDecodeNack(f *testing.F)            { fuzzDecoder(f, TagNack) }
 func FuzzDecodeRelease(f *testing.F)         { fuzzDecoder(f, TagRelease) }
 func FuzzDecodeDiscard(f *testing.F)         { fuzzDecoder(f, TagDiscard) }

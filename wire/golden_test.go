@@ -76,6 +76,8 @@ func goldenCases() []goldenCase {
 				{DeliveryTag: 2, Incarnation: 7, Offset: 1, Attempt: 2, Redelivered: true,
 					PublishUnixNanos: 1700000000223456789, MessageID: []byte("n1-000002"), Payload: []byte("hi")}}}},
 		{"FAK1_ack", "two tags", &Ack{Settle{SubscriptionID: 1, DeliveryTags: []uint64{1, 2}}}},
+		{"FAK2_ack_sync", "one tag, answered with FOK1 once the ack applied",
+			&AckSync{RequestID: 7, Settle: Settle{SubscriptionID: 1, DeliveryTags: []uint64{3}}}},
 		{"FNK1_nack", "requeue after 5 s",
 			&Nack{SubscriptionID: 1, Requeue: true, DelayMs: 5000, DeliveryTags: []uint64{3}}},
 		{"FRL1_release", "two tags", &Release{Settle{SubscriptionID: 1, DeliveryTags: []uint64{4, 5}}}},

@@ -7,8 +7,14 @@ import (
 )
 
 // Buffer sizes of Reader and TraceReader.
+//
+// Invariant: the buffer holds at most max(its first size, 2.5 x the unread
+// bytes) and never more than the frame being read plus readBufferBytes.
+// It grows only when it is full of bytes that have arrived, so a peer
+// that declares a large body and sends nothing costs the first buffer and
+// no more; memory follows the bytes received, never the lengths declared.
 const (
-	readBufferBytes   = 32 << 10 // initial buffer; also how much one read(2) may fetch ahead
+	readBufferBytes   = 32 << 10 // first buffer under a large limit; also how much one read(2) may fetch ahead
 	retainBufferBytes = 1 << 20  // a buffer grown past this for a large frame is dropped afterwards
 )
 
@@ -17,9 +23,16 @@ const (
 // Next returns each frame's tag and body; the body aliases the buffer and
 // is valid only until the next call to Next, so decode it (or copy what
 // you keep) before reading on. The body length is checked against the
-// limit before the body is read or any room is made for it. The first
-// error is final: every later Next returns it again, because after a bad
-// frame the stream position is no longer trustworthy.
+// limit before the body is read or any room is made for it, and room is
+// then made as the body's bytes arrive (doubling when full), never for
+// the declared length up front. The first error is final: every later
+// Next returns it again, because after a bad frame the stream position is
+// no longer trustworthy.
+//
+// A node reads under a small limit until hello: NewReader(conn,
+// MaxHelloBodyBytes), then SetMaxBodyBytes(limit) once hello is accepted.
+// Until then the buffer is sized for a hello, and any larger frame is
+// refused with ErrFrameTooLarge before its body is read.
 //
 // A Reader belongs to one goroutine.
 type Reader struct {
@@ -39,11 +52,24 @@ func NewReader(src io.Reader, maxBodyBytes uint32) *Reader {
 }
 
 // SetMaxBodyBytes changes the body limit (0 means DefaultMaxBodyBytes).
+// It takes effect at the next call to Next; the buffer is resized there
+// (to a hello's size under MaxHelloBodyBytes, to readBufferBytes under a
+// limit of that size or more).
 func (r *Reader) SetMaxBodyBytes(maxBodyBytes uint32) {
 	if maxBodyBytes == 0 {
 		maxBodyBytes = DefaultMaxBodyBytes
 	}
 	r.maxBodyBytes = maxBodyBytes
+	r.in.firstBytes = firstBufferBytes(maxBodyBytes)
+}
+
+// MaxBodyBytes returns the body limit in force.
+func (r *Reader) MaxBodyBytes() uint32 { return r.maxBodyBytes }
+
+// firstBufferBytes is the buffer a Reader starts with under a limit: room
+// for one envelope and one largest body, up to readBufferBytes.
+func firstBufferBytes(maxBodyBytes uint32) int {
+	return int(min(uint64(HeaderBytes)+uint64(maxBodyBytes), readBufferBytes))
 }
 
 // SetTrace makes the Reader offer every frame it returns to the switch's
@@ -101,6 +127,9 @@ type inputBuffer struct {
 	buf   []byte
 	start int
 	end   int
+	// firstBytes is the size of the first buffer, and of the one that
+	// replaces a buffer grown for a large frame; 0 means readBufferBytes.
+	firstBytes int
 }
 
 // readEnvelope reads a tag and body length. A stream that ends before the
@@ -134,18 +163,16 @@ func (b *inputBuffer) take(n int) ([]byte, error) {
 	return out, nil
 }
 
-// fill makes at least n unread bytes available. It grows the buffer to at
-// most n plus the read-ahead; callers have checked n against their limit.
-// It returns io.EOF when the stream ends with no unread bytes and
-// io.ErrUnexpectedEOF when it ends with some, but fewer than n.
+// fill makes at least n unread bytes available; callers have checked n
+// against their limit. It makes room only when the buffer is full
+// (makeRoom), so the buffer follows the bytes that arrive. It returns
+// io.EOF when the stream ends with no unread bytes and io.ErrUnexpectedEOF
+// when it ends with some, but fewer than n.
 func (b *inputBuffer) fill(n int) error {
-	if b.end-b.start >= n {
-		return nil
-	}
-	if cap(b.buf)-b.start < n {
-		b.makeRoom(n)
-	}
 	for emptyReads := 0; b.end-b.start < n; {
+		if b.end == cap(b.buf) {
+			b.makeRoom(n)
+		}
 		read, err := b.src.Read(b.buf[b.end:cap(b.buf)])
 		b.end += read
 		if b.end-b.start >= n {
@@ -167,28 +194,55 @@ func (b *inputBuffer) fill(n int) error {
 	return nil
 }
 
-// makeRoom moves the unread bytes to the front, into a larger buffer when
-// the current one cannot hold n bytes.
+// makeRoom is called on a full buffer that holds fewer than n unread
+// bytes. Consumed bytes at the front are reclaimed first, by moving the
+// unread ones there; a buffer that is all unread bytes grows (growBuffer),
+// up to n plus the read-ahead. Within one frame the front is reclaimed at
+// most once (start does not move until the frame is complete), so the
+// copying stays linear in the frame's size.
 func (b *inputBuffer) makeRoom(n int) {
 	unread := b.buf[b.start:b.end]
-	if n > cap(b.buf) {
-		grown := make([]byte, 0, n+readBufferBytes)
-		b.buf = append(grown, unread...)
-	} else {
+	if b.start > 0 {
 		b.buf = b.buf[:cap(b.buf)]
 		copy(b.buf, unread)
+	} else {
+		b.buf = growBuffer(b.buf, n+readBufferBytes, b.first())
+		copy(b.buf, unread)
 	}
-	b.buf = b.buf[:cap(b.buf)]
 	b.start, b.end = 0, len(unread)
 }
 
-// maybeShrink drops a buffer that grew past retainBufferBytes for one
-// large frame, once its unread bytes fit a default-size buffer, so an idle
-// connection does not keep a 16 MiB buffer. It also makes the first one.
+// growBuffer returns a buffer twice as large as full, at least first and
+// at most limit; when twice full comes within a quarter of limit it
+// returns limit at once, which saves one copy of the whole frame when a
+// body is a little over a power of two (4 MiB and its header).
+func growBuffer(full []byte, limit, first int) []byte {
+	grown := max(2*cap(full), first)
+	if grown+grown/4 >= limit {
+		grown = limit
+	}
+	return make([]byte, grown)
+}
+
+// first returns the size of a fresh buffer.
+func (b *inputBuffer) first() int {
+	if b.firstBytes == 0 {
+		return readBufferBytes
+	}
+	return b.firstBytes
+}
+
+// maybeShrink makes the first buffer, and resizes the buffer between
+// frames: one grown past retainBufferBytes for a large frame is dropped
+// once its unread bytes fit a fresh one, so an idle connection does not
+// keep a 16 MiB buffer; one smaller than the current first size (a limit
+// raised after hello) is replaced by a buffer of that size.
 func (b *inputBuffer) maybeShrink() {
 	unread := b.end - b.start
-	if b.buf == nil || (cap(b.buf) > retainBufferBytes && unread <= readBufferBytes) {
-		fresh := make([]byte, readBufferBytes)
+	first := b.first()
+	shrink := cap(b.buf) > retainBufferBytes && unread <= first
+	if b.buf == nil || shrink || cap(b.buf) < first {
+		fresh := make([]byte, max(first, unread))
 		copy(fresh, b.buf[b.start:b.end])
 		b.buf, b.start, b.end = fresh, 0, unread
 	}

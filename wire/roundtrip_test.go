@@ -207,6 +207,8 @@ func (g *generator) frame(tag Tag) Frame {
 		return g.deliver()
 	case TagAck:
 		return &Ack{Settle{SubscriptionID: g.id(), DeliveryTags: g.tags()}}
+	case TagAckSync:
+		return &AckSync{RequestID: g.id(), Settle: Settle{SubscriptionID: g.id(), DeliveryTags: g.tags()}}
 	case TagRelease:
 		return &Release{Settle{SubscriptionID: g.id(), DeliveryTags: g.tags()}}
 	case TagDiscard:

@@ -170,6 +170,11 @@ var layouts = map[Tag][]field{
 		u32("delay_ms", "requeue delay; 0 = queue default"),
 		settleTags,
 	},
+	TagAckSync: {
+		requestID(),
+		u64("subscription_id", "not 0"),
+		settleTags,
+	},
 	TagUnsubscribe: {
 		requestID(),
 		u64("subscription_id", "not 0"),

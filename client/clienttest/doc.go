@@ -1,7 +1,7 @@
 // Package clienttest is an in-process fake Fibril node for testing code
 // that uses package client, and the SDK itself. It speaks the wire
 // protocol (hello, declare, publish and confirm, subscribe and deliver,
-// settles, info, list, delete, purge, ping, errors and redirects) over
+// settles, ack-sync, info, list, delete, purge, ping, errors and redirects) over
 // loopback TCP and keeps queues in memory, with just enough queue
 // semantics to be useful: prefetch is honoured, attempts and the
 // redelivered flag are kept, nack with requeue makes a message ready
@@ -10,6 +10,9 @@
 //
 // Tests steer it: SetHook sees every client frame and may ignore it or
 // drop the connection; HoldConfirms and ReleaseConfirms reorder confirms;
+// ExpireLease takes a lease back as a node does when it times out;
+// Config.DefaultMode and Config.LegacyDeclareOK give mode-less declares a
+// cluster's default or an older node's FDK1 answer;
 // Redirect sends a queue's requests to another address; DropConnections
 // and Restart cut every connection abruptly. Await waits for a condition
 // on Stats without polling.

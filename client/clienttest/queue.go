@@ -61,13 +61,16 @@ func (c *Conn) declareLocked(f *wire.Declare) {
 	if !exists {
 		mode := f.Mode
 		if mode == wire.ModeUnset {
+			mode = s.config.DefaultMode
+		}
+		if mode == wire.ModeUnset {
 			mode = wire.ModeDurable
 		}
 		q = &queue{server: s, name: f.Queue, mode: mode, leased: make(map[uint64]*message)}
 		s.queues[f.Queue] = q
 	}
 	mergeOptions(&q.options, f.Options)
-	if f.Mode == wire.ModeUnset {
+	if f.Mode == wire.ModeUnset && s.config.LegacyDeclareOK {
 		c.sendLocked(&wire.DeclareOK{RequestID: f.RequestID, Created: !exists})
 		return
 	}
@@ -269,6 +272,60 @@ func (c *Conn) settleLocked(subscriptionID uint64, tags []uint64, apply func(*qu
 		apply(q, m)
 	}
 	q.dispatchLocked()
+}
+
+// ackSyncLocked acks every tag or none, and answers the request: OK with
+// the count, or unknown_delivery_tag naming the tags not held.
+func (c *Conn) ackSyncLocked(f *wire.AckSync) {
+	s := c.server
+	s.stats.AckSyncs++
+	sub := c.subscriptions[f.SubscriptionID]
+	if sub == nil {
+		c.errorLocked(f.RequestID, wire.CodeUnknownSubscription, "no subscription %d", f.SubscriptionID)
+		return
+	}
+	q := sub.queue
+	for _, tag := range f.DeliveryTags {
+		if m := q.leased[tag]; m == nil || m.holder != sub {
+			c.errorLocked(f.RequestID, wire.CodeUnknownDeliveryTag,
+				"delivery tag %d is not held by subscription %d; none acked", tag, sub.id)
+			return
+		}
+	}
+	for _, tag := range f.DeliveryTags {
+		m := q.leased[tag]
+		delete(q.leased, tag)
+		m.holder = nil
+		sub.held--
+	}
+	s.stats.Acked += len(f.DeliveryTags)
+	c.sendLocked(&wire.OK{RequestID: f.RequestID, Count: uint64(len(f.DeliveryTags))})
+	q.dispatchLocked()
+}
+
+// ExpireLease drops a subscription's hold on the leased message with the
+// payload, as a node does when the lease times out: the message is ready
+// again, marked redelivered, and a later settle of the old tag is refused.
+// It reports whether such a lease was found.
+func (s *Server) ExpireLease(queueName string, payload []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queues[queueName]
+	if q == nil {
+		return false
+	}
+	for tag, m := range q.leased {
+		if string(m.payload) == string(payload) {
+			delete(q.leased, tag)
+			m.holder.held--
+			m.holder, m.redelivered = nil, true
+			q.ready = append([]*message{m}, q.ready...)
+			q.dispatchLocked()
+			s.touchLocked()
+			return true
+		}
+	}
+	return false
 }
 
 func (q *queue) ackLocked(*message)     {}

@@ -39,6 +39,13 @@ type Config struct {
 	// redirect (request id 0) before the negative confirm; by default it
 	// comes after.
 	RedirectBeforeReject bool
+	// DefaultMode is the mode a declare without a mode gives a new queue;
+	// zero means durable (a single node). Set it to wire.ModeBuffered to
+	// act like a cluster without a default policy.
+	DefaultMode wire.Mode
+	// LegacyDeclareOK answers declares without a mode byte with FDK1, as
+	// nodes did before every declare was answered with FDK2.
+	LegacyDeclareOK bool
 }
 
 // Stats counts what the server has seen. Counts of messages and tags are
@@ -56,6 +63,7 @@ type Stats struct {
 	Delivered       int // deliveries sent
 	SettleFrames    int
 	Acked           int
+	AckSyncs        int // ack-sync frames (FAK2) answered
 	Nacked          int
 	Released        int
 	Discarded       int
@@ -409,6 +417,8 @@ func (c *Conn) handleLocked(frame wire.Frame) bool {
 	case *wire.Ack:
 		c.settleLocked(f.SubscriptionID, f.DeliveryTags, func(q *queue, m *message) { q.ackLocked(m) })
 		s.stats.Acked += len(f.DeliveryTags)
+	case *wire.AckSync:
+		c.ackSyncLocked(f)
 	case *wire.Nack:
 		c.settleLocked(f.SubscriptionID, f.DeliveryTags, func(q *queue, m *message) { q.nackLocked(m, f.Requeue) })
 		s.stats.Nacked += len(f.DeliveryTags)

@@ -146,10 +146,14 @@ func (c *binaryCluster) launch(node *clusterProcess) func() {
 	return func() {
 		c.t.Helper()
 		lines := bufio.NewScanner(stdout)
-		if !lines.Scan() || !strings.HasPrefix(lines.Text(), "fibril: serving clients on "+node.clientAddress) {
+		var seen []string
+		for lines.Scan() && !strings.HasPrefix(lines.Text(), "fibril: serving clients on ") {
+			seen = append(seen, lines.Text())
+		}
+		if !strings.HasPrefix(lines.Text(), "fibril: serving clients on "+node.clientAddress) {
 			_ = process.Process.Kill()
 			_ = process.Wait()
-			c.t.Fatalf("%s: first line %q; stderr:\n%s", node.id, lines.Text(), node.stderr.String())
+			c.t.Fatalf("%s: no ready line after %q; stderr:\n%s", node.id, seen, node.stderr.String())
 		}
 		go func() { _, _ = io.Copy(io.Discard, stdout) }()
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +36,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--config", "cluster.json", "--node", "n1", "--listen", "127.0.0.1:1"}, exitUsage, "cannot be combined"},
 		{[]string{"serve", "--sync-interval", "-1s"}, exitUsage, "negative"},
 		{[]string{"serve", "--log-level", "loud"}, exitUsage, "log-level"},
+		{[]string{"serve", "--keepalive-interval", "0s"}, exitUsage, "above 0"},
+		{[]string{"serve", "--keepalive-missed-max", "0"}, exitUsage, "above 0"},
 		{[]string{"serve", "extra"}, exitUsage, "unexpected arguments"},
 		{[]string{"version"}, exitOK, "fibril"},
 	}
@@ -73,10 +76,11 @@ type node struct {
 	stderr bytes.Buffer
 }
 
-func startNode(t *testing.T, binary, dataDir string) *node {
+func startNode(t *testing.T, binary, dataDir string, extra ...string) *node {
 	t.Helper()
-	n := &node{cmd: exec.Command(binary, "serve", "--data", dataDir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0")}
-	n.cmd.Stderr = &n.stderr
+	args := append([]string{"serve", "--data", dataDir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, extra...)
+	n := &node{cmd: exec.Command(binary, args...)}
+	n.cmd.Stderr = &lockedBuffer{buffer: &n.stderr}
 	stdout, err := n.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -86,16 +90,32 @@ func startNode(t *testing.T, binary, dataDir string) *node {
 	}
 	t.Cleanup(func() { _ = n.cmd.Process.Kill(); _ = n.cmd.Wait() })
 	n.stdout = bufio.NewScanner(stdout)
-	if !n.stdout.Scan() {
-		t.Fatalf("fibril printed nothing; stderr:\n%s", n.stderr.String())
-	}
-	line := n.stdout.Text()
+	// The ready line comes last, once every listener is bound.
 	const prefix = "fibril: serving clients on "
-	if !strings.HasPrefix(line, prefix) {
-		t.Fatalf("first line %q", line)
+	for n.stdout.Scan() {
+		line := n.stdout.Text()
+		if strings.HasPrefix(line, prefix) {
+			n.addr = strings.Fields(strings.TrimPrefix(line, prefix))[0]
+			return n
+		}
+		if !strings.HasPrefix(line, "fibril: ") {
+			t.Fatalf("unexpected line before the ready line: %q", line)
+		}
 	}
-	n.addr = strings.Fields(strings.TrimPrefix(line, prefix))[0]
-	return n
+	t.Fatalf("fibril exited without its ready line; stderr:\n%s", n.stderr.String())
+	return nil
+}
+
+// lockedBuffer is a process's stderr, read by the test while it runs.
+type lockedBuffer struct {
+	mu     sync.Mutex
+	buffer *bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buffer.Write(p)
 }
 
 // rawClient speaks just enough of the protocol for these tests.
@@ -315,5 +335,79 @@ func TestBinariesRoundTripWithFibrilctl(t *testing.T) {
 	}
 	if out, err := tryCtl("declare", "orders", "--buffered"); err == nil || !strings.Contains(out, "mode_conflict") {
 		t.Fatalf("buffered re-declare of a durable queue: %v %q", err, out)
+	}
+}
+
+// With the HTTP port taken, the node never says it serves: it exits 1 with
+// one line naming the HTTP endpoint, and the client port is free again.
+func TestBinaryWithTheHTTPPortTakenExitsWithoutTheReadyLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	dir := t.TempDir()
+	binary := buildBinary(t, dir, "./cmd/fibril", "fibril")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cmd := exec.Command(binary, "serve", "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0",
+		"--http", taken.Addr().String())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	exit, ok := err.(*exec.ExitError)
+	if !ok || exit.ExitCode() != exitError {
+		t.Fatalf("exit %v, want status %d; stderr:\n%s", err, exitError, stderr.String())
+	}
+	if strings.Contains(stdout.String(), "serving clients") {
+		t.Fatalf("said it serves with its HTTP port taken:\n%s", stdout.String())
+	}
+	var lines []string
+	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		if strings.HasPrefix(line, "fibril serve:") {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "HTTP endpoint on "+taken.Addr().String()) {
+		t.Fatalf("want one line naming the HTTP endpoint, got:\n%s", stderr.String())
+	}
+	if strings.Contains(stderr.String(), "level=ERROR") {
+		t.Fatalf("the refused start logged errors:\n%s", stderr.String())
+	}
+}
+
+// SIGTERM with sessions, subscriptions and publishes in flight: exit 0,
+// no ERROR line in the node's log, and "fibril: stopped" printed.
+func TestBinaryCleanShutdownLogsNoError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	dir := t.TempDir()
+	binary := buildBinary(t, dir, "./cmd/fibril", "fibril")
+	n := startNode(t, binary, filepath.Join(dir, "data"))
+	c := dial(t, n.addr)
+	for i := range 4 {
+		name := fmt.Sprintf("q%d", i)
+		c.declareDurable(name)
+		c.publishConfirmed(name, uint64(10*i+1), []string{"a", "b"})
+	}
+	c.subscribe("q0", 1)
+	c.send(&wire.Publish{Queue: []byte("q1"), Messages: []wire.PublishMessage{{Seq: 100, Payload: []byte("in flight")}}})
+	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest := ""
+	for n.stdout.Scan() {
+		rest += n.stdout.Text() + "\n"
+	}
+	if err := n.cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, n.stderr.String())
+	}
+	if !strings.Contains(rest, "fibril: stopped") {
+		t.Fatalf("no stopped line: %q", rest)
+	}
+	if strings.Contains(n.stderr.String(), "level=ERROR") {
+		t.Fatalf("a clean shutdown logged errors:\n%s", n.stderr.String())
 	}
 }

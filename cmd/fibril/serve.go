@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -30,7 +31,7 @@ const fatalCloseTimeout = 10 * time.Second
 
 // startHTTP starts the HTTP debug/admin endpoint on the --http address
 // (in a cluster, the node's http_address).
-func startHTTP(broker *actors.Broker, addr string, flags serveFlags) (io.Closer, error) {
+func startHTTP(broker *actors.Broker, addr string, flags serveFlags) (httpEndpoint, error) {
 	return admin.Start(addr, admin.NodeFor(broker), admin.Options{
 		Token:            flags.httpToken,
 		ProtectReads:     flags.httpProtectReads,
@@ -77,6 +78,9 @@ type serveFlags struct {
 	recordTrace        string
 	logLevel           string
 	maxBodyBytes       uint
+	// Lifecycle and keepalive settings (0: the broker's default).
+	shutdownTimeout, helloTimeout, keepaliveInterval time.Duration
+	keepaliveMissedMax                               uint
 	// HTTP endpoint access.
 	httpToken            string
 	httpProtectReads     bool
@@ -99,6 +103,14 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	set.StringVar(&f.recordTrace, "record-trace", "", "record every client frame to this trace file")
 	set.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	set.UintVar(&f.maxBodyBytes, "max-body-bytes", wire.DefaultMaxBodyBytes, "largest frame body accepted")
+	set.DurationVar(&f.shutdownTimeout, "shutdown-timeout", actors.DefaultShutdownTimeout,
+		"bound on a clean shutdown: finishing in-flight work, stopping every actor, closing every log")
+	set.DurationVar(&f.helloTimeout, "hello-timeout", actors.DefaultHelloTimeout,
+		"a connection that sends no hello within this is closed")
+	set.DurationVar(&f.keepaliveInterval, "keepalive-interval", actors.DefaultKeepaliveInterval,
+		"how often each connection is checked; a silent one is pinged")
+	set.UintVar(&f.keepaliveMissedMax, "keepalive-missed-max", actors.DefaultKeepaliveMissedMax,
+		"pings a connection may leave unanswered in a row before it is closed")
 	set.StringVar(&f.httpToken, "http-token", os.Getenv("FIBRIL_HTTP_TOKEN"),
 		"bearer token for HTTP writes (default: $FIBRIL_HTTP_TOKEN; empty: none)")
 	set.BoolVar(&f.httpProtectReads, "http-protect-reads", false, "require the HTTP token for reads too")
@@ -112,6 +124,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	}
 	if f.syncInterval < 0 {
 		return f, fmt.Errorf("--sync-interval must not be negative")
+	}
+	if f.shutdownTimeout <= 0 || f.helloTimeout <= 0 || f.keepaliveInterval <= 0 || f.keepaliveMissedMax == 0 {
+		return f, fmt.Errorf("--shutdown-timeout, --hello-timeout, --keepalive-interval and --keepalive-missed-max must be above 0")
 	}
 	if err := checkClusterFlags(set, f); err != nil {
 		return f, err
@@ -137,6 +152,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	config.DataDir, config.ListenAddr, config.HTTPAddr = flags.data, flags.listen, flags.http
 	config.SyncInterval, config.AuthToken, config.Logger = flags.syncInterval, flags.authToken, logger
 	config.MaxBodyBytes = uint32(min(flags.maxBodyBytes, 1<<30))
+	config.ShutdownTimeout, config.HelloTimeout = flags.shutdownTimeout, flags.helloTimeout
+	config.KeepaliveInterval = flags.keepaliveInterval
+	config.KeepaliveMissedMax = int(min(flags.keepaliveMissedMax, 1<<20))
 	node, err := maybeStartClusterNode(&config, flags, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
@@ -157,17 +175,22 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
 		return exitError
 	}
-	fmt.Fprintf(stdout, "fibril: serving clients on %s (data %s, background sync %s)\n",
-		broker.Addr(), config.DataDir, describeSync(config.SyncInterval))
-	if node != nil {
-		fmt.Fprintf(stdout, "fibril: cluster node %s (config %s)\n", node.ID(), flags.configFile)
-	}
-	httpServer, err := maybeStartHTTP(broker, config.HTTPAddr, flags, stdout)
+	httpServer, err := maybeStartHTTP(broker, config.HTTPAddr, flags)
 	if err != nil {
 		fmt.Fprintf(stderr, "fibril serve: HTTP endpoint on %s: %v\n", config.HTTPAddr, err)
 		closeWithin(broker, fatalCloseTimeout, logger)
 		return exitError
 	}
+	// Every listener is bound: only now is the node ready (make cluster and
+	// scripts wait for this line).
+	if node != nil {
+		fmt.Fprintf(stdout, "fibril: cluster node %s (config %s)\n", node.ID(), flags.configFile)
+	}
+	if httpServer != nil {
+		fmt.Fprintf(stdout, "fibril: HTTP endpoint on %s\n", httpServer.Addr())
+	}
+	fmt.Fprintf(stdout, "fibril: serving clients on %s (data %s, background sync %s)\n",
+		broker.Addr(), config.DataDir, describeSync(config.SyncInterval))
 	status := waitForShutdown(broker, logger)
 	if httpServer != nil {
 		_ = httpServer.Close()
@@ -191,19 +214,20 @@ func describeSync(interval time.Duration) string {
 	return "every " + interval.String()
 }
 
+// httpEndpoint is the running HTTP endpoint.
+type httpEndpoint interface {
+	io.Closer
+	Addr() net.Addr
+}
+
 // maybeStartHTTP starts the HTTP endpoint unless --http is empty. A bad
 // address stops start-up: an operator who asked for the endpoint gets it
 // or a clear error.
-func maybeStartHTTP(broker *actors.Broker, addr string, flags serveFlags, stdout io.Writer) (io.Closer, error) {
+func maybeStartHTTP(broker *actors.Broker, addr string, flags serveFlags) (httpEndpoint, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	server, err := startHTTP(broker, addr, flags)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(stdout, "fibril: HTTP endpoint on %s\n", addr)
-	return server, nil
+	return startHTTP(broker, addr, flags)
 }
 
 // waitForShutdown blocks until a signal (clean shutdown) or a fatal
@@ -221,7 +245,7 @@ func waitForShutdown(broker *actors.Broker, logger *slog.Logger) int {
 		}()
 		return exitOK
 	case <-broker.Fatal():
-		logger.Error("stopping after a fatal failure", "err", broker.FatalError())
+		// The broker logged the failure (one line naming it).
 		return exitFatal
 	}
 }
@@ -233,10 +257,10 @@ func closeWithin(broker *actors.Broker, timeout time.Duration, logger *slog.Logg
 	select {
 	case err := <-done:
 		if err != nil {
-			logger.Error("close after the fatal failure reported", "err", err)
+			logger.Warn("close after the failure reported", "err", err)
 		}
 	case <-time.After(timeout):
-		logger.Error("close after the fatal failure did not finish in time")
+		logger.Warn("close after the failure did not finish in time")
 	}
 }
 

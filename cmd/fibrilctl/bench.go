@@ -56,8 +56,8 @@ type benchFlags struct {
 }
 
 // register adds the flags; replay has --speed instead of the case flags.
-func (f *benchFlags) register(name string, replay bool) *flag.FlagSet {
-	flags := newFlags(name, &f.shared)
+func (f *benchFlags) register(ctx context.Context, name string, replay bool) *flag.FlagSet {
+	flags := newFlags(ctx, name, &f.shared)
 	flags.StringVar(&f.mode, "mode", string(bench.ModeDurable), "durable, buffered, or both (ABBA order)")
 	flags.DurationVar(&f.drainTimeout, "drain-timeout", bench.DefaultDrainTimeout, "longest wait for the last confirms and deliveries of a run")
 	flags.IntVar(&f.prefetch, "prefetch", bench.DefaultPrefetch, "the consumer's prefetch")
@@ -93,7 +93,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		return runBenchReplay(ctx, args[1:], stdout)
 	}
 	var f benchFlags
-	flags := f.register("bench", false)
+	flags := f.register(ctx, "bench", false)
 	if _, err := parseArgs(flags, args, stdout); err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 // runBenchReplay is bench replay FILE.
 func runBenchReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	var f benchFlags
-	flags := f.register("bench replay", true)
+	flags := f.register(ctx, "bench replay", true)
 	values, err := parseArgs(flags, args, stdout, "FILE")
 	if err != nil {
 		return err

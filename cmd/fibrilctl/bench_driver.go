@@ -5,15 +5,12 @@ package main
 // consumes, so publishes and deliveries travel on separate connections as
 // they do between separate producer and consumer processes.
 //
-// Confirms. The publishing Client reports every PublishAsync outcome on its
-// Confirms channel, which one goroutine (confirmLoop) drains. Each outcome
-// names the SDK's publish number, not the benchmark's sequence number, and
-// the number is known only once PublishAsync returns, by which time the
-// confirm may already have arrived. So the pending table maps publish
-// numbers to the benchmark's callbacks, and an outcome that finds no entry
-// waits in the early table until Publish records its entry; whichever side
-// comes second calls the callback. The boundary passed on is the one the
-// node's confirm names (Confirm.Boundary), never the one the mode implies.
+// Confirms. Each publish carries its own callback (client.WithCallback),
+// called once with its outcome, so the benchmark's sequence number and
+// callback travel with the publish itself: there is no table keyed by the
+// SDK's publish numbers, and no race with a confirm that arrives before
+// PublishAsync returns. The boundary passed on is the one the node's
+// confirm names (Confirm.Boundary), never the one the mode implies.
 //
 // Payloads. The SDK keeps a message's payload until its confirm (it may
 // send it again after a redirect) while the runner reuses its buffer at
@@ -25,9 +22,6 @@ package main
 // callback and acks it afterwards. The stop function unsubscribes and then
 // closes a gate that the handler passes under the same mutex, so no
 // callback runs once it has returned.
-//
-// Invariant: every publish number is in at most one of pending and early,
-// and leaves it exactly once.
 
 import (
 	"context"
@@ -43,28 +37,17 @@ import (
 // run, not the SDK's.
 const benchMaxPendingPublishes = 2 * bench.PacedWindow
 
-type pendingPublish struct {
-	seq       uint64
-	onConfirm bench.ConfirmFunc
-	buffer    *[]byte
-}
-
 type sdkDriver struct {
 	publisher *client.Client
 	consumer  *client.Client
 
-	mu      sync.Mutex
-	pending map[uint64]pendingPublish // by SDK publish number; guarded by mu
-	early   map[uint64]client.Confirm // outcomes that came before their entry; guarded by mu
-
 	buffers    sync.Pool
-	loopEnded  chan struct{}
 	closedOnce sync.Once
 }
 
 // dialBenchDriver connects the two Clients.
 func dialBenchDriver(ctx context.Context, shared connection) (*sdkDriver, error) {
-	publisher, err := shared.dial(ctx, client.Options{Confirms: true, MaxPendingPublishes: benchMaxPendingPublishes})
+	publisher, err := shared.dial(ctx, client.Options{MaxPendingPublishes: benchMaxPendingPublishes})
 	if err != nil {
 		return nil, err
 	}
@@ -73,19 +56,15 @@ func dialBenchDriver(ctx context.Context, shared connection) (*sdkDriver, error)
 		publisher.Close()
 		return nil, err
 	}
-	d := &sdkDriver{publisher: publisher, consumer: consumer,
-		pending: make(map[uint64]pendingPublish), early: make(map[uint64]client.Confirm),
-		loopEnded: make(chan struct{})}
-	go d.confirmLoop()
-	return d, nil
+	return &sdkDriver{publisher: publisher, consumer: consumer}, nil
 }
 
-// Close closes both Clients; publishes still pending fail with ErrClosed.
+// Close closes both Clients; publishes still pending fail with ErrClosed
+// (their callbacks run before Close returns).
 func (d *sdkDriver) Close() {
 	d.closedOnce.Do(func() {
 		d.consumer.Close()
 		d.publisher.Close()
-		<-d.loopEnded
 	})
 }
 
@@ -128,55 +107,25 @@ func benchBoundary(boundary client.Boundary) bench.Boundary {
 	return bench.Boundary(boundary.String())
 }
 
-// Publish copies payload and publishes it without waiting for the confirm.
+// Publish copies payload and publishes it without waiting for the
+// confirm; the publish's callback hands the outcome to onConfirm.
 func (d *sdkDriver) Publish(ctx context.Context, queue string, seq uint64, payload []byte, onConfirm bench.ConfirmFunc) error {
 	buffer := d.takeBuffer(len(payload))
 	copy(*buffer, payload)
-	future, err := d.publisher.PublishAsync(ctx, queue, client.Message{Payload: *buffer})
-	if err != nil {
-		return err
-	}
-	entry := pendingPublish{seq: seq, onConfirm: onConfirm, buffer: buffer}
-	d.mu.Lock()
-	confirm, arrived := d.early[future.Seq()]
-	if arrived {
-		delete(d.early, future.Seq())
-	} else {
-		d.pending[future.Seq()] = entry
-	}
-	d.mu.Unlock()
-	if arrived {
-		d.complete(entry, confirm)
-	}
-	return nil
+	_, err := d.publisher.PublishAsync(ctx, queue, client.Message{Payload: *buffer},
+		client.WithCallback(func(confirm client.Confirm) { d.complete(seq, buffer, onConfirm, confirm) }))
+	return err
 }
 
-// confirmLoop hands every outcome to its publish's callback. It ends when
-// the publishing Client is closed and its Confirms channel has been drained.
-func (d *sdkDriver) confirmLoop() {
-	defer close(d.loopEnded)
-	for confirm := range d.publisher.Confirms() {
-		d.mu.Lock()
-		entry, known := d.pending[confirm.Seq]
-		if known {
-			delete(d.pending, confirm.Seq)
-		} else {
-			d.early[confirm.Seq] = confirm
-		}
-		d.mu.Unlock()
-		if known {
-			d.complete(entry, confirm)
-		}
-	}
-}
-
-func (d *sdkDriver) complete(entry pendingPublish, confirm client.Confirm) {
+// complete passes an outcome on. The buffer goes back to the pool only
+// after a confirm: after a failure the frame may still be in flight.
+func (d *sdkDriver) complete(seq uint64, buffer *[]byte, onConfirm bench.ConfirmFunc, confirm client.Confirm) {
 	if confirm.Err != nil {
-		entry.onConfirm(entry.seq, "", confirm.Err)
+		onConfirm(seq, "", confirm.Err)
 		return
 	}
-	d.buffers.Put(entry.buffer)
-	entry.onConfirm(entry.seq, benchBoundary(confirm.Boundary), nil)
+	d.buffers.Put(buffer)
+	onConfirm(seq, benchBoundary(confirm.Boundary), nil)
 }
 
 // takeBuffer returns a pooled buffer of exactly size bytes.

@@ -2,10 +2,12 @@ package main
 
 // Consume prints one line per delivery:
 //
-//	attempt=<n> [redelivered ]<body>
+//	attempt=<n> [redelivered ]id=<message id> published=<time> [headers=k=v,...] <body>
 //
 // The body is printed as is when it is printable UTF-8 on one line, and
-// quoted (Go syntax) otherwise. The last line is "received N", or
+// quoted (Go syntax) otherwise; header values the same way. With --json
+// each delivery is one JSON object on its own line instead (deliveryJSON),
+// with no summary line, so stdout is a clean JSON stream. The last line is "received N", or
 // "received K of N" when --timeout ended the wait first. --quiet prints
 // only that last line. --check adds a line
 //
@@ -17,10 +19,13 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -37,12 +42,13 @@ type consumeFlags struct {
 	quiet    bool
 	check    bool
 	prefetch uint
+	json     bool
 }
 
 func runConsume(ctx context.Context, args []string, stdout io.Writer) error {
 	var shared connection
 	var options consumeFlags
-	flags := newFlags("consume", &shared)
+	flags := newFlags(ctx, "consume", &shared)
 	flags.Uint64Var(&options.count, "count", 0, "stop after this many deliveries; 0 = until --timeout or interrupted")
 	flags.BoolVar(&options.ack, "ack", false, "ack every delivery (the default)")
 	flags.BoolVar(&options.nack, "nack", false, "nack every delivery with requeue (it comes back, its attempt counted)")
@@ -51,6 +57,7 @@ func runConsume(ctx context.Context, args []string, stdout io.Writer) error {
 	flags.BoolVar(&options.quiet, "quiet", false, "print only the final count")
 	flags.BoolVar(&options.check, "check", false, "report gaps and duplicates in the message numbers")
 	flags.UintVar(&options.prefetch, "prefetch", 0, "most unsettled deliveries; 0 = the node's default (with --no-ack: --count)")
+	flags.BoolVar(&options.json, "json", false, "print each delivery as a JSON object on its own line")
 	values, err := parseArgs(flags, args, stdout, "NAME")
 	if err != nil {
 		return err
@@ -108,7 +115,12 @@ func consume(ctx context.Context, sub *client.Subscription, options consumeFlags
 			}
 			received++
 			checker.add(d)
-			if !options.quiet {
+			switch {
+			case options.json:
+				if err := json.NewEncoder(stdout).Encode(deliveryToJSON(d)); err != nil {
+					stopped = err
+				}
+			case !options.quiet:
 				fmt.Fprintln(stdout, describeDelivery(d))
 			}
 			if err := settle(d, options); err != nil && !errors.Is(err, client.ErrStaleDelivery) {
@@ -127,10 +139,14 @@ func consume(ctx context.Context, sub *client.Subscription, options consumeFlags
 }
 
 func finishConsume(stdout io.Writer, received uint64, options consumeFlags, checker *sequenceCheck, stopped error) error {
+	summary := stdout
+	if options.json {
+		summary = io.Discard // stdout stays a stream of JSON objects; the exit code tells the rest
+	}
 	if stopped != nil && options.count > 0 {
-		fmt.Fprintf(stdout, "received %d of %d\n", received, options.count)
+		fmt.Fprintf(summary, "received %d of %d\n", received, options.count)
 	} else {
-		fmt.Fprintf(stdout, "received %d\n", received)
+		fmt.Fprintf(summary, "received %d\n", received)
 	}
 	if options.check {
 		fmt.Fprintln(stdout, checker.summary())
@@ -152,14 +168,68 @@ func settle(d *client.Delivery, options consumeFlags) error {
 }
 
 func describeDelivery(d *client.Delivery) string {
-	line := "attempt=" + strconv.FormatUint(uint64(d.Attempt), 10) + " "
+	var line strings.Builder
+	line.WriteString("attempt=" + strconv.FormatUint(uint64(d.Attempt), 10) + " ")
 	if d.Redelivered {
-		line += "redelivered "
+		line.WriteString("redelivered ")
 	}
-	if printable(d.Payload) {
-		return line + string(d.Payload)
+	line.WriteString("id=" + printableText([]byte(d.MessageID)) + " published=" + d.PublishTime.UTC().Format(time.RFC3339Nano) + " ")
+	if len(d.Headers) > 0 {
+		pairs := make([]string, len(d.Headers))
+		for i, header := range d.Headers {
+			pairs[i] = header.Key + "=" + printableText(header.Value)
+		}
+		line.WriteString("headers=" + strings.Join(pairs, ",") + " ")
 	}
-	return line + strconv.Quote(string(d.Payload))
+	line.WriteString(printableText(d.Payload))
+	return line.String()
+}
+
+// printableText is text as is when it is printable UTF-8 on one line, and
+// quoted otherwise.
+func printableText(text []byte) string {
+	if printable(text) {
+		return string(text)
+	}
+	return strconv.Quote(string(text))
+}
+
+// deliveryJSON is one delivery as consume --json and peek --json print it.
+// Body and header values are text when they are valid UTF-8, and base64 in
+// body_base64 (and header values prefixed "base64:") otherwise.
+type deliveryJSON struct {
+	Queue       string            `json:"queue"`
+	MessageID   string            `json:"message_id"`
+	Incarnation uint64            `json:"incarnation"`
+	Offset      uint64            `json:"offset"`
+	Attempt     uint32            `json:"attempt"`
+	Redelivered bool              `json:"redelivered"`
+	PublishTime time.Time         `json:"publish_time"`
+	Headers     map[string]string `json:"headers,omitempty"`
+	Body        *string           `json:"body,omitempty"`
+	BodyBase64  []byte            `json:"body_base64,omitempty"`
+}
+
+func deliveryToJSON(d *client.Delivery) deliveryJSON {
+	out := deliveryJSON{Queue: d.Queue, MessageID: d.MessageID, Incarnation: d.Incarnation, Offset: d.Offset,
+		Attempt: d.Attempt, Redelivered: d.Redelivered, PublishTime: d.PublishTime.UTC()}
+	if utf8.Valid(d.Payload) {
+		body := string(d.Payload)
+		out.Body = &body
+	} else {
+		out.BodyBase64 = d.Payload
+	}
+	if len(d.Headers) > 0 {
+		out.Headers = make(map[string]string, len(d.Headers))
+		for _, header := range d.Headers {
+			value := string(header.Value)
+			if !utf8.Valid(header.Value) {
+				value = "base64:" + base64.StdEncoding.EncodeToString(header.Value)
+			}
+			out.Headers[header.Key] = value
+		}
+	}
+	return out
 }
 
 func printable(body []byte) bool {

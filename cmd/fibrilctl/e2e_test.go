@@ -24,7 +24,11 @@ func startBroker(t *testing.T, dataDir, address string) *actors.Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { broker.Close() })
+	t.Cleanup(func() {
+		if err := broker.Close(); err != nil {
+			t.Errorf("close broker: %v", err)
+		}
+	})
 	return broker
 }
 
@@ -62,7 +66,7 @@ func TestCommandsAgainstTheBroker(t *testing.T) {
 		t.Fatalf("consume --check: %+v", r)
 	}
 	r = ctl(t, broker, "consume", "clicks", "--count", "3", "--nack", "--prefetch", "1")
-	if r.code != exitOK || !strings.Contains(r.stdout, "attempt=2 redelivered click") {
+	if r.code != exitOK || !strings.Contains(r.stdout, "attempt=2 redelivered id=") || !strings.Contains(r.stdout, " click\n") {
 		t.Fatalf("consume --nack: %+v", r)
 	}
 	// Settles apply once they reach the queue's boundary, so the last acks

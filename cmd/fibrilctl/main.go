@@ -1,18 +1,22 @@
 // Command fibrilctl talks to a Fibril node: it declares, inspects, purges
-// and deletes queues, and publishes and consumes numbered test traffic.
+// and deletes queues, publishes and consumes (numbered test traffic or
+// your own bodies), peeks, requeues dead letters, shows the cluster and
+// measures latency.
 //
-//	fibrilctl declare NAME [--buffered] [--max-deliveries N] [--dead-letter Q] [--ttl D] [--lease D]
-//	fibrilctl publish NAME [--count N] [--size BYTES] [--rate PER_SEC] [--body TEXT]
-//	fibrilctl consume NAME [--count N] [--ack|--nack|--no-ack] [--timeout D] [--quiet] [--check]
-//	fibrilctl info NAME [--json]
-//	fibrilctl queues [--json]
-//	fibrilctl delete NAME
-//	fibrilctl purge NAME
+//	fibrilctl [global flags] COMMAND [ARGS] [flags]
 //
-// Every command takes --server ADDR (default 127.0.0.1:7420; several
-// addresses may be given, comma-separated) and --token TOKEN. Exit codes:
-// 0 success, 1 the operation failed, 2 the command line is wrong. A
-// failure prints one line on stderr.
+// Global flags may appear anywhere on the line, before or after the
+// command, and default to the environment:
+//
+//	--server ADDR   node client address(es), comma-separated ($FIBRIL_SERVER; 127.0.0.1:7420)
+//	--token TOKEN   the node's client token ($FIBRIL_TOKEN)
+//	--http ADDR     a node's HTTP endpoint, for `cluster` ($FIBRIL_HTTP; 127.0.0.1:7480)
+//
+// `fibrilctl help` lists the commands; `fibrilctl COMMAND -h` a command's
+// flags. Exit codes: 0 success, 1 the operation failed, 2 the command line
+// is wrong. A failure prints one line on stderr: the cause, said once, and
+// a hint where one helps. Commands register themselves from their own
+// files (register), so adding one touches no other file.
 package main
 
 import (
@@ -23,6 +27,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -37,10 +42,20 @@ const (
 	exitUsage   = 2
 )
 
-const defaultServer = "127.0.0.1:7420"
+// Defaults of the global flags.
+const (
+	defaultServer = "127.0.0.1:7420"
+	defaultHTTP   = "127.0.0.1:7480"
+)
 
-// command is one subcommand. Adding one is an entry here and a file with
-// its run function.
+// Environment variables the global flags default to.
+const (
+	envServer = "FIBRIL_SERVER"
+	envToken  = "FIBRIL_TOKEN"
+	envHTTP   = "FIBRIL_HTTP"
+)
+
+// command is one subcommand.
 type command struct {
 	name    string
 	args    string
@@ -48,18 +63,49 @@ type command struct {
 	run     func(ctx context.Context, args []string, stdout io.Writer) error
 }
 
-var commands = []command{
-	{"declare", "NAME [--buffered] [--max-deliveries N] [--dead-letter Q] [--ttl D] [--lease D]",
-		"create or check a queue; prints its effective mode and any warnings", runDeclare},
-	{"publish", "NAME [--count N] [--size BYTES] [--rate PER_SEC] [--body TEXT]",
-		"publish numbered messages; prints \"confirmed N\"", runPublish},
-	{"consume", "NAME [--count N] [--ack|--nack|--no-ack] [--timeout D] [--quiet] [--check]",
-		"receive and settle deliveries, one line each", runConsume},
-	{"info", "NAME [--json]", "print a queue's state", runInfo},
-	{"queues", "[--json]", "list every queue", runQueues},
-	{"delete", "NAME", "delete a queue and its messages", runDelete},
-	{"purge", "NAME", "remove a queue's ready messages", runPurge},
-	{"bench", "[--case NAME] [--mode durable|buffered|both] [--size BYTES] [--duration D] [--json FILE] | replay FILE [--speed X]", "measure latency, rates and broker CPU; prints markdown tables", runBench},
+// commands holds every registered command by name.
+var commands = map[string]command{}
+
+// helpOrder is the order `fibrilctl help` lists commands in; commands
+// not named here (added later in their own files) follow, by name.
+var helpOrder = []string{"declare", "publish", "consume", "peek", "info", "queues", "purge", "delete",
+	"requeue", "reopen", "cluster", "version", "bench"}
+
+// register adds a command; each command's file calls it from init.
+func register(c command) {
+	if _, taken := commands[c.name]; taken {
+		panic("fibrilctl: command registered twice: " + c.name)
+	}
+	commands[c.name] = c
+}
+
+func init() {
+	register(command{"declare", "NAME [--buffered|--durable|--keep-mode] [queue options]",
+		"create or check a queue; prints its effective mode, policy and any warnings", runDeclare})
+	register(command{"publish", "NAME [--count N] [--body TEXT | --body-file FILE|- [--lines]] [--header K=V] [--id ID]",
+		"publish messages; prints \"confirmed N\" (and any unknown outcomes)", runPublish})
+	register(command{"consume", "NAME [--count N] [--ack|--nack|--no-ack] [--timeout D] [--json] [--quiet] [--check]",
+		"receive and settle deliveries, one line (or JSON object) each", runConsume})
+	register(command{"info", "NAME [--json]", "print a queue's state", runInfo})
+	register(command{"queues", "[--prefix P] [--json]", "list the queues (of the whole cluster, from any node)", runQueues})
+	register(command{"delete", "NAME", "delete a queue and its messages", runDelete})
+	register(command{"purge", "NAME", "remove a queue's ready messages", runPurge})
+	register(command{"bench", "[--case NAME] [--mode durable|buffered|both] [--size BYTES] [--duration D] [--json FILE] | replay FILE [--speed X]",
+		"measure latency, rates and broker CPU; prints markdown tables", runBench})
+}
+
+// globals are the flags every command shares.
+type globals struct {
+	server, token, http string
+}
+
+type globalsKey struct{}
+
+// globalFlags names the global flags and where each value goes.
+var globalFlags = map[string]func(*globals, string){
+	"server": func(g *globals, v string) { g.server = v },
+	"token":  func(g *globals, v string) { g.token = v },
+	"http":   func(g *globals, v string) { g.http = v },
 }
 
 func main() {
@@ -75,30 +121,97 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
+	shared, rest, err := splitGlobals(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "fibrilctl: %v\n", err)
+		return exitUsage
+	}
+	if len(rest) == 0 {
 		printUsage(stderr)
 		return exitUsage
 	}
-	name := args[0]
+	name := rest[0]
 	if name == "help" || name == "-h" || name == "--help" {
 		printUsage(stdout)
 		return exitOK
 	}
-	for _, c := range commands {
-		if c.name == name {
-			return report(stderr, name, c.run(ctx, args[1:], stdout))
-		}
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "fibrilctl: unknown command %q%s (fibrilctl help lists them)\n", name,
+			didYouMean(name, commandNames()))
+		return exitUsage
 	}
-	fmt.Fprintf(stderr, "fibrilctl: unknown command %q (fibrilctl help lists them)\n", name)
-	return exitUsage
+	ctx = context.WithValue(ctx, globalsKey{}, shared)
+	return report(stderr, name, shared, c.run(ctx, rest[1:], stdout))
+}
+
+// splitGlobals takes the global flags out of args, wherever they are, and
+// fills what is not given from the environment and the defaults.
+func splitGlobals(args []string) (globals, []string, error) {
+	shared := globals{server: os.Getenv(envServer), token: os.Getenv(envToken), http: os.Getenv(envHTTP)}
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" {
+			rest = append(rest, args[i:]...)
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		set, global := globalFlags[name]
+		if !global || !strings.HasPrefix(arg, "-") {
+			rest = append(rest, arg)
+			continue
+		}
+		if !hasValue {
+			if i+1 >= len(args) {
+				return shared, nil, fmt.Errorf("flag --%s needs a value", name)
+			}
+			i++
+			value = args[i]
+		}
+		set(&shared, value)
+	}
+	if shared.server == "" {
+		shared.server = defaultServer
+	}
+	if shared.http == "" {
+		shared.http = defaultHTTP
+	}
+	return shared, rest, nil
+}
+
+func commandNames() []string {
+	names := make([]string, 0, len(commands))
+	for name := range commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
 }
 
 func printUsage(w io.Writer) {
-	fmt.Fprintln(w, "usage: fibrilctl COMMAND [ARGS] [--server ADDR]")
-	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n           %s\n", c.name, c.args, c.summary)
+	fmt.Fprintln(w, "usage: fibrilctl [--server ADDR] [--token TOKEN] [--http ADDR] COMMAND [ARGS] [flags]")
+	listed := map[string]bool{}
+	var order []string
+	for _, name := range helpOrder {
+		if _, ok := commands[name]; ok {
+			order = append(order, name)
+			listed[name] = true
+		}
 	}
-	fmt.Fprintf(w, "every command takes --server ADDR (default %s; comma-separated for several) and --token TOKEN\n", defaultServer)
+	for _, name := range commandNames() {
+		if !listed[name] {
+			order = append(order, name)
+		}
+	}
+	for _, name := range order {
+		c := commands[name]
+		fmt.Fprintf(w, "%s\n           %s\n", strings.TrimRight(fmt.Sprintf("  %-8s %s", c.name, c.args), " "), c.summary)
+	}
+	fmt.Fprintf(w, "global flags, anywhere on the line: --server ADDR (default $%s, else %s; comma-separated for several),\n"+
+		"  --token TOKEN (default $%s), --http ADDR (a node's HTTP endpoint, default $%s, else %s)\n",
+		envServer, defaultServer, envToken, envHTTP, defaultHTTP)
+	fmt.Fprintln(w, "fibrilctl COMMAND -h lists a command's flags")
 }
 
 // usageError is a wrong command line (exit code 2).
@@ -108,16 +221,13 @@ func (e usageError) Error() string { return e.message }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
-// report prints err as one line and maps it to the exit code.
-func report(stderr io.Writer, name string, err error) int {
-	if err == nil {
+// report prints err as one line (errors.go says how) and maps it to the
+// exit code.
+func report(stderr io.Writer, name string, shared globals, err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	line := strings.Join(strings.Fields(err.Error()), " ")
-	fmt.Fprintf(stderr, "fibrilctl %s: %s\n", name, line)
+	fmt.Fprintf(stderr, "fibrilctl %s: %s\n", name, describeError(err, shared))
 	var usage usageError
 	if errors.As(err, &usage) {
 		return exitUsage
@@ -125,15 +235,11 @@ func report(stderr io.Writer, name string, err error) int {
 	return exitFailure
 }
 
-// connection holds the flags every command shares.
+// connection holds the global flags a command uses.
 type connection struct {
 	server string
 	token  string
-}
-
-func (c *connection) register(flags *flag.FlagSet) {
-	flags.StringVar(&c.server, "server", defaultServer, "node address(es), comma-separated")
-	flags.StringVar(&c.token, "token", "", "auth token, when the node needs one")
+	http   string
 }
 
 // dial connects to the node.
@@ -154,17 +260,27 @@ func (c *connection) dial(ctx context.Context, options client.Options) (*client.
 	return client.Dial(ctx, options)
 }
 
-// newFlags makes a flag set for a command; help goes to stdout.
-func newFlags(name string, shared *connection) *flag.FlagSet {
+// newFlags makes a flag set for a command, with shared filled from the
+// global flags; help goes to stdout. The global flags are registered too,
+// so -h lists them and their values (already taken out of the line).
+func newFlags(ctx context.Context, name string, shared *connection) *flag.FlagSet {
+	given, _ := ctx.Value(globalsKey{}).(globals)
+	shared.server, shared.token, shared.http = given.server, given.token, given.http
+	if shared.server == "" {
+		shared.server, shared.http = defaultServer, defaultHTTP
+	}
 	flags := flag.NewFlagSet("fibrilctl "+name, flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
 	flags.Usage = func() {}
-	shared.register(flags)
+	flags.StringVar(&shared.server, "server", shared.server, "node address(es), comma-separated (global; $"+envServer+")")
+	flags.StringVar(&shared.token, "token", shared.token, "auth token, when the node needs one (global; $"+envToken+")")
+	flags.StringVar(&shared.http, "http", shared.http, "a node's HTTP endpoint (global; $"+envHTTP+")")
 	return flags
 }
 
 // parseArgs parses flags placed anywhere among the positional arguments
 // and checks the number of positional ones. -h prints the flags to stdout.
+// An unknown flag is refused with the nearest known one suggested.
 func parseArgs(flags *flag.FlagSet, args []string, stdout io.Writer, positional ...string) ([]string, error) {
 	var values []string
 	for {
@@ -175,7 +291,7 @@ func parseArgs(flags *flag.FlagSet, args []string, stdout io.Writer, positional 
 				flags.PrintDefaults()
 				return nil, err
 			}
-			return nil, usageError{err.Error()}
+			return nil, usageError{err.Error() + flagSuggestion(flags, err)}
 		}
 		args = flags.Args()
 		if len(args) == 0 {

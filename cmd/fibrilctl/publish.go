@@ -13,16 +13,28 @@ package main
 //
 // Every message also carries the header "seq", so readers need not parse
 // bodies. consume --check reads the header and falls back to the body.
+//
+// Bodies of your own come from --body (every message the same), or
+// --body-file FILE (- for stdin): the whole file as one body (--count
+// times), or, with --lines, one message per line. --header adds headers,
+// --id sets the message id (ID-1, ID-2... for several). The run keeps going
+// through reconnects: a message in flight when a connection is lost has an
+// unknown outcome, which is counted and reported, never sent again.
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/fibrilmq/fibril/client"
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // seqHeader names the header that carries a message's sequence number.
@@ -62,100 +74,269 @@ func sequenceOf(d *client.Delivery) (uint64, bool) {
 
 type publishFlags struct {
 	count      uint64
+	countSet   bool
 	size       int
 	ratePerSec float64
 	body       string
 	bodySet    bool
+	bodyFile   string
+	lines      bool
+	headers    client.Headers
+	messageID  string
+}
+
+// source yields the bodies to publish: numbered, --body, or read from a
+// file or stdin, whole or one per line.
+type source struct {
+	next func() ([]byte, bool, error)
+	// known is the number of messages when it is known in advance.
+	known uint64
 }
 
 func runPublish(ctx context.Context, args []string, stdout io.Writer) error {
 	var shared connection
 	var options publishFlags
-	flags := newFlags("publish", &shared)
-	flags.Uint64Var(&options.count, "count", 1, "messages to publish")
+	flags := newFlags(ctx, "publish", &shared)
+	flags.Func("count", "messages to publish (default 1; not with --lines)", func(value string) error {
+		n, err := parseUint(value, 64)
+		options.count, options.countSet = n, true
+		return err
+	})
 	flags.IntVar(&options.size, "size", 0, "pad generated bodies to this many bytes")
 	flags.Float64Var(&options.ratePerSec, "rate", 0, "messages per second; 0 = as fast as confirms allow")
 	flags.Func("body", "publish TEXT as every body (the number goes in the seq header)", func(text string) error {
 		options.body, options.bodySet = text, true
 		return nil
 	})
+	flags.StringVar(&options.bodyFile, "body-file", "", "read the body from FILE (- for stdin): the whole of it, or one per line with --lines")
+	flags.BoolVar(&options.lines, "lines", false, "with --body-file: publish each line as one message")
+	flags.Func("header", "add a header K=V to every message (repeatable)", func(value string) error {
+		key, headerValue, ok := strings.Cut(value, "=")
+		if !ok || key == "" {
+			return fmt.Errorf("want KEY=VALUE")
+		}
+		options.headers = append(options.headers, client.Header{Key: key, Value: []byte(headerValue)})
+		return nil
+	})
+	flags.StringVar(&options.messageID, "id", "", "message id (ID-1, ID-2... when several messages are published)")
 	values, err := parseArgs(flags, args, stdout, "NAME")
 	if err != nil {
 		return err
 	}
-	if options.size < 0 || options.ratePerSec < 0 {
-		return usagef("--size and --rate must not be negative")
+	if err := options.check(); err != nil {
+		return err
 	}
-	c, err := shared.dial(ctx, client.Options{Confirms: true})
+	bodies, closeSource, err := options.source(os.Stdin)
 	if err != nil {
 		return err
 	}
-	confirmed, firstError := publishAll(ctx, c, values[0], options)
-	if confirmed == options.count {
-		fmt.Fprintf(stdout, "confirmed %d\n", confirmed)
-		return nil
+	defer closeSource()
+	c, err := shared.dial(ctx, client.Options{Confirms: true, WaitForReconnect: true})
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(stdout, "confirmed %d of %d\n", confirmed, options.count)
-	if firstError == nil {
-		firstError = errors.New("not every message was confirmed")
-	}
-	return firstError
+	tally := publishAll(ctx, c, values[0], options, bodies)
+	return tally.report(stdout)
 }
 
-// publishAll publishes options.count messages, pipelined, and counts the
-// confirms. It stops sending at the first failure (the rest could not be
-// confirmed either) and returns the first failure seen. It closes c.
-func publishAll(ctx context.Context, c *client.Client, queue string, options publishFlags) (uint64, error) {
-	type tally struct {
-		confirmed  uint64
-		firstError error
+func (options *publishFlags) check() error {
+	switch {
+	case options.size < 0 || options.ratePerSec < 0:
+		return usagef("--size and --rate must not be negative")
+	case options.bodySet && options.bodyFile != "":
+		return usagef("--body and --body-file exclude each other")
+	case options.lines && options.bodyFile == "":
+		return usagef("--lines reads --body-file; name the file (- for stdin)")
+	case options.lines && options.countSet:
+		return usagef("--lines publishes one message per line; --count does not apply")
 	}
-	counted := make(chan tally, 1)
+	if !options.countSet {
+		options.count = 1
+	}
+	return nil
+}
+
+// source opens the bodies' source; the returned function closes it.
+func (options *publishFlags) source(stdin io.Reader) (source, func(), error) {
+	noop := func() {}
+	if options.bodyFile == "" {
+		seq := uint64(0)
+		return source{known: options.count, next: func() ([]byte, bool, error) {
+			if seq >= options.count {
+				return nil, false, nil
+			}
+			seq++
+			if options.bodySet {
+				return []byte(options.body), true, nil
+			}
+			return numberedBody(seq, options.size), true, nil
+		}}, noop, nil
+	}
+	reader, closeReader := stdin, noop
+	if options.bodyFile != "-" {
+		file, err := os.Open(options.bodyFile)
+		if err != nil {
+			return source{}, noop, fmt.Errorf("--body-file: %w", err)
+		}
+		reader, closeReader = file, func() { file.Close() }
+	}
+	if !options.lines {
+		whole, err := io.ReadAll(io.LimitReader(reader, wire.DefaultMaxBodyBytes+1))
+		if err != nil {
+			closeReader()
+			return source{}, noop, fmt.Errorf("--body-file: %w", err)
+		}
+		if len(whole) > wire.DefaultMaxBodyBytes {
+			closeReader()
+			return source{}, noop, fmt.Errorf("--body-file: the body is over %d bytes", wire.DefaultMaxBodyBytes)
+		}
+		sent := uint64(0)
+		return source{known: options.count, next: func() ([]byte, bool, error) {
+			if sent >= options.count {
+				return nil, false, nil
+			}
+			sent++
+			return whole, true, nil
+		}}, closeReader, nil
+	}
+	scanner := bufio.NewScanner(reader)
+	scanner.Buffer(make([]byte, 64<<10), wire.DefaultMaxBodyBytes)
+	return source{next: func() ([]byte, bool, error) {
+		if !scanner.Scan() {
+			if err := scanner.Err(); err != nil {
+				return nil, false, fmt.Errorf("--body-file: %w", err)
+			}
+			return nil, false, nil
+		}
+		return append([]byte(nil), scanner.Bytes()...), true, nil
+	}}, closeReader, nil
+}
+
+// publishTally counts the outcomes of a publish run.
+type publishTally struct {
+	sent, confirmed, unknown, refused uint64
+	firstUnknown, firstRefusal        error
+	sendError                         error
+}
+
+// publishAll publishes every body of bodies, pipelined, through
+// reconnects (a publish in flight when a connection is lost has an unknown
+// outcome: it is counted, never sent again), and counts the outcomes. It
+// stops sending at a refusal that cannot succeed later. It closes c.
+func publishAll(ctx context.Context, c *client.Client, queue string, options publishFlags, bodies source) publishTally {
+	counted := make(chan publishTally, 1)
+	stop := make(chan struct{})
+	var stopOnce sync.Once
 	go func() {
-		var result tally
+		var tally publishTally
 		for confirm := range c.Confirms() {
-			if confirm.Err == nil {
-				result.confirmed++
-			} else if result.firstError == nil {
-				result.firstError = fmt.Errorf("message %d: %w", confirm.Seq, confirm.Err)
+			switch {
+			case confirm.Err == nil:
+				tally.confirmed++
+			case errors.Is(confirm.Err, client.ErrConnectionLost) || errors.Is(confirm.Err, client.ErrPublishTimeout):
+				tally.unknown++
+				if tally.firstUnknown == nil {
+					tally.firstUnknown = fmt.Errorf("message %d: %w", confirm.Tag, confirm.Err)
+				}
+			default:
+				tally.refused++
+				if tally.firstRefusal == nil {
+					tally.firstRefusal = fmt.Errorf("message %d: %w", confirm.Tag, confirm.Err)
+				}
+				if !client.IsRetryable(confirm.Err) {
+					stopOnce.Do(func() { close(stop) })
+				}
 			}
 		}
-		counted <- result
+		counted <- tally
 	}()
-	sendError := sendAll(ctx, c, queue, options)
+	sent, sendError := sendAll(ctx, c, queue, options, bodies, stop)
 	flushError := c.Flush(ctx)
 	c.Close() // after the last outcome is received, the Confirms channel closes
-	result := <-counted
-	for _, err := range []error{result.firstError, sendError, flushError} {
-		if err != nil {
-			return result.confirmed, err
-		}
-	}
-	return result.confirmed, nil
+	tally := <-counted
+	tally.sent = sent
+	tally.sendError = errors.Join(sendError, flushError)
+	return tally
 }
 
-// sendAll publishes the messages at the requested rate.
-func sendAll(ctx context.Context, c *client.Client, queue string, options publishFlags) error {
+// report prints the counts and returns the run's error, if any.
+func (t publishTally) report(stdout io.Writer) error {
+	if t.confirmed == t.sent && t.sendError == nil {
+		fmt.Fprintf(stdout, "confirmed %d\n", t.confirmed)
+		return nil
+	}
+	fmt.Fprintf(stdout, "confirmed %d of %d\n", t.confirmed, t.sent)
+	if t.unknown > 0 {
+		fmt.Fprintf(stdout, "unknown %d: the connection was lost (or the deadline passed) before their confirm, so they "+
+			"may or may not be stored; publish them again with the same --id to let consumers deduplicate\n", t.unknown)
+	}
+	if t.refused > 0 {
+		fmt.Fprintf(stdout, "refused %d\n", t.refused)
+	}
+	switch {
+	case t.firstRefusal != nil:
+		return t.firstRefusal
+	case t.firstUnknown != nil:
+		return fmt.Errorf("%d messages have an unknown outcome; the first: %w", t.unknown, t.firstUnknown)
+	case t.sendError != nil:
+		return t.sendError
+	}
+	return errors.New("not every message was confirmed")
+}
+
+// sendAll publishes the bodies at the requested rate until they run out,
+// stop closes, or sending fails; it returns how many it handed to the SDK.
+func sendAll(ctx context.Context, c *client.Client, queue string, options publishFlags, bodies source, stop <-chan struct{}) (uint64, error) {
 	start := time.Now()
-	for seq := uint64(1); seq <= options.count; seq++ {
+	sent := uint64(0)
+	for seq := uint64(1); ; seq++ {
+		select {
+		case <-stop:
+			return sent, nil
+		default:
+		}
+		body, ok, err := bodies.next()
+		if err != nil || !ok {
+			return sent, err
+		}
 		if options.ratePerSec > 0 {
 			due := start.Add(time.Duration(float64(seq-1) / options.ratePerSec * float64(time.Second)))
 			if err := sleepUntil(ctx, due); err != nil {
-				return err
+				return sent, err
 			}
 		}
 		number := strconv.AppendUint(nil, seq, 10)
-		message := client.Message{Headers: client.Headers{{Key: seqHeader, Value: number}}}
-		if options.bodySet {
-			message.Payload = []byte(options.body)
-		} else {
-			message.Payload = numberedBody(seq, options.size)
+		message := client.Message{Payload: body, Headers: append(client.Headers{{Key: seqHeader, Value: number}}, options.headers...)}
+		switch {
+		case options.messageID != "" && bodies.known == 1:
+			message.MessageID = options.messageID
+		case options.messageID != "":
+			message.MessageID = options.messageID + "-" + string(number)
 		}
-		if _, err := c.PublishAsync(ctx, queue, message); err != nil {
+		if err := publishOne(ctx, c, queue, message, seq); err != nil {
+			return sent, err
+		}
+		sent++
+	}
+}
+
+// publishOne hands one message to the SDK. A refusal to take it because
+// the connection was lost at that moment means it was never sent, so it
+// is handed over again once the SDK has reconnected; anything else stops
+// the run.
+func publishOne(ctx context.Context, c *client.Client, queue string, message client.Message, seq uint64) error {
+	for {
+		_, err := c.PublishAsync(ctx, queue, message, client.WithTag(seq))
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, client.ErrConnectionLost) {
+			return fmt.Errorf("message %d: %w", seq, err)
+		}
+		if err := sleepUntil(ctx, time.Now().Add(10*time.Millisecond)); err != nil {
 			return fmt.Errorf("message %d: %w", seq, err)
 		}
 	}
-	return nil
 }
 
 func sleepUntil(ctx context.Context, due time.Time) error {

@@ -20,8 +20,12 @@ import (
 func runDeclare(ctx context.Context, args []string, stdout io.Writer) error {
 	var shared connection
 	var config client.QueueConfig
-	flags := newFlags("declare", &shared)
-	buffered := flags.Bool("buffered", false, "confirm once written to the OS instead of fsynced")
+	flags := newFlags(ctx, "declare", &shared)
+	buffered := flags.Bool("buffered", false, "confirm once written to the OS instead of fsynced (the mode is fixed at the first declare)")
+	durable := flags.Bool("durable", false, "confirm once fsynced (the default)")
+	flags.BoolVar(&config.KeepMode, "keep-mode", false,
+		"name no mode: an existing queue keeps its own, a new one gets the node's default (durable alone; the cluster's default policy)")
+	flags.DurationVar(&config.LeaseTimeout, "lease", 0, "redeliver a delivery not settled within this")
 	flags.Func("max-deliveries", "attempts before a message is dead-lettered", func(value string) error {
 		n, err := parseUint(value, 32)
 		config.MaxDeliveries = uint32(n)
@@ -29,13 +33,42 @@ func runDeclare(ctx context.Context, args []string, stdout io.Writer) error {
 	})
 	flags.StringVar(&config.DeadLetterQueue, "dead-letter", "", "queue that receives dead-lettered messages")
 	flags.DurationVar(&config.MessageTTL, "ttl", 0, "dead-letter ready messages older than this")
-	flags.DurationVar(&config.LeaseTimeout, "lease", 0, "redeliver a delivery not settled within this")
+	flags.Func("max-length", "most messages the queue holds", func(value string) error {
+		n, err := parseUint(value, 64)
+		config.MaxLength = n
+		return err
+	})
+	flags.Func("max-bytes", "most payload bytes the queue holds", func(value string) error {
+		n, err := parseUint(value, 64)
+		config.MaxBytes = n
+		return err
+	})
+	flags.Func("overflow", "what a publish to a full queue does: reject_new (refused with limit_reached) or drop_oldest", func(value string) error {
+		switch client.Overflow(value) {
+		case client.OverflowRejectNew, client.OverflowDropOldest:
+			config.Overflow = client.Overflow(value)
+			return nil
+		}
+		return fmt.Errorf("want %s or %s", client.OverflowRejectNew, client.OverflowDropOldest)
+	})
+	flags.DurationVar(&config.RedeliveryDelay, "redelivery-delay", 0, "delay before a nacked or expired message is ready again")
+	flags.StringVar(&config.Policy, "policy", "", "replication policy in a cluster, e.g. replica_durable:2, majority_durable, replica_buffered:2")
+	flags.Func("replicas", "copies of the queue in a cluster, the owner included", func(value string) error {
+		n, err := parseUint(value, 32)
+		config.Replicas = uint32(n)
+		return err
+	})
 	values, err := parseArgs(flags, args, stdout, "NAME")
 	if err != nil {
 		return err
 	}
-	if *buffered {
+	switch {
+	case boolCount(*buffered, *durable, config.KeepMode) > 1:
+		return usagef("--buffered, --durable and --keep-mode exclude each other")
+	case *buffered:
 		config.Mode = client.ModeBuffered
+	case config.Policy != "" && !*durable:
+		config.KeepMode = true // the policy names the mode
 	}
 	c, err := shared.dial(ctx, client.Options{})
 	if err != nil {
@@ -67,7 +100,7 @@ func parseUint(value string, bits int) (uint64, error) {
 
 func runInfo(ctx context.Context, args []string, stdout io.Writer) error {
 	var shared connection
-	flags := newFlags("info", &shared)
+	flags := newFlags(ctx, "info", &shared)
 	asJSON := flags.Bool("json", false, "print JSON")
 	values, err := parseArgs(flags, args, stdout, "NAME")
 	if err != nil {
@@ -91,7 +124,7 @@ func runInfo(ctx context.Context, args []string, stdout io.Writer) error {
 
 func runQueues(ctx context.Context, args []string, stdout io.Writer) error {
 	var shared connection
-	flags := newFlags("queues", &shared)
+	flags := newFlags(ctx, "queues", &shared)
 	asJSON := flags.Bool("json", false, "print JSON")
 	prefix := flags.String("prefix", "", "only queues whose names start with this")
 	if _, err := parseArgs(flags, args, stdout); err != nil {
@@ -106,6 +139,7 @@ func runQueues(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	queues = withOwnersCounts(ctx, c, queues)
 	if *asJSON {
 		list := make([]queueJSON, 0, len(queues))
 		for _, info := range queues {
@@ -113,13 +147,46 @@ func runQueues(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return writeJSON(stdout, list)
 	}
-	table := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(table, "NAME\tMODE\tREADY\tLEASED\tDELAYED\tDEAD_LETTERED\tCONSUMERS\tWRITTEN_NEXT\tDURABLE_NEXT\tFENCED")
+	clustered := false
 	for _, q := range queues {
-		fmt.Fprintf(table, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%t\n", q.Name, q.Mode, q.Ready, q.Leased, q.Delayed,
-			q.DeadLettered, q.Consumers, q.WrittenNext, q.DurableNext, q.Fenced)
+		clustered = clustered || q.Owner != ""
+	}
+	table := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	header := "NAME\tMODE\tREADY\tLEASED\tDELAYED\tDEAD_LETTERED\tCONSUMERS\tUNSYNCED\tFENCED"
+	if clustered {
+		header += "\tOWNER\tPOLICY"
+	}
+	fmt.Fprintln(table, header)
+	for _, q := range queues {
+		line := fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%t", q.Name, q.Mode, q.Ready, q.Leased, q.Delayed,
+			q.DeadLettered, q.Consumers, q.UnsyncedRecords, q.Fenced)
+		if clustered {
+			owner := q.Owner
+			if owner == "" {
+				owner = "(electing)"
+			}
+			line += "\t" + owner + "\t" + q.Policy
+		}
+		fmt.Fprintln(table, line)
 	}
 	return table.Flush()
+}
+
+// withOwnersCounts fills in, in a cluster, the counts of queues the
+// answering node lists from its catalog without owning them: their info
+// comes from their owners (the SDK follows the redirect). A queue whose
+// owner cannot answer keeps the catalog's entry.
+func withOwnersCounts(ctx context.Context, c *client.Client, queues []client.QueueInfo) []client.QueueInfo {
+	session, _ := c.Session()
+	for i, q := range queues {
+		if q.Owner == "" || q.Owner == session.NodeID {
+			continue
+		}
+		if info, err := c.QueueInfo(ctx, q.Name); err == nil {
+			queues[i] = info
+		}
+	}
+	return queues
 }
 
 func runDelete(ctx context.Context, args []string, stdout io.Writer) error {
@@ -133,7 +200,7 @@ func runPurge(ctx context.Context, args []string, stdout io.Writer) error {
 func countCommand(ctx context.Context, name string, args []string, stdout io.Writer,
 	request func(*client.Client, context.Context, string) (uint64, error), format string) error {
 	var shared connection
-	flags := newFlags(name, &shared)
+	flags := newFlags(ctx, name, &shared)
 	values, err := parseArgs(flags, args, stdout, "NAME")
 	if err != nil {
 		return err

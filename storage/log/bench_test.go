@@ -337,3 +337,87 @@ func BenchmarkScanDurableFromFiles(b *testing.B) {
 	l.Close()
 	b.ReportMetric(float64(scanned)/b.Elapsed().Seconds(), "records/s")
 }
+
+// directBench drives a direct log on the benchmark's goroutine, as a
+// log-writer actor drives it: stage, flush, and on each wake-up
+// SyncFinished.
+type directBench struct {
+	b     *testing.B
+	l     *Log
+	a     *Appender
+	wakes chan struct{}
+	done  bool
+}
+
+func openDirectBench(b *testing.B, dir string, opts Options) *directBench {
+	d := &directBench{b: b, wakes: make(chan struct{}, 1)}
+	opts.SyncDone = func() {
+		select {
+		case d.wakes <- struct{}{}:
+		default:
+		}
+	}
+	l, a, err := OpenDirect(dir, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d.l, d.a = l, a
+	b.Cleanup(func() { a.Close() })
+	return d
+}
+
+// timedAppend is timedAppend for the direct mode: one record staged and
+// flushed, and for AfterFsync the wake-ups handled until it is durable.
+func (d *directBench) timedAppend(level Durability) func() time.Duration {
+	entries := []Entry{{Epoch: 1, Type: 1, Body: make([]byte, benchBodyBytes)}}
+	onDone := func(result Result) {
+		if result.Err != nil {
+			d.b.Fatal(result.Err)
+		}
+		d.done = true
+	}
+	return func() time.Duration {
+		start := time.Now()
+		d.done = false
+		if _, err := d.a.Stage(entries, level, onDone); err != nil {
+			d.b.Fatal(err)
+		}
+		d.a.Flush()
+		for !d.done {
+			<-d.wakes
+			d.a.SyncFinished()
+		}
+		return time.Since(start)
+	}
+}
+
+// BenchmarkDirectAppendAfterFlush1InFlight: BenchmarkAppendAfterFlush1InFlight
+// in direct mode, where the caller's goroutine writes: no hand-off to a
+// writer goroutine and back.
+func BenchmarkDirectAppendAfterFlush1InFlight(b *testing.B) {
+	dir := benchDir(b)
+	d := openDirectBench(b, filepath.Join(dir, "log"), benchOptions(0))
+	floor := newFloorFile(b, dir)
+	b.ReportAllocs()
+	b.ResetTimer()
+	logSamples, floorSamples := interleaved(b.N, 500, d.timedAppend(AfterFlush), func() time.Duration { return floor.time(false) })
+	b.StopTimer()
+	p50 := reportLatency(b, logSamples, "")
+	floorP50 := reportLatency(b, floorSamples, "floor-write-")
+	b.ReportMetric(float64(p50)/float64(floorP50), "x-floor")
+}
+
+// BenchmarkDirectAppendAfterFsync1InFlight: BenchmarkAppendAfterFsync1InFlight
+// in direct mode (the fdatasync runs on the log's sync goroutine).
+func BenchmarkDirectAppendAfterFsync1InFlight(b *testing.B) {
+	dir := benchDir(b)
+	d := openDirectBench(b, filepath.Join(dir, "log"), benchOptions(0))
+	floor := newFloorFile(b, dir)
+	b.ReportAllocs()
+	b.ResetTimer()
+	logSamples, floorSamples := interleaved(b.N, 50, d.timedAppend(AfterFsync), func() time.Duration { return floor.time(true) })
+	b.StopTimer()
+	p50 := reportLatency(b, logSamples, "")
+	floorP50 := reportLatency(b, floorSamples, "floor-fdatasync-")
+	b.ReportMetric(float64(p50)/float64(floorP50), "x-floor")
+}

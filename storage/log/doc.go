@@ -24,16 +24,34 @@
 //	next, err := l.ScanDurable(res.First, 1<<20, func(r log.Record) error { ...; return nil })
 //	err = l.Close()
 //
-// The log owns its goroutines: one writer that owns the active segment and
-// groups appends into one write, one syncer that runs every fdatasync of
-// the segment files, one at a time, and reports each to the rules that move
-// the durable frontier (frontier.go), and (unless Options.ExternalTicks)
-// one ticker that drives background sync. Every disk access goes through a
-// vfs.FS, so tests run the same code over vfs.Mem with injected faults and
-// simulated power loss.
+// Opened with Open, the log owns its goroutines: one writer that owns the
+// active segment and groups appends into one write, one syncer that runs
+// every fdatasync of the segment files, one at a time, and reports each to
+// the rules that move the durable frontier (frontier.go), and (unless
+// Options.ExternalTicks) one ticker that drives background sync. Opened
+// with OpenDirect, one caller goroutine drives the same writer code
+// through an Appender (direct.go): Stage, Flush, and SyncFinished when the
+// log's sync goroutine reports a finished sync through Options.SyncDone;
+// SyncDue tells the caller when to arm a background-sync timer, and an idle
+// log needs none.
+//
+//	l, a, err := log.OpenDirect(dir, opts) // opts.SyncDone posts a message
+//	a.Stage(entries, log.AfterFsync, done)  // for each append in a drain
+//	a.Flush()                               // once per drain
+//	a.SyncFinished()                        // on each SyncDone message
+//
+// Every log of a node draws on one Budget (budget.go): the tail-cache
+// memory, a cache of descriptors for sealed segments, and sync counters.
+// Replication stands on ScanEncoded, AppendEncoded, Rebase, Seal and
+// TruncateAfter (encoded.go, seal.go, truncate.go). Every disk access goes
+// through a vfs.FS, so tests run the same code over vfs.Mem with injected
+// faults and simulated power loss.
 //
 // A failed write or sync latches the log: durable_next freezes (no sync
-// that completes afterwards moves it), the log refuses appends, fails every
-// waiter, drops written_next to durable_next and records a cut that the
-// next Open carries out before anything reads the tail.
+// that completes afterwards moves it), the log records a cut that the next
+// Open carries out before anything reads the tail (or, when the disk
+// refuses that too, reports ErrCutNotRecorded), refuses appends, fails
+// every waiter and drops written_next to durable_next. Recovery trusts
+// only what the log can prove durable (recovery.go): damage past that is a
+// torn tail, damage inside it refuses the open.
 package log

@@ -26,8 +26,17 @@ type frontierState struct {
 	written      uint64
 	writtenBytes int64
 	ledger       durableLedger // durable_next and the rules that move it
-	latchErr     error         // set with ledger.latched: the error appends get
+	latchState   *latchState   // set with ledger.latched, at the freeze
+	latchErr     error         // the error appends get, once the latch is published
 	watchers     [frontierKinds]map[*Watch]struct{}
+}
+
+// latchState is one latch of a log: created when the frontiers freeze,
+// final (err set, done closed) once the cut has been recorded or could not
+// be. Whoever did not freeze the frontiers waits on done for the error.
+type latchState struct {
+	done chan struct{}
+	err  error
 }
 
 // segmentSync is what one successful sync made durable: the records
@@ -215,29 +224,51 @@ func (f *frontierState) applySync(done segmentSync) (durable uint64, ok bool) {
 	return f.ledger.durable, true
 }
 
-// latch freezes every frontier (see durableLedger), records err as the
-// latch error and wakes every watcher. It returns the latch error in
-// force: err, or the first one when the log was latched already.
-func (f *frontierState) latch(err error) error {
+// freeze latches the frontiers (see durableLedger): from now on no
+// frontier advances. It returns the log's latch state, durable_next (the
+// cut) and whether this call froze them; watchers are woken only when the
+// latch is published, once its error is final.
+func (f *frontierState) freeze() (state *latchState, cut uint64, first bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.ledger.latched {
-		return f.latchErr
-	}
-	if err == nil {
-		panic("log: latched without an error")
+	if f.latchState != nil {
+		return f.latchState, f.ledger.durable, false
 	}
 	f.ledger.latch()
-	f.latchErr = err
-	f.notifyAllLocked()
-	return err
+	f.latchState = &latchState{done: make(chan struct{})}
+	return f.latchState, f.ledger.durable, true
 }
 
-// latchError returns the latch error, or nil before the latch.
+// publishLatch records the final latch error and wakes every watcher.
+func (f *frontierState) publishLatch(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.latchState == nil || err == nil {
+		panic("log: latch published without a freeze or an error")
+	}
+	f.latchErr = err
+	f.notifyAllLocked()
+}
+
+// latchError returns the published latch error, or nil.
 func (f *frontierState) latchError() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.latchErr
+}
+
+// currentLatch returns the latch state, or nil before the freeze.
+func (f *frontierState) currentLatch() *latchState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.latchState
+}
+
+// durableBytes is the cumulative written bytes at durable_next.
+func (f *frontierState) durableBytes() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ledger.durableBytes
 }
 
 // dropToDurable moves staged and written back to durable (the latch, once
@@ -299,7 +330,7 @@ func (f *frontierState) watch(kind FrontierKind) *Watch {
 		f.watchers[kind] = map[*Watch]struct{}{}
 	}
 	f.watchers[kind][watch] = struct{}{}
-	if f.ledger.latched {
+	if f.latchErr != nil {
 		watch.c <- struct{}{} // the latch already happened: wake at once
 	}
 	return watch

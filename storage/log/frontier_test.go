@@ -98,12 +98,22 @@ func TestFrontiersRefuseAdvancesAfterTheLatch(t *testing.T) {
 		t.Fatalf("sync before the latch: durable %d, ok %v", durable, ok)
 	}
 	<-watch.C()
-	latchErr := errors.New("latched")
-	if err := f.latch(latchErr); err != latchErr || f.latchError() != latchErr {
-		t.Fatalf("latch error %v, want %v", err, latchErr)
+	state, cut, first := f.freeze()
+	if !first || cut != 5 {
+		t.Fatalf("freeze: cut %d, first %v; want 5, true", cut, first)
 	}
-	if err := f.latch(errors.New("second")); err != latchErr {
-		t.Fatalf("second latch returned %v, want the first error", err)
+	if again, _, first := f.freeze(); first || again != state {
+		t.Fatal("a second freeze did not return the first latch")
+	}
+	select {
+	case <-watch.C():
+		t.Fatal("the freeze woke a watcher before the latch was published")
+	default:
+	}
+	latchErr := errors.New("latched")
+	f.publishLatch(latchErr)
+	if f.latchError() != latchErr {
+		t.Fatalf("latch error %v, want %v", f.latchError(), latchErr)
 	}
 	select {
 	case <-watch.C():

@@ -16,9 +16,11 @@ import (
 type Log struct {
 	dir    string
 	opts   Options
-	fs     vfs.FS
+	fs     vfs.FS // opts.FS, its syncs counted in syncs and the budget's
 	clock  func() time.Time
 	logger *slog.Logger
+	budget *Budget
+	syncs  vfs.SyncCounter
 
 	frontiers frontierState
 	cache     *tailCache
@@ -41,7 +43,19 @@ type Log struct {
 	admission sync.RWMutex
 	closed    bool
 	isClosed  atomic.Bool
-	latch     atomic.Pointer[latchState]
+	// latch is the frontiers' latch state, copied for checks that take no
+	// lock; nil until the log latches.
+	latch atomic.Pointer[latchState]
+	// pendingCut is 1 + the offset of a TruncateAfter in progress (0 when
+	// none): a latch meanwhile records the lower of it and durable_next.
+	pendingCut atomic.Uint64
+	// durableEnd is the durable-end record (durable.go); durableNotes the
+	// sync helper that writes it (syncer.go), set before any sync runs.
+	durableEnd   *durableEndRecord
+	durableNotes *indexSyncer
+	// direct: the caller's goroutine drives the writer (direct.go); there
+	// is no writer goroutine, inbox or ticker.
+	direct bool
 
 	// inbox carries appends, ticks and controls to the writer, in order.
 	inbox           chan *appendRequest
@@ -65,26 +79,36 @@ type Log struct {
 	scanPool    sync.Pool
 }
 
-// latchState records why a log latched.
-type latchState struct{ err error }
-
 // Open opens (creating when needed) the log in dir and recovers it; see
-// recovery.go for the rules. It returns ErrInteriorCorruption or
-// ErrUnverifiedTail, deleting nothing, when the log cannot be recovered
-// safely.
+// recovery.go for the rules. It returns ErrInteriorCorruption, deleting
+// nothing, when the log cannot be recovered safely. The log runs its own
+// writer and syncer goroutines; OpenDirect is the mode in which the
+// caller's goroutine drives it instead.
 func Open(dir string, opts Options) (*Log, error) {
+	l, w, err := open(dir, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	l.start(w)
+	return l, nil
+}
+
+// open recovers the log in dir and prepares what both modes share.
+func open(dir string, opts Options, direct bool) (*Log, *writer, error) {
 	opts = opts.withDefaults()
 	dir = filepath.Clean(dir)
 	if err := opts.FS.MkdirAll(dir); err != nil {
-		return nil, fmt.Errorf("log: open %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("log: open %s: %w", dir, err)
 	}
-	l := &Log{dir: dir, opts: opts, fs: opts.FS, clock: opts.Clock, logger: opts.Logger}
-	state, err := l.recover()
+	l := &Log{dir: dir, opts: opts, clock: opts.Clock, logger: opts.Logger, budget: opts.Budget, direct: direct}
+	l.fs = vfs.CountSyncs(opts.FS, &l.syncs, &l.budget.syncs)
+	w, err := l.recover()
 	if err != nil {
-		return nil, fmt.Errorf("log: open %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("log: open %s: %w", dir, err)
 	}
-	l.start(state)
-	return l, nil
+	l.prepare(w)
+	l.budget.logs.Add(1)
+	return l, w, nil
 }
 
 // recover runs recovery and leaves the log ready for its goroutines.
@@ -94,7 +118,24 @@ func (l *Log) recover() (*writer, error) {
 		return nil, err
 	}
 	bases := listing.logBases
-	if listing.cutPending {
+	proven, err := l.provenDurableEnd()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case listing.rebasePending:
+		base, epochs, _, err := readRebaseFile(l.fs, l.dir)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := carryOutRebase(l.fs, l.dir, bases, base); err != nil {
+			return nil, fmt.Errorf("carrying out the pending rebase to %d: %w", base, err)
+		}
+		if err := finishRebase(l.fs, l.dir, nil, base, epochs); err != nil {
+			return nil, fmt.Errorf("carrying out the pending rebase to %d: %w", base, err)
+		}
+		bases, proven = []uint64{base}, min(proven, base)
+	case listing.cutPending:
 		cut, _, err := readCutFile(l.fs, l.dir)
 		if err != nil {
 			return nil, err
@@ -102,32 +143,66 @@ func (l *Log) recover() (*writer, error) {
 		if bases, err = cutSegmentFiles(l.fs, l.dir, bases, cut, nil); err != nil {
 			return nil, fmt.Errorf("carrying out the pending cut to %d: %w", cut, err)
 		}
+		proven = min(proven, cut)
 	}
-	recovered, err := recoverSegments(l.fs, l.dir, bases, l.opts)
+	recovered, err := recoverSegments(l.fs, l.dir, bases, l.opts, proven)
 	if err != nil {
 		return nil, err
 	}
 	l.segments = recovered.segments
+	for _, seg := range l.segments {
+		seg.useFiles(&l.budget.files, l.fs)
+	}
 	l.firstOffset.Store(recovered.segments[0].base)
-	if err := l.cleanDirectory(listing, recovered.segments); err != nil {
+	w, err := l.finishRecovery(listing, recovered)
+	if err != nil {
+		l.durableEnd.close()
 		closeSegments(recovered.segments)
+		return nil, err
+	}
+	return w, nil
+}
+
+// provenDurableEnd reads the durable-end record: 0 when there is none
+// (then only the sealed segments are proven).
+func (l *Log) provenDurableEnd() (uint64, error) {
+	proven, recorded, err := readDurableEnd(l.fs, l.dir)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", durableEndFileName, err)
+	}
+	if !recorded {
+		return 0, nil
+	}
+	return proven, nil
+}
+
+// finishRecovery runs once the segments are recovered and synced: it
+// records the recovered end as durable, cleans the directory, opens the
+// writer and recovers the epochs and the incarnation.
+func (l *Log) finishRecovery(listing directoryListing, recovered recoveredSegments) (*writer, error) {
+	record, err := openDurableEnd(l.fs, l.dir)
+	if err != nil {
+		return nil, err
+	}
+	l.durableEnd = record
+	if err := record.recordDurably(recovered.next); err != nil {
+		return nil, fmt.Errorf("recording the durable end: %w", err)
+	}
+	if err := l.cleanDirectory(listing, recovered.segments); err != nil { // syncs the directory
 		return nil, err
 	}
 	w, err := l.newWriter(recovered)
 	if err != nil {
-		closeSegments(recovered.segments)
 		return nil, err
 	}
 	if err := l.recoverEpochs(w.next); err != nil {
 		w.closeFiles()
-		closeSegments(recovered.segments)
 		return nil, err
 	}
 	w.lastEpoch, w.epochSeen = l.lastEpoch()
 	incarnation, err := bumpIncarnation(l.fs, l.dir, func() int64 { return l.clock().UnixNano() })
 	if err != nil {
 		w.closeFiles()
-		closeSegments(recovered.segments)
 		return nil, err
 	}
 	l.incarnation.Store(incarnation)
@@ -162,50 +237,104 @@ func closeSegments(segments []*segment) {
 	}
 }
 
-// start publishes the recovered frontiers and starts the goroutines.
-func (l *Log) start(w *writer) {
+// prepare publishes the recovered frontiers and builds what both modes
+// share: the tail cache, the sync channels and the syncer goroutine.
+func (l *Log) prepare(w *writer) {
 	l.frontiers.reset(w.next, 0)
-	l.cache = newTailCache(l.opts.TailCacheBytes, w.next)
-	if l.opts.TailCacheBytes < 0 {
-		l.cache = newTailCache(0, w.next)
-	}
+	l.cache = newTailCache(max(l.opts.TailCacheBytes, 0), w.next, &l.budget.tail)
 	w.groupLimit = min(l.opts.MaxGroupBytes, l.cache.groupBytesLimit())
 	l.syncIntervalNanos.Store(int64(l.opts.SyncInterval))
-	l.inbox = make(chan *appendRequest, l.opts.RequestQueueLength)
-	l.tickMessage = &appendRequest{kind: messageTick}
 	l.syncJobs = make(chan *syncJob, 1)
 	l.syncDone = make(chan syncOutcome, 1)
+	l.durableNotes = newIndexSyncer(l.writeDurableEnd)
+	l.requestPool.New = func() any { return &appendRequest{resultCh: make(chan Result, 1)} }
+	l.goroutines.Add(1)
+	go func() { defer l.goroutines.Done(); l.runSyncer() }()
+}
+
+// start starts the standalone mode's writer and (unless ExternalTicks)
+// its ticker.
+func (l *Log) start(w *writer) {
+	l.inbox = make(chan *appendRequest, l.opts.RequestQueueLength)
+	l.tickMessage = &appendRequest{kind: messageTick}
 	l.intervalChanged = make(chan struct{}, 1)
 	l.stopTicker = make(chan struct{})
-	l.requestPool.New = func() any { return &appendRequest{resultCh: make(chan Result, 1)} }
-	l.goroutines.Add(2)
+	l.goroutines.Add(1)
 	go func() { defer l.goroutines.Done(); w.run() }()
-	go func() { defer l.goroutines.Done(); l.runSyncer() }()
 	if !l.opts.ExternalTicks {
 		l.goroutines.Add(1)
 		go func() { defer l.goroutines.Done(); l.runTicker() }()
 	}
 }
 
-// latchError returns the error appends get on a latched log, or nil.
+// wakeAppender tells a direct appender's owner that it has work (a sync
+// finished, or another goroutine latched the log): Options.SyncDone. A
+// standalone log has no appender to wake.
+func (l *Log) wakeAppender() {
+	if l.direct {
+		l.opts.SyncDone()
+	}
+}
+
+// latchError returns the error appends get on a latched log, or nil. It
+// is nil too in the moment between the freeze and the publication of the
+// latch (while the cut is being recorded); latchBegun covers that moment.
 func (l *Log) latchError() error {
 	if state := l.latch.Load(); state != nil {
-		return state.err
+		select {
+		case <-state.done:
+			return state.err
+		default:
+		}
 	}
 	return nil
 }
 
-// setLatch records the first failure; later ones only update LastError.
-// The frontiers are the authority: they freeze and keep the latch error
-// under one lock, so no sync outcome moves durable_next any more (see
-// durableLedger) and no append is reported done above the cut. The copy in
-// l.latch, stored after, serves the checks that take no lock.
+// latchBegun reports whether the log has latched, even if the latch is
+// not yet published.
+func (l *Log) latchBegun() bool { return l.latch.Load() != nil }
+
+// awaitLatch waits until the latch is final and returns its error. The
+// log must have latched.
+func (l *Log) awaitLatch() error {
+	state := l.frontiers.currentLatch()
+	if state == nil {
+		panic("log: latched without a cause")
+	}
+	<-state.done
+	return state.err
+}
+
+// setLatch latches the log after a storage failure, from any goroutine.
+// The first call freezes the frontiers (so no sync outcome moves
+// durable_next any more and no append is reported done above the cut),
+// records the cut in latched-cut.pending, durably, and only then publishes
+// the latch: its error, the watchers' wake-up, and Status. When the disk
+// refuses even the cut file, the latch error wraps ErrCutNotRecorded too,
+// so that every refusal and Status says the node must stop. Later calls
+// wait for the first one and return its error.
 func (l *Log) setLatch(cause error) error {
-	err := l.frontiers.latch(fmt.Errorf("%w: %w", ErrLatched, cause))
-	l.latch.CompareAndSwap(nil, &latchState{err: err})
+	state, cut, first := l.frontiers.freeze()
+	l.latch.CompareAndSwap(nil, state)
+	if !first {
+		<-state.done
+		return state.err
+	}
+	if pending := l.pendingCut.Load(); pending != 0 {
+		cut = min(cut, pending-1) // a suffix cut in progress: it must still happen
+	}
+	err, lastError := fmt.Errorf("%w: %w", ErrLatched, cause), cause
+	if recordErr := writeSmallFile(l.fs, l.dir, cutFileName, encodeUint64(cut)); recordErr != nil {
+		err = fmt.Errorf("%w: %w; %w: %w", ErrLatched, cause, ErrCutNotRecorded, recordErr)
+		lastError = fmt.Errorf("%w; %w: %w", cause, ErrCutNotRecorded, recordErr)
+		l.logger.Error("log could not record its cut after a storage failure", "dir", l.dir, "cut", cut, "error", recordErr)
+	}
 	l.statusMu.Lock()
-	l.lastError = cause
+	l.lastError = lastError
 	l.statusMu.Unlock()
+	state.err = err
+	l.frontiers.publishLatch(err)
+	close(state.done)
 	return err
 }
 
@@ -225,6 +354,9 @@ func validateAppend(entries []Entry, level Durability, maxBodyBytes int) error {
 }
 
 func (l *Log) enqueue(request *appendRequest) error {
+	if l.direct {
+		return ErrDirectMode
+	}
 	l.admission.RLock()
 	defer l.admission.RUnlock()
 	if l.closed {
@@ -323,6 +455,9 @@ func (l *Log) Watch(kind FrontierKind) *Watch {
 // Options.ExternalTicks the caller drives it; otherwise an internal ticker
 // does. A tick that finds the writer busy with an earlier one is dropped.
 func (l *Log) Tick(now time.Time) {
+	if l.direct {
+		return // the appender's owner calls Appender.MaybeSync
+	}
 	l.tickTime.Store(&now)
 	if !l.tickPending.CompareAndSwap(false, true) {
 		return // a tick is queued; it will read the newest time
@@ -338,6 +473,9 @@ func (l *Log) Tick(now time.Time) {
 // (0 turns it off).
 func (l *Log) SetSyncInterval(interval time.Duration) {
 	l.syncIntervalNanos.Store(int64(max(interval, 0)))
+	if l.direct {
+		return // read by the next Appender.SyncDue
+	}
 	select {
 	case l.intervalChanged <- struct{}{}:
 	default:
@@ -375,8 +513,15 @@ func (l *Log) Status() Status {
 		Latched:           l.latchError() != nil,
 		SyncInterval:      l.syncInterval(),
 		Incarnation:       l.Incarnation(),
+		TailCacheBytes:    l.cache.heldBytes.Load(),
+		FileSyncs:         l.syncs.FileSyncs(),
+		DirectorySyncs:    l.syncs.DirectorySyncs(),
 	}
 }
+
+// Budget is the node-wide budget the log draws on (Options.Budget, or its
+// private one).
+func (l *Log) Budget() *Budget { return l.budget }
 
 // EpochHistory returns, for each epoch in the log, its first offset, in
 // order. It covers every staged record.
@@ -398,34 +543,74 @@ func (l *Log) lastEpoch() (uint64, bool) {
 
 // Close stops accepting appends, writes and syncs everything staged, stops
 // the goroutines and closes the files. Appends in flight complete normally.
+// A direct log is closed with Appender.Close.
 func (l *Log) Close() error {
-	l.admission.Lock()
-	if l.closed {
-		l.admission.Unlock()
+	if l.direct {
+		return ErrDirectMode
+	}
+	if !l.beginClose() {
 		return ErrClosed
+	}
+	err := l.sendControl(&appendRequest{kind: messageControl, control: controlClose})
+	close(l.stopTicker)
+	l.finishClose()
+	return err
+}
+
+// beginClose marks the log closed; it reports false when it already was.
+func (l *Log) beginClose() bool {
+	l.admission.Lock()
+	defer l.admission.Unlock()
+	if l.closed {
+		return false
 	}
 	l.closed = true
 	l.isClosed.Store(true)
-	l.admission.Unlock()
-	err := l.sendControl(&appendRequest{kind: messageControl, control: controlClose})
-	close(l.stopTicker)
+	return true
+}
+
+// finishClose stops the syncer once the writer is done and releases the
+// files, the cache and the budget share.
+func (l *Log) finishClose() {
 	close(l.syncJobs)
 	l.goroutines.Wait()
 	l.segmentsMu.Lock()
 	closeSegments(l.segments)
 	l.segmentsMu.Unlock()
+	l.durableEnd.close()
+	l.cache.close()
+	l.budget.logs.Add(-1)
 	l.frontiers.wakeAll()
-	return err
 }
 
 // control sends a control request to the writer and waits for its answer.
 func (l *Log) control(kind controlKind, offset uint64) error {
+	if l.direct {
+		return ErrDirectMode
+	}
 	l.admission.RLock()
 	if l.closed {
 		l.admission.RUnlock()
 		return ErrClosed
 	}
 	request := &appendRequest{kind: messageControl, control: kind, offset: offset, reply: make(chan error, 1)}
+	l.inbox <- request
+	l.admission.RUnlock()
+	return <-request.reply
+}
+
+// runOnWriter runs fn on the writer, in order with the appends before it,
+// and returns its error.
+func (l *Log) runOnWriter(fn func(w *writer) error) error {
+	if l.direct {
+		return ErrDirectMode
+	}
+	l.admission.RLock()
+	if l.closed {
+		l.admission.RUnlock()
+		return ErrClosed
+	}
+	request := &appendRequest{kind: messageControl, control: controlRun, run: fn, reply: make(chan error, 1)}
 	l.inbox <- request
 	l.admission.RUnlock()
 	return <-request.reply

@@ -3,6 +3,13 @@ package log
 // The shell around the recovery rules in recovery.go: it reads the files,
 // asks the pure checks, and only when every check passed mutates anything
 // (truncating a torn tail, rewriting indexes, removing empty segments).
+//
+// The rule it applies, in short: the log proves its durable end with its
+// sealed segments (rollover synced each before creating the next) and the
+// durable-end record (durable.go), lowered to a pending cut. Open never
+// refuses over damage wholly at or past that proven end (a torn tail,
+// truncated whatever follows it), and refuses with ErrInteriorCorruption,
+// deleting nothing, damage or missing records inside the proven prefix.
 
 import (
 	"errors"
@@ -22,13 +29,17 @@ type recoveredSegments struct {
 type segmentPlan struct {
 	base     uint64
 	size     int64
-	reader   vfs.File
 	analysis segmentAnalysis
 }
 
 // recoverSegments applies recovery rules 2 to 5 to the segments in bases.
-func recoverSegments(fs vfs.FS, dir string, bases []uint64, opts Options) (recoveredSegments, error) {
+// proven is the durable-end record's value (0 when there is none): the
+// tail must reach it, and may be truncated only at or past it.
+func recoverSegments(fs vfs.FS, dir string, bases []uint64, opts Options, proven uint64) (recoveredSegments, error) {
 	if len(bases) == 0 {
+		if proven > opts.BaseOffset {
+			return recoveredSegments{}, fmt.Errorf("%w: no segment is left but records below %d were durable", ErrInteriorCorruption, proven)
+		}
 		return createFirstSegment(fs, dir, opts.BaseOffset)
 	}
 	plans := make([]segmentPlan, len(bases))
@@ -43,14 +54,7 @@ func recoverSegments(fs vfs.FS, dir string, bases []uint64, opts Options) (recov
 			tail = i
 		}
 	}
-	defer func() {
-		for _, plan := range plans {
-			if plan.reader != nil {
-				plan.reader.Close()
-			}
-		}
-	}()
-	if err := analyzePlans(fs, dir, plans, tail, opts); err != nil {
+	if err := analyzePlans(fs, dir, plans, tail, opts, proven); err != nil {
 		return recoveredSegments{}, err
 	}
 	// Every check passed: from here on, mutations are allowed.
@@ -62,23 +66,19 @@ func recoverSegments(fs vfs.FS, dir string, bases []uint64, opts Options) (recov
 }
 
 // analyzePlans reads every segment up to the tail and decides, without
-// changing anything, whether the log can be recovered.
-func analyzePlans(fs vfs.FS, dir string, plans []segmentPlan, tail int, opts Options) error {
+// changing anything, whether the log can be recovered. It holds one
+// segment file open at a time.
+func analyzePlans(fs vfs.FS, dir string, plans []segmentPlan, tail int, opts Options, proven uint64) error {
 	for i := 0; i <= tail; i++ {
 		plan := &plans[i]
 		if plan.size == 0 {
 			return fmt.Errorf("%w: segment %d is empty but segment %d after it holds records", ErrInteriorCorruption, plan.base, plans[tail].base)
 		}
-		reader, err := fs.Open(filepath.Join(dir, segmentName(plan.base, logSuffix)))
-		if err != nil {
-			return err
+		anchorLimit := anchorsUnlimited
+		if i == tail {
+			anchorLimit = proven
 		}
-		plan.reader = reader
-		indexBytes, err := readWholeFile(fs, filepath.Join(dir, segmentName(plan.base, indexSuffix)))
-		if err != nil {
-			return err
-		}
-		if plan.analysis, err = analyzeSegment(fileReader{reader}, plan.base, plan.size, indexBytes, opts.IndexIntervalBytes); err != nil {
+		if err := analyzePlan(fs, dir, plan, opts, anchorLimit); err != nil {
 			return err
 		}
 		if i < tail {
@@ -87,17 +87,43 @@ func analyzePlans(fs vfs.FS, dir string, plans []segmentPlan, tail int, opts Opt
 			}
 			continue
 		}
-		if damage := plan.analysis.damage; damage != nil {
-			found, at, err := probeResidue(fileReader{reader}, damage.position, plan.size, plan.analysis.next)
-			if err != nil {
-				return err
-			}
-			if found {
-				return fmt.Errorf("%w: segment %d damaged at byte %d (%v), valid record at byte %d", ErrInteriorCorruption, plan.base, damage.position, damage.reason, at)
-			}
+		if err := checkTail(plan.base, plan.analysis, proven); err != nil {
+			return err
+		}
+	}
+	if tail < 0 {
+		if end := plans[len(plans)-1].base; end < proven {
+			return fmt.Errorf("%w: every segment is empty, the last starting at %d, but records below %d were durable", ErrInteriorCorruption, end, proven)
 		}
 	}
 	return nil
+}
+
+// analyzePlan reads one segment's files and analyzes them.
+func analyzePlan(fs vfs.FS, dir string, plan *segmentPlan, opts Options, anchorLimit uint64) error {
+	reader, err := fs.Open(filepath.Join(dir, segmentName(plan.base, logSuffix)))
+	if err != nil {
+		return err
+	}
+	defer reader.Close()
+	indexBytes, err := readWholeFile(fs, filepath.Join(dir, segmentName(plan.base, indexSuffix)))
+	if err != nil {
+		return err
+	}
+	plan.analysis, err = analyzeSegment(fileReader{reader}, plan.base, plan.size, indexBytes, opts.IndexIntervalBytes, anchorLimit)
+	return err
+}
+
+// checkTail applies rule 4: the tail's walk must reach the proven durable
+// end; damage at or past it is a torn tail.
+func checkTail(base uint64, analysis segmentAnalysis, proven uint64) error {
+	if analysis.next >= proven {
+		return nil
+	}
+	if damage := analysis.damage; damage != nil {
+		return fmt.Errorf("%w: segment %d damaged at byte %d (%v), where record %d should be, below the proven durable end %d", ErrInteriorCorruption, base, damage.position, damage.reason, analysis.next, proven)
+	}
+	return fmt.Errorf("%w: segment %d ends at record %d, below the proven durable end %d", ErrInteriorCorruption, base, analysis.next, proven)
 }
 
 // checkSealed requires a sealed segment to end cleanly where the next begins.
@@ -205,19 +231,15 @@ func removeSegmentFiles(fs vfs.FS, dir string, base uint64) error {
 	return nil
 }
 
-// buildSegments opens a read descriptor per kept segment; every segment
-// but the last is sealed (its index searched on disk).
+// buildSegments describes the kept segments; the last one is the active
+// segment and gets a read descriptor, every other one is sealed (its files
+// are opened through the descriptor cache when read, its index searched on
+// disk).
 func buildSegments(fs vfs.FS, dir string, plans []segmentPlan) (recoveredSegments, error) {
 	var out recoveredSegments
 	for i, plan := range plans {
 		seg := newSegment(dir, plan.base)
 		out.segments = append(out.segments, seg)
-		reader, err := fs.Open(seg.logPath)
-		if err != nil {
-			closeSegments(out.segments)
-			return recoveredSegments{}, err
-		}
-		seg.reader = reader
 		seg.entries = plan.analysis.entries
 		seg.next, seg.size = plan.base, 0
 		if plan.size > 0 {
@@ -225,13 +247,14 @@ func buildSegments(fs vfs.FS, dir string, plans []segmentPlan) (recoveredSegment
 		}
 		out.next = seg.next
 		if i < len(plans)-1 {
-			indexReader, err := fs.Open(seg.indexPath)
-			if err != nil {
-				closeSegments(out.segments)
-				return recoveredSegments{}, err
-			}
-			seg.seal(indexReader)
+			seg.seal()
+			continue
 		}
+		reader, err := fs.Open(seg.logPath)
+		if err != nil {
+			return recoveredSegments{}, err
+		}
+		seg.reader = reader
 	}
 	return out, nil
 }
@@ -307,8 +330,16 @@ func truncateSegmentAt(fs vfs.FS, dir string, base, offset uint64, locate func(b
 		start, startOffset = locate(offset)
 	}
 	position, found, err := findRecordPosition(fileReader{file}, start, size, startOffset, offset)
-	if err != nil || !found {
+	if err != nil {
 		return err
+	}
+	if !found {
+		if locate != nil {
+			// A live cut walks bytes this process wrote: damage there is not
+			// a torn tail, and cutting around it would leave it in the log.
+			return fmt.Errorf("%w: segment %d: damage before record %d", ErrCorrupt, base, offset)
+		}
+		return nil // Open: recovery judges the damage
 	}
 	if err := file.Truncate(position); err != nil {
 		return err
@@ -330,8 +361,10 @@ func truncateSegmentAt(fs vfs.FS, dir string, base, offset uint64, locate func(b
 }
 
 // findRecordPosition walks from start to the record with offset target and
-// returns its position; found is false when the walk stops before it
-// (damage), true with position == size when target is the segment's end.
+// returns its position: found is true where the record starts, also when
+// the bytes there are damaged (the walk reached it intact), and with
+// position == size when target is the segment's end; found is false when
+// the walk stops at damage before it.
 func findRecordPosition(source readerAt, start, size int64, startOffset, target uint64) (int64, bool, error) {
 	if target == startOffset {
 		return start, true, nil
@@ -344,7 +377,10 @@ func findRecordPosition(source readerAt, start, size int64, startOffset, target 
 		}
 		var damage *walkDamage
 		if errors.As(err, &damage) {
-			return 0, false, nil
+			// Damage exactly where the target record starts is the cut:
+			// the record's bytes were lost (a failed sync dropped them), but
+			// everything below it is in place.
+			return damage.position, walker.expectedOffset == target, nil
 		}
 		if err != nil {
 			return 0, false, err

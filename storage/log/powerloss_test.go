@@ -14,8 +14,9 @@ package log
 //   - new appends continue at the recovered end, so no offset below a
 //     durable confirm is ever reused.
 //
-// Iterations: 200 by default, 5000 with FIBRIL_SOAK=1, or
-// FIBRIL_LOG_ITERATIONS. Seed: FIBRIL_LOG_SEED.
+// Odd iterations drive the log in direct mode (directDriver), even ones
+// in standalone mode. Iterations: 200 by default, 5000 with FIBRIL_SOAK=1,
+// or FIBRIL_LOG_ITERATIONS. Seed: FIBRIL_LOG_SEED.
 
 import (
 	"bytes"
@@ -104,13 +105,14 @@ func TestPowerLossRandomized(t *testing.T) {
 	iterations := randomizedIterations(t, 200)
 	for iteration := 0; iteration < iterations; iteration++ {
 		rng := rand.New(rand.NewPCG(seed, uint64(iteration)))
-		if !runPowerLossIteration(t, rng) {
-			t.Fatalf("iteration %d failed", iteration)
+		direct := iteration%2 == 1 // odd iterations drive the log in direct mode
+		if !runPowerLossIteration(t, rng, direct) {
+			t.Fatalf("iteration %d (direct mode %v) failed", iteration, direct)
 		}
 	}
 }
 
-func runPowerLossIteration(t *testing.T, rng *rand.Rand) bool {
+func runPowerLossIteration(t *testing.T, rng *rand.Rand, direct bool) bool {
 	t.Helper()
 	mem := vfs.NewMem()
 	clock := newFakeClock()
@@ -122,7 +124,7 @@ func runPowerLossIteration(t *testing.T, rng *rand.Rand) bool {
 	opts.SyncInterval = time.Duration(rng.IntN(3)) * 50 * time.Millisecond
 	model := &powerLossModel{bodies: map[uint64][]byte{}, epochs: map[uint64]uint64{}}
 	for round := 0; round < 3; round++ {
-		l, err := Open("/p", opts)
+		l, err := openTarget("/p", opts, direct)
 		if err != nil {
 			t.Errorf("round %d: open after power loss: %v", round, err)
 			return false
@@ -141,8 +143,9 @@ func runPowerLossIteration(t *testing.T, rng *rand.Rand) bool {
 
 // checkRecovered verifies the reopened log against the model and trims the
 // model to what survived.
-func checkRecovered(t *testing.T, l *Log, model *powerLossModel) bool {
+func checkRecovered(t *testing.T, target appendTarget, model *powerLossModel) bool {
 	t.Helper()
+	l := target.underlying()
 	frontiers := l.Frontiers()
 	if frontiers.Durable != frontiers.Written || frontiers.Written != frontiers.Staged {
 		t.Errorf("frontiers after open not equal: %+v", frontiers)
@@ -182,9 +185,9 @@ func checkRecovered(t *testing.T, l *Log, model *powerLossModel) bool {
 // driveUntilCrash runs random operations and returns the crash image taken
 // at a random moment, after every outstanding append has completed on the
 // original (so the model knows every staged offset).
-func driveUntilCrash(t *testing.T, rng *rand.Rand, l *Log, model *powerLossModel, clock *fakeClock) *vfs.Mem {
+func driveUntilCrash(t *testing.T, rng *rand.Rand, l appendTarget, model *powerLossModel, clock *fakeClock) *vfs.Mem {
 	t.Helper()
-	mem := l.opts.FS.(*vfs.Mem)
+	mem := l.underlying().opts.FS.(*vfs.Mem)
 	var outstanding sync.WaitGroup
 	steps := 5 + rng.IntN(40)
 	crashAt := rng.IntN(steps)
@@ -236,7 +239,7 @@ func crashNow(rng *rand.Rand, mem *vfs.Mem, model *powerLossModel) *vfs.Mem {
 }
 
 // burst issues several AppendAsync calls without waiting.
-func burst(t *testing.T, rng *rand.Rand, l *Log, model *powerLossModel, outstanding *sync.WaitGroup) {
+func burst(t *testing.T, rng *rand.Rand, l appendTarget, model *powerLossModel, outstanding *sync.WaitGroup) {
 	for i := 1 + rng.IntN(8); i > 0; i-- {
 		entries := randomEntries(rng, model)
 		level := Durability(1 + rng.IntN(3))

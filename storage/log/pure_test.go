@@ -172,10 +172,11 @@ func TestShouldStartBackgroundSync(t *testing.T) {
 }
 
 func TestTailCacheStageCopyTruncate(t *testing.T) {
-	cache := newTailCache(0, 100) // minimum: 4 blocks of 64 KiB
+	cache := newTailCache(0, 100, nil) // minimum: 4 blocks of 64 KiB
 	payload := bytes.Repeat([]byte("z"), 1000)
 	for offset := uint64(100); offset < 600; offset++ {
 		cache.stage(offset, 1, 2, payload)
+		cache.markWritten(offset + 1)
 	}
 	if cache.first <= 100 || cache.next != 600 || len(cache.blocks) > cache.maxBlocks {
 		t.Fatalf("cache range [%d, %d) with %d blocks", cache.first, cache.next, len(cache.blocks))

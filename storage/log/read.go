@@ -57,11 +57,14 @@ func (l *Log) scan(from, limit uint64, maxBytes int, fn func(Record) error) (uin
 	for progress.more() {
 		chunk, chunkNext, hit := l.cache.copyOut(progress.next, limit, maxBytes-progress.delivered, buffers.records[:0])
 		buffers.records = chunk
+		before := progress.next
 		var err error
 		if hit {
 			err = progress.deliverCached(chunk, chunkNext, fn)
+			l.budget.cacheHits.Add(progress.next - before)
 		} else {
 			err = l.scanFile(&progress, buffers, fn)
+			l.budget.cacheMisses.Add(progress.next - before)
 		}
 		if err != nil {
 			return progress.next, err
@@ -185,7 +188,7 @@ func (l *Log) epochAt(offset uint64) (uint64, error) {
 // records, rebuilding (and rewriting) it when it is missing or wrong.
 func (l *Log) recoverEpochs(next uint64) error {
 	first := l.FirstOffset()
-	l.cache = newTailCache(0, next) // empty: reads go to the files
+	l.cache = newTailCache(0, next, nil) // empty, outside the budget: reads go to the files
 	payload, exists, err := readSmallFile(l.fs, l.dir, epochsFileName)
 	if err == nil && exists {
 		history, decodeErr := decodeEpochs(payload)

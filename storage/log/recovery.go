@@ -1,31 +1,54 @@
 package log
 
-// Recovery rules, applied by Open in this order:
+// Recovery rules, applied by Open in this order.
 //
+// What recovery trusts. After a crash the log can prove that a record was
+// durable in two ways only: every segment but the last was synced to its
+// end before the next one was created (rollover, writer.go), so a later
+// segment on disk proves the earlier ones; and the durable-end record
+// (durable.go) names an offset below which a completed fdatasync covered
+// every record. Together they give the proven durable end, X: the larger
+// of the last segment's base and the record's value (lowered to a pending
+// cut, if any). Nothing proves anything about the bytes past X: a power
+// loss keeps any subset of the writes issued after the last successful
+// sync, and a failed fdatasync may have dropped some of them while later
+// writes reached the disk, so damage followed by valid records is what a
+// crash leaves there, not evidence of corruption.
+//
+// The rule: Open never refuses over damage that lies wholly at or past X,
+// and refuses (ErrInteriorCorruption, deleting nothing) damage inside the
+// proven prefix, below X.
+//
+//  0. A pending rebase (rebase.pending, seal.go) is carried out first:
+//     every segment is removed and the log restarts empty at its base; a
+//     pending cut is then moot.
 //  1. A pending cut (latched-cut.pending) is carried out first: every
 //     record at or after its offset is removed (cutSegmentFiles), before
 //     anything reads the tail. Linux reports a writeback error once and may
 //     drop the dirty pages, so nothing past the last good sync is trusted.
+//     The record at the cut may itself be damaged (its bytes were dropped):
+//     the walk that meets damage exactly where that record starts has found
+//     the cut.
 //  2. Each segment's index is checked against its log (checkIndex, then the
-//     anchor record at the last entry must be found where the index says).
-//     An index that contradicts its log is dropped and rebuilt from a walk
-//     of the log from byte 0. The index is never evidence about the log.
+//     header of every entry used as an anchor must name the record the
+//     entry says). An index that contradicts its log is dropped and rebuilt
+//     from a walk of the log from byte 0. The index is never evidence about
+//     the log: in the last segment only entries at or below X may anchor
+//     the walk, so that every byte past X is read.
 //  3. Every segment but the last is walked from its index anchor to its end
 //     and must end cleanly exactly where the next segment begins; anything
-//     else is interior corruption (rollover syncs the outgoing segment
-//     before creating the next, so a power loss cannot tear a sealed one).
-//  4. The last non-empty segment (the tail) is walked from its index anchor
-//     (every entry's record header checked first) with every CRC checked.
+//     else is damage inside the proven prefix.
+//  4. The last non-empty segment (the tail) is walked from its last usable
+//     anchor with every CRC checked, up to the first damage or its end. If
+//     the walk stops below X (damage below X, or the records end below X),
+//     proven records are missing: Open refuses. Otherwise the damage is a
+//     torn tail, whatever follows it, and the tail is truncated there.
 //     Bytes below an accepted anchor are not re-read at open: damage there
-//     surfaces as ErrCorrupt when a read reaches it. At the first damage, the rest of the segment is probed for a
-//     valid record: if one exists, the damage is interior corruption and
-//     Open refuses with ErrInteriorCorruption, deleting nothing; if the
-//     probe cannot finish within its work bound it refuses with
-//     ErrUnverifiedTail; otherwise the damage is a torn final write and the
-//     tail is truncated there.
+//     surfaces as ErrCorrupt when a read reaches it.
 //  5. The recovered tail (log and index) is fdatasynced, and the directory
 //     synced, before the frontiers are published: records found in the
-//     page cache after a process crash are not durable until then.
+//     page cache after a process crash are not durable until then. Then the
+//     durable-end record is written durably with the recovered end.
 //
 // Zero-length segments: a zero-length last segment whose base continues
 // the log is kept as the active segment; other trailing zero-length
@@ -33,14 +56,13 @@ package log
 // a non-empty one is a gap in the offsets and refuses the open.
 //
 // Work is bounded by a walk of the files: index checks are linear in the
-// index, walks are linear in the log, and the residue probe hashes at most
-// residueBudget bytes.
+// index, walks are linear in the log, and no byte past the first damage is
+// read.
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"path/filepath"
 
@@ -64,9 +86,19 @@ type segmentAnalysis struct {
 }
 
 // analyzeSegment walks one segment's log, anchored by its index when the
-// index is consistent, from byte 0 otherwise.
-func analyzeSegment(source readerAt, base uint64, size int64, indexBytes []byte, intervalBytes int64) (segmentAnalysis, error) {
-	entries := decodeIndex(indexBytes)
+// index is consistent, from byte 0 otherwise. Only entries naming offsets
+// at or below anchorLimit may anchor the walk (the tail passes its proven
+// durable end, sealed segments anchorsUnlimited); the entries above it are
+// dropped and the walk adds them back from the records it reads.
+func analyzeSegment(source readerAt, base uint64, size int64, indexBytes []byte, intervalBytes int64, anchorLimit uint64) (segmentAnalysis, error) {
+	original := decodeIndex(indexBytes)
+	entries := original
+	if anchorLimit < base {
+		anchorLimit = base
+	}
+	if used := usableAnchors(entries, base, anchorLimit); used < len(entries) {
+		entries = entries[:used]
+	}
 	reason := checkIndex(entries, size)
 	if reason == nil && len(entries) == 0 && size > 0 {
 		reason = errors.New("index is empty")
@@ -91,8 +123,22 @@ func analyzeSegment(source readerAt, base uint64, size int64, indexBytes []byte,
 			return analysis, err
 		}
 	}
-	analysis.indexRewrite = len(indexBytes)%indexEntryBytes != 0 || !sameEntries(analysis.entries, entries)
+	analysis.indexRewrite = len(indexBytes)%indexEntryBytes != 0 || !sameEntries(analysis.entries, original)
 	return analysis, nil
+}
+
+// anchorsUnlimited lets every index entry anchor a walk (sealed segments).
+const anchorsUnlimited = ^uint64(0)
+
+// usableAnchors is how many leading entries name offsets at or below
+// limit. Entries out of order are left to checkIndex.
+func usableAnchors(entries []indexEntry, base, limit uint64) int {
+	for i, entry := range entries {
+		if base+uint64(entry.relativeOffset) > limit {
+			return i
+		}
+	}
+	return len(entries)
 }
 
 // checkIndexAnchors confirms that every index entry points at the header of
@@ -156,63 +202,13 @@ func sameEntries(a, b []indexEntry) bool {
 	return true
 }
 
-// residueBudget bounds the bytes the residue probe may hash: twice the
-// probed span plus 1 MiB, so a crafted tail costs at most a few walks.
-func residueBudget(span int64) int64 { return 2*span + 1<<20 }
-
-// probeResidue reports whether a valid record lies in [from, end): one with
-// a good length and CRC and an offset that could follow expectedOffset
-// given the bytes in between. It returns ErrUnverifiedTail when the bound
-// is reached first.
-func probeResidue(source readerAt, from, end int64, expectedOffset uint64) (bool, int64, error) {
-	budget := residueBudget(end - from)
-	const chunkBytes = 1 << 20
-	chunk := make([]byte, chunkBytes+recordHeaderBytes)
-	var scratch []byte
-	for chunkStart := from; chunkStart+recordHeaderBytes <= end; chunkStart += chunkBytes {
-		n, err := source.readAt(chunk[:min(int64(len(chunk)), end-chunkStart)], chunkStart)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return false, 0, err
-		}
-		for i := 0; i < min(n-recordHeaderBytes+1, chunkBytes); i++ {
-			position := chunkStart + int64(i)
-			header := chunk[i : i+recordHeaderBytes]
-			size, err := recordLength(header)
-			if err != nil || position+int64(size) > end {
-				continue
-			}
-			offset := binary.LittleEndian.Uint64(header[8:16])
-			maxOffset := expectedOffset + uint64((position-from)/recordHeaderBytes) + 1
-			if offset < expectedOffset || offset > maxOffset {
-				continue
-			}
-			if budget -= int64(size); budget < 0 {
-				return false, 0, fmt.Errorf("%w: probing from byte %d", ErrUnverifiedTail, from)
-			}
-			body := chunk[i:min(n, i+size)]
-			if len(body) < size {
-				if cap(scratch) < size {
-					scratch = make([]byte, size)
-				}
-				if _, err := source.readAt(scratch[:size], position); err != nil {
-					return false, 0, err
-				}
-				body = scratch[:size]
-			}
-			if crc32.Checksum(body[recordPrefixBytes:size], castagnoli) == binary.LittleEndian.Uint32(body[4:8]) {
-				return true, position, nil
-			}
-		}
-	}
-	return false, 0, nil
-}
-
 // directoryListing is the parsed content of a log directory.
 type directoryListing struct {
-	logBases   []uint64 // sorted
-	indexBases map[uint64]bool
-	cutPending bool
-	leftovers  []string // temporary files to remove once recovery succeeds
+	logBases      []uint64 // sorted
+	indexBases    map[uint64]bool
+	cutPending    bool
+	rebasePending bool
+	leftovers     []string // temporary files to remove once recovery succeeds
 }
 
 func listDirectory(fs vfs.FS, dir string) (directoryListing, error) {
@@ -228,6 +224,8 @@ func listDirectory(fs vfs.FS, dir string) (directoryListing, error) {
 			listing.indexBases[base] = true
 		} else if name == cutFileName {
 			listing.cutPending = true
+		} else if name == rebaseFileName {
+			listing.rebasePending = true
 		} else if filepath.Ext(name) == tmpSuffix {
 			listing.leftovers = append(listing.leftovers, name)
 		}

@@ -41,27 +41,36 @@ func parseSegmentName(name, suffix string) (uint64, bool) {
 
 // segment is the part of a segment that readers share with the writer. The
 // writer appends index entries and moves next and size forward after each
-// flush; readers search under the read lock. reader is the read-only
-// descriptor kept open for the segment's lifetime, so a read never reopens
-// the file; it is nil once the segment is removed.
+// flush; readers search under the read lock.
+//
+// Descriptors: the active segment keeps reader, a read-only descriptor
+// open while it is active, so a read of the tail never opens a file. A
+// sealed segment keeps none: it reads its .log and .idx through the
+// node-wide descriptor cache (budget.go), which opens them on a miss and
+// closes the least recently used beyond its bound. Once the segment is
+// removed, reads get ErrOutOfRange.
 //
 // Only the active segment keeps its index in memory. A sealed segment's
 // index is complete and synced on disk, and is searched there (a binary
-// search of 8-byte reads through indexReader), so memory does not grow
-// with the length of the log.
+// search of 8-byte reads), so memory does not grow with the length of the
+// log.
 type segment struct {
 	base      uint64
 	logPath   string
 	indexPath string
+	files     *fileCache // shared by every log of the node
+	fs        vfs.FS
 
-	mu          sync.RWMutex
-	reader      vfs.File
-	entries     []indexEntry // active segment only
-	sealed      bool
-	indexReader vfs.File // sealed segments only
-	indexCount  int      // entries in the sealed index file
-	next        uint64   // offset after the last written record
-	size        int64    // bytes of written records
+	mu         sync.RWMutex
+	reader     vfs.File     // active segment only
+	entries    []indexEntry // active segment only
+	sealed     bool
+	removed    bool
+	logFile    *fileEntry // sealed segments only
+	indexFile  *fileEntry // sealed segments only
+	indexCount int        // entries in the sealed index file
+	next       uint64     // offset after the last written record
+	size       int64      // bytes of written records
 
 	// hintMu guards the read hint (see read.go) and the generation of the
 	// segment's contents it belongs to; a suffix cut starts a new one.
@@ -94,6 +103,9 @@ func newSegment(dir string, base uint64) *segment {
 	}
 }
 
+// useFiles sets where the segment opens its files once sealed.
+func (s *segment) useFiles(files *fileCache, fs vfs.FS) { s.files, s.fs = files, fs }
+
 // bounds returns the written range of the segment.
 func (s *segment) bounds() (next uint64, size int64) {
 	s.mu.RLock()
@@ -111,11 +123,23 @@ func (s *segment) locate(offset uint64) (position int64, startOffset uint64) {
 	}
 	var entry indexEntry
 	if s.sealed {
-		entry = searchIndexFile(s.indexReader, s.indexCount, uint32(offset-s.base))
+		entry = s.searchSealedIndex(uint32(offset - s.base))
 	} else if len(s.entries) > 0 {
 		entry = searchIndex(s.entries, uint32(offset-s.base))
 	}
 	return int64(entry.position), s.base + uint64(entry.relativeOffset)
+}
+
+// searchSealedIndex searches the sealed index file through the descriptor
+// cache; the caller holds the read lock. Failing to open it falls back to
+// the first entry, as a read failure does.
+func (s *segment) searchSealedIndex(relativeOffset uint32) indexEntry {
+	file, err := s.files.acquire(s.indexFile, s.fs)
+	if err != nil {
+		return indexEntry{}
+	}
+	defer s.files.release(s.indexFile)
+	return searchIndexFile(file, s.indexCount, relativeOffset)
 }
 
 // searchIndexFile is searchIndex over an index file. A read failure falls
@@ -174,51 +198,68 @@ func (s *segment) forgetReadHints() {
 	s.hint = readHint{}
 }
 
-// seal moves the segment's index out of memory: from now on it is searched
-// in its (complete, persisted) file through indexReader.
-func (s *segment) seal(indexReader vfs.File) {
+// seal moves the segment's index out of memory and its descriptors into
+// the descriptor cache: from now on its files are opened on demand. Its
+// index must be complete and persisted.
+func (s *segment) seal() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.indexCount = len(s.entries)
-	s.entries, s.sealed, s.indexReader = nil, true, indexReader
-}
-
-// unseal makes the segment active again (after a cut) with entries in
-// memory.
-func (s *segment) unseal(entries []indexEntry, next uint64, size int64) {
-	s.forgetReadHints()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.indexReader != nil {
-		s.indexReader.Close()
-	}
-	s.entries, s.sealed, s.indexReader, s.indexCount = entries, false, nil, 0
-	s.next, s.size = next, size
-}
-
-// readAt reads from the segment's read descriptor, holding the read lock so
-// that removal cannot close it mid-read.
-func (s *segment) readAt(p []byte, position int64) (int, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.reader == nil {
-		return 0, fmt.Errorf("%w: segment %d removed", ErrOutOfRange, s.base)
-	}
-	return s.reader.ReadAt(p, position)
-}
-
-// closeReader closes the read descriptor; later reads get ErrOutOfRange.
-func (s *segment) closeReader() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.entries, s.sealed = nil, true
 	if s.reader != nil {
 		s.reader.Close()
 		s.reader = nil
 	}
-	if s.indexReader != nil {
-		s.indexReader.Close()
-		s.indexReader = nil
+	s.logFile, s.indexFile = newFileEntry(s.logPath), newFileEntry(s.indexPath)
+}
+
+// unseal makes the segment active again (after a cut) with entries in
+// memory and reader as its descriptor.
+func (s *segment) unseal(reader vfs.File, entries []indexEntry, next uint64, size int64) {
+	s.forgetReadHints()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.files.remove(s.logFile)
+	s.files.remove(s.indexFile)
+	if s.reader != nil {
+		s.reader.Close()
 	}
+	s.reader, s.logFile, s.indexFile = reader, nil, nil
+	s.entries, s.sealed, s.indexCount = entries, false, 0
+	s.next, s.size = next, size
+}
+
+// readAt reads from the segment's log file, holding the read lock so that
+// removal cannot close the descriptor mid-read.
+func (s *segment) readAt(p []byte, position int64) (int, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.reader != nil {
+		return s.reader.ReadAt(p, position)
+	}
+	if s.removed || !s.sealed {
+		return 0, fmt.Errorf("%w: segment %d removed", ErrOutOfRange, s.base)
+	}
+	file, err := s.files.acquire(s.logFile, s.fs)
+	if err != nil {
+		return 0, err
+	}
+	defer s.files.release(s.logFile)
+	return file.ReadAt(p, position)
+}
+
+// closeReader closes the segment's descriptors (removal, or the log's
+// close); later reads get ErrOutOfRange.
+func (s *segment) closeReader() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removed = true
+	if s.reader != nil {
+		s.reader.Close()
+		s.reader = nil
+	}
+	s.files.remove(s.logFile)
+	s.files.remove(s.indexFile)
 }
 
 // publish records the writer's progress in this segment.
@@ -227,6 +268,20 @@ func (s *segment) publish(next uint64, size int64, entries []indexEntry) {
 	defer s.mu.Unlock()
 	s.next, s.size = next, size
 	s.entries = append(s.entries, entries...)
+}
+
+// cutTo drops the segment's records from next on (the latch's cut of the
+// active segment, whose file now ends at size).
+func (s *segment) cutTo(next uint64, size int64) {
+	s.forgetReadHints()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next, s.size = next, size
+	kept := 0
+	for kept < len(s.entries) && int64(s.entries[kept].position) < size {
+		kept++
+	}
+	s.entries = s.entries[:kept]
 }
 
 // findSegment returns the segment holding offset from a list sorted by base.

@@ -14,6 +14,11 @@ package log
 //	                     every suffix cut.
 //	epochs               "FEP1", u32 count, count x (u64 epoch, u64 first
 //	                     offset): the epoch history cache.
+//	rebase.pending       u64 base, then an epochs payload: the log restarts
+//	                     empty at base with that history (seal.go).
+//
+// The durable-end record (durable.go) is not a small file: it is written
+// in place, two slots, without the rename.
 
 import (
 	"encoding/binary"
@@ -107,8 +112,11 @@ func readCutFile(fs vfs.FS, dir string) (offset uint64, pending bool, err error)
 	return offset, err == nil, err
 }
 
-func removeCutFile(fs vfs.FS, dir string) error {
-	if err := fs.Remove(filepath.Join(dir, cutFileName)); err != nil {
+func removeCutFile(fs vfs.FS, dir string) error { return removeSmallFile(fs, dir, cutFileName) }
+
+// removeSmallFile removes dir/name, durably.
+func removeSmallFile(fs vfs.FS, dir, name string) error {
+	if err := fs.Remove(filepath.Join(dir, name)); err != nil {
 		return err
 	}
 	return fs.SyncDir(dir)

@@ -20,7 +20,7 @@ import (
 
 func TestTailCacheStaysWithinBudget(t *testing.T) {
 	for _, budget := range []int64{1 << 20, 8 << 20, 64 << 20} {
-		cache := newTailCache(budget, 0)
+		cache := newTailCache(budget, 0, nil)
 		if int64(cache.maxBlocks*cache.blockBytes) > budget {
 			t.Fatalf("budget %d: %d blocks of %d bytes exceed it", budget, cache.maxBlocks, cache.blockBytes)
 		}
@@ -28,6 +28,7 @@ func TestTailCacheStaysWithinBudget(t *testing.T) {
 		allocated := map[*cacheBlock]bool{}
 		for offset := uint64(0); offset < uint64(4*budget)/3000; offset++ {
 			block, _, _ := cache.stage(offset, 1, 1, payload)
+			cache.markWritten(offset + 1)
 			allocated[block] = true
 		}
 		if len(allocated) > cache.maxBlocks {

@@ -23,12 +23,21 @@ package log
 //  4. hands the job back to the writer, with the waiters it did not
 //     complete, which the writer fails (latched) or queues for the next job.
 //
+// In direct mode (direct.go) the syncer does not settle a successful job:
+// it hands the outcome back on the same channel and wakes the appender
+// (Options.SyncDone), which settles it on its own goroutine with the same
+// code (handleSyncOutcome), so that durable_next moves and the waiters
+// complete where the appender's owner serializes its state. A failed job
+// latches the log on the syncer in both modes, so the freeze is
+// immediate and the cut file's fsyncs stay off the appender's goroutine.
+//
 // The background sync decision is a plain function below; the writer
 // applies it on each tick, and the ticker (internal, or the caller through
-// Tick) only supplies the time.
+// Tick, or the direct appender through MaybeSync) only supplies the time.
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/fibrilmq/fibril/storage/vfs"
@@ -45,11 +54,13 @@ type syncJob struct {
 	waiters     []*appendRequest
 }
 
-// syncOutcome reports a finished job: its error, and how many waiters it
-// carried.
+// syncOutcome reports a finished job: its error, how many waiters it
+// carried, and whether the syncer settled it (standalone mode; in direct
+// mode the appender settles it on its own goroutine).
 type syncOutcome struct {
 	err     error
 	waiters int
+	settled bool
 }
 
 // shouldStartBackgroundSync is the background sync decision: sync when
@@ -124,6 +135,9 @@ func (w *writer) awaitSync() {
 func (w *writer) handleSyncOutcome(outcome syncOutcome) {
 	w.syncInFlight = false
 	w.l.syncPending.Store(false)
+	if outcome.err == nil && !outcome.settled {
+		w.l.settleSync(&w.job)
+	}
 	w.fsyncWaiters = append(w.fsyncWaiters, w.job.waiters...)
 	clear(w.job.waiters)
 	w.job.waiters = w.job.waiters[:0]
@@ -136,19 +150,22 @@ func (w *writer) handleSyncOutcome(outcome syncOutcome) {
 }
 
 func (l *Log) runSyncer() {
-	indexSyncer := newIndexSyncer()
+	indexSyncer := l.durableNotes
 	defer indexSyncer.stop()
 	for job := range l.syncJobs {
 		waiters := len(job.waiters)
 		err := performSync(job, indexSyncer, l.syncDirectory)
+		settled := false
 		if err != nil {
 			// Latch before anything else can read the frontiers; the writer
 			// completes the latch and fails this job's waiters.
 			l.setLatch(err)
-		} else {
+		} else if !l.direct {
 			l.settleSync(job)
+			settled = true
 		}
-		l.syncDone <- syncOutcome{err: err, waiters: waiters}
+		l.syncDone <- syncOutcome{err: err, waiters: waiters, settled: settled}
+		l.wakeAppender()
 	}
 }
 
@@ -172,6 +189,24 @@ func (l *Log) settleSync(job *syncJob) {
 	}
 	clear(job.waiters[len(kept):])
 	job.waiters = kept
+	l.noteDurable(durable)
+}
+
+// noteDurable hands durable_next to the sync helper goroutine, which
+// writes it into the durable-end record beside the next fdatasync, off the
+// path of every waiter and of the next sync. Notes not yet written fold
+// into the newest.
+func (l *Log) noteDurable(durable uint64) {
+	l.durableNotes.note(durable, l.durableEnd.generation.Load())
+}
+
+// writeDurableEnd writes a note, on the sync helper goroutine. The records
+// are durable all the same if it fails; a disk that refuses this small
+// write is failing, so the log stops trusting it.
+func (l *Log) writeDurableEnd(durable, generation uint64) {
+	if err := l.durableEnd.note(durable, generation); err != nil {
+		l.setLatch(fmt.Errorf("write %s: %w", durableEndFileName, err))
+	}
 }
 
 // performSync runs one job's syncs; see the ordering above.
@@ -213,26 +248,67 @@ func (l *Log) syncDirectory() error {
 }
 
 // indexSyncer is the syncer's helper goroutine: it syncs the index file
-// while the syncer syncs the log file. One request at a time; both
-// channels hold one value.
+// while the syncer syncs the log file, and writes the durable-end notes
+// (noteDurable). One sync request at a time; both channels hold one value.
+// A note is the newest value and a kick: notes written late fold into one,
+// and the last one is written before the helper stops.
 type indexSyncer struct {
-	requests chan vfs.File
-	results  chan error
-	done     chan struct{}
+	requests  chan vfs.File
+	results   chan error
+	done      chan struct{}
+	kick      chan struct{}
+	writeNote func(durable, generation uint64)
+
+	noteMu         sync.Mutex // guards the newest note
+	noteDurable    uint64
+	noteGeneration uint64
 }
 
-func newIndexSyncer() *indexSyncer {
-	helper := &indexSyncer{requests: make(chan vfs.File, 1), results: make(chan error, 1), done: make(chan struct{})}
+func newIndexSyncer(writeNote func(durable, generation uint64)) *indexSyncer {
+	helper := &indexSyncer{requests: make(chan vfs.File, 1), results: make(chan error, 1), done: make(chan struct{}),
+		kick: make(chan struct{}, 1), writeNote: writeNote}
 	go func() {
 		defer close(helper.done)
-		for file := range helper.requests {
-			helper.results <- file.Sync()
+		for {
+			select {
+			case file, ok := <-helper.requests:
+				if !ok {
+					helper.writeNewestNote()
+					return
+				}
+				helper.results <- file.Sync()
+			case <-helper.kick:
+				helper.writeNewestNote()
+			}
 		}
 	}()
 	return helper
 }
 
-// stop ends the helper and waits for it.
+// note asks the helper to write durable, taken at generation; it never
+// blocks.
+func (s *indexSyncer) note(durable, generation uint64) {
+	s.noteMu.Lock()
+	if generation > s.noteGeneration || (generation == s.noteGeneration && durable > s.noteDurable) {
+		s.noteDurable, s.noteGeneration = durable, generation
+	}
+	s.noteMu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *indexSyncer) writeNewestNote() {
+	s.noteMu.Lock()
+	durable, generation := s.noteDurable, s.noteGeneration
+	s.noteMu.Unlock()
+	if durable > 0 {
+		s.writeNote(durable, generation)
+	}
+}
+
+// stop ends the helper, after its last note, and waits for it.
 func (s *indexSyncer) stop() {
 	close(s.requests)
 	<-s.done

@@ -13,7 +13,10 @@ package log
 // return. It runs on the writer and goes through the same path as a latch's
 // pending cut: the cut offset is first recorded in latched-cut.pending, so
 // a crash mid-cut is finished by the next Open, then cutSegmentFiles
-// removes and truncates, then the file is removed.
+// removes and truncates, then the durable-end record is lowered to the cut
+// (durably, before any record is written above it), then the file is
+// removed. A latch during the cut records the cut offset, not the higher
+// durable_next, so the cut still happens at the next Open.
 
 import (
 	"fmt"
@@ -32,7 +35,11 @@ func (l *Log) TruncateBefore(offset uint64) error {
 	if latched {
 		// The writer completes the latch; the retention lock is released
 		// first, since the writer may be waiting for it in a suffix cut.
-		l.control(controlLatch, 0)
+		if l.direct {
+			l.wakeAppender() // its next SyncFinished completes the latch
+		} else {
+			l.control(controlLatch, 0)
+		}
 	}
 	return err
 }
@@ -83,6 +90,8 @@ func (w *writer) handleControl(control *appendRequest) error {
 	case controlLatch:
 		w.becomeLatched(nil)
 		return w.l.latchError()
+	case controlRun:
+		return control.run(w)
 	case controlTruncateAfter:
 	default:
 		panic("log: unknown control request")
@@ -112,6 +121,7 @@ func (w *writer) cutAfter(offset uint64) error {
 	l := w.l
 	l.retentionMu.Lock()
 	defer l.retentionMu.Unlock()
+	l.pendingCut.Store(offset + 1) // a latch from here on cuts at offset too
 	if err := writeSmallFile(l.fs, l.dir, cutFileName, encodeUint64(offset)); err != nil {
 		return err
 	}
@@ -150,7 +160,16 @@ func (w *writer) cutAfter(offset uint64) error {
 	if err := l.persistEpochs(); err != nil {
 		return err
 	}
-	return removeCutFile(l.fs, l.dir)
+	// Lower the proof before any record is written above the cut: a stale,
+	// higher durable end would make a later torn tail look like damage.
+	if err := l.durableEnd.recordDurably(offset); err != nil {
+		return err
+	}
+	if err := removeCutFile(l.fs, l.dir); err != nil {
+		return err
+	}
+	l.pendingCut.Store(0)
+	return nil
 }
 
 // cutSegments removes and truncates segment files and rebuilds the
@@ -192,7 +211,7 @@ func (w *writer) reloadActive(active *segment) error {
 	if err != nil {
 		return err
 	}
-	analysis, err := analyzeSegment(active, active.base, size, indexBytes, l.opts.IndexIntervalBytes)
+	analysis, err := analyzeSegment(active, active.base, size, indexBytes, l.opts.IndexIntervalBytes, anchorsUnlimited)
 	if err != nil {
 		return err
 	}
@@ -204,7 +223,11 @@ func (w *writer) reloadActive(active *segment) error {
 			return err
 		}
 	}
-	active.unseal(analysis.entries, analysis.next, analysis.validEnd)
+	reader, err := l.fs.Open(active.logPath)
+	if err != nil {
+		return err
+	}
+	active.unseal(reader, analysis.entries, analysis.next, analysis.validEnd)
 	w.active = active
 	return nil
 }

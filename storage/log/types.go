@@ -98,6 +98,12 @@ type Status struct {
 	SyncInterval time.Duration
 	// Incarnation changes at every Open and every suffix cut.
 	Incarnation uint64
+	// TailCacheBytes is the memory this log's tail cache holds now.
+	TailCacheBytes int64
+	// FileSyncs and DirectorySyncs count the fdatasync calls on this log's
+	// files and the fsync calls on its directory since Open (Open's own
+	// recovery syncs included).
+	FileSyncs, DirectorySyncs uint64
 }
 
 // Options configure a log. The zero value of every field but SyncInterval
@@ -119,10 +125,16 @@ type Options struct {
 	// Clock is the time source for sync decisions and status; default
 	// time.Now.
 	Clock func() time.Time
-	// TailCacheBytes is the tail cache budget; default 8 MiB. The cache is
-	// also the writer's staging buffer, so it never goes below four 64 KiB
-	// blocks; a negative value asks for that minimum.
+	// TailCacheBytes caps this log's tail cache; default 8 MiB. The cache
+	// is also the writer's staging buffer, so it never goes below four
+	// 64 KiB blocks; a negative value asks for that minimum. Its blocks
+	// come from Budget, shared by every log of the node.
 	TailCacheBytes int64
+	// Budget is the node-wide tail-cache memory, descriptor cache and
+	// sync counters this log draws on (budget.go); create one per node
+	// with NewBudget and pass it to every log. Nil gives the log a private
+	// budget with room for its own cache and the default descriptor bound.
+	Budget *Budget
 	// Logger receives storage failures; default slog.Default().
 	Logger *slog.Logger
 	// IndexIntervalBytes is the spacing of sparse index entries; default
@@ -142,6 +154,12 @@ type Options struct {
 	// ValidType, when set, is the type check applied to records read from
 	// files; a record whose type it rejects is reported as ErrCorrupt.
 	ValidType func(recordType uint8) bool
+	// SyncDone is required by OpenDirect and ignored by Open: the log's
+	// sync goroutine calls it each time a sync finishes, and any goroutine
+	// that latches the log calls it, so that the appender's owner calls
+	// Appender.SyncFinished on its own goroutine. It must not block and
+	// must not call into the log (send a message; wake-ups may fold).
+	SyncDone func()
 }
 
 // Default option values.
@@ -198,6 +216,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RequestQueueLength <= 0 {
 		o.RequestQueueLength = DefaultRequestQueueLength
+	}
+	if o.Budget == nil {
+		o.Budget = NewBudget(BudgetOptions{TailCacheBytes: max(o.TailCacheBytes, cacheBlocksMin*cacheBlockBytesMin)})
 	}
 	return o
 }

@@ -56,15 +56,36 @@ type appendRequest struct {
 	done        func(Result)
 	resultCh    chan Result
 
+	// An encoded append (encoded.go): checked records that must start at
+	// encodedFirst, instead of entries.
+	isEncoded    bool
+	encoded      []byte
+	encodedFirst uint64
+	batch        encodedBatch
+
 	control controlKind // messageControl only
 	offset  uint64
+	run     func(w *writer) error // controlRun only
 	reply   chan error
+}
+
+// setEncoded makes the request an encoded append of a checked batch.
+func (r *appendRequest) setEncoded(records []byte, first uint64, batch encodedBatch) {
+	r.kind, r.entries = messageAppend, nil
+	r.isEncoded, r.encoded, r.encodedFirst, r.batch = true, records, first, batch
+}
+
+// reset clears what a request refers to before it goes back to the pool.
+func (r *appendRequest) reset() {
+	r.entries, r.done = nil, nil
+	r.isEncoded, r.encoded = false, nil
 }
 
 // complete reports the request's result exactly once.
 func (r *appendRequest) complete(l *Log, err error) {
 	result := Result{First: r.first, Next: r.next, Err: err}
 	r.entries = nil
+	r.isEncoded, r.encoded = false, nil
 	if done := r.done; done != nil {
 		r.done = nil
 		l.requestPool.Put(r)
@@ -80,6 +101,7 @@ const (
 	controlClose controlKind = iota + 1
 	controlTruncateAfter
 	controlLatch // complete a latch set outside the writer
+	controlRun   // run a function on the writer (Seal, Rebase)
 )
 
 // flushPiece is one contiguous span to write: a slice of a cache block, or
@@ -258,22 +280,27 @@ func (w *writer) stageRequest(request *appendRequest) {
 		request.complete(w.l, w.l.latchError())
 		return
 	}
-	epoch := w.lastEpoch
-	for i := range request.entries {
-		if request.entries[i].Epoch < epoch {
-			request.complete(w.l, fmt.Errorf("%w: entry %d has epoch %d after %d", ErrEpochRegression, i, request.entries[i].Epoch, epoch))
-			return
-		}
-		epoch = request.entries[i].Epoch
+	var err error
+	if request.isEncoded {
+		err = w.checkEncodedAgainstLog(request.encodedFirst, request.batch)
+	} else {
+		err = w.checkEpochs(request.entries)
 	}
-	request.first = w.next
-	for i := range request.entries {
-		w.stageEntry(&request.entries[i])
-		if w.latched {
-			request.next = w.next
-			request.complete(w.l, w.l.latchError())
-			return
+	if err != nil {
+		request.complete(w.l, err)
+		return
+	}
+	if request.isEncoded {
+		w.stageEncodedRequest(request)
+	} else {
+		for i := 0; i < len(request.entries) && !w.latched; i++ {
+			w.stageRecord(&request.entries[i], nil)
 		}
+	}
+	if w.latched {
+		request.next = w.next
+		request.complete(w.l, w.l.latchError())
+		return
 	}
 	request.next = w.next
 	if request.level == AfterWrite {
@@ -290,9 +317,29 @@ func (w *writer) stageRequest(request *appendRequest) {
 	w.groupWaiters = append(w.groupWaiters, request)
 }
 
-// stageEntry encodes one entry, rolling over or flushing first when needed.
-func (w *writer) stageEntry(entry *Entry) {
-	size := encodedSize(len(entry.Body))
+// checkEpochs refuses entries whose epochs go below the log's last epoch
+// or decrease among themselves.
+func (w *writer) checkEpochs(entries []Entry) error {
+	epoch := w.lastEpoch
+	for i := range entries {
+		if entries[i].Epoch < epoch {
+			return fmt.Errorf("%w: entry %d has epoch %d after %d", ErrEpochRegression, i, entries[i].Epoch, epoch)
+		}
+		epoch = entries[i].Epoch
+	}
+	return nil
+}
+
+// stageRecord stages one record, an entry to encode or a checked encoded
+// record (entry nil), rolling over or flushing first when needed.
+func (w *writer) stageRecord(entry *Entry, encoded []byte) {
+	var size int
+	var epoch uint64
+	if entry != nil {
+		size, epoch = encodedSize(len(entry.Body)), entry.Epoch
+	} else {
+		size, epoch = len(encoded), encodedEpoch(encoded)
+	}
 	if w.position > 0 && w.position+int64(size) > w.l.opts.SegmentBytes {
 		if w.flush(); w.latched {
 			return
@@ -308,11 +355,19 @@ func (w *writer) stageEntry(entry *Entry) {
 		}
 	}
 	position := w.position
-	if cacheable {
+	switch {
+	case cacheable && entry != nil:
 		block, start, end := w.l.cache.stage(w.next, entry.Epoch, entry.Type, entry.Body)
 		w.addPiece(flushPiece{block: block, start: start, end: end, position: position})
-	} else {
-		w.oversize = appendRecord(w.oversize[:0], w.next, entry.Epoch, entry.Type, entry.Body)
+	case cacheable:
+		block, start, end := w.l.cache.stageEncoded(w.next, encoded)
+		w.addPiece(flushPiece{block: block, start: start, end: end, position: position})
+	default:
+		if entry != nil {
+			w.oversize = appendRecord(w.oversize[:0], w.next, entry.Epoch, entry.Type, entry.Body)
+		} else {
+			w.oversize = append(w.oversize[:0], encoded...)
+		}
 		w.l.cache.restartAt(w.next + 1)
 		w.pieces = append(w.pieces, flushPiece{raw: w.oversize, position: position})
 	}
@@ -320,11 +375,11 @@ func (w *writer) stageEntry(entry *Entry) {
 		w.pendingEntries = append(w.pendingEntries, indexEntry{relativeOffset: uint32(w.next - w.active.base), position: uint32(position)})
 		w.lastEntryPosition = position
 	}
-	if !w.epochSeen || entry.Epoch > w.lastEpoch {
-		w.l.observeEpoch(w.next, entry.Epoch)
+	if !w.epochSeen || epoch > w.lastEpoch {
+		w.l.observeEpoch(w.next, epoch)
 		w.epochSeen = true
 	}
-	w.lastEpoch = entry.Epoch
+	w.lastEpoch = epoch
 	w.position += int64(size)
 	w.groupBytes += size
 	w.stagedBytes += int64(size)
@@ -359,8 +414,8 @@ func (w *writer) flush() {
 		return // the latch failed every waiter; written_next stays at durable_next
 	}
 	if len(w.pieces) > 0 {
-		if w.l.latchError() != nil {
-			w.becomeLatched(nil) // latched by the syncer meanwhile
+		if w.l.latchBegun() {
+			w.becomeLatched(nil) // latched by the syncer meanwhile: write nothing more
 			return
 		}
 		for _, piece := range w.pieces {
@@ -372,6 +427,7 @@ func (w *writer) flush() {
 		w.pieces = w.pieces[:0]
 		w.groupBytes = 0
 		w.writtenBytes = w.stagedBytes
+		w.l.cache.markWritten(w.next)
 		w.active.publish(w.next, w.position, w.pendingEntries)
 		w.pendingEntries = w.pendingEntries[:0]
 		if len(w.active.entries)-w.indexPersisted >= indexPersistBatch {
@@ -467,12 +523,7 @@ func (w *writer) rollover() {
 	if durable := w.l.frontiers.snapshot().Durable; durable != w.next {
 		panic(fmt.Sprintf("log: rollover at %d with durable_next %d", w.next, durable))
 	}
-	indexReader, err := w.l.fs.Open(w.active.indexPath)
-	if err != nil {
-		w.becomeLatched(err)
-		return
-	}
-	w.active.seal(indexReader)
+	w.active.seal()
 	w.closeFiles() // the syncer is done with them: no sync is outstanding
 	next, err := w.l.createSegment(w.next)
 	if err != nil {
@@ -502,6 +553,7 @@ func (l *Log) createSegment(base uint64) (*segment, error) {
 		return nil, err
 	}
 	seg.reader = reader
+	seg.useFiles(&l.budget.files, l.fs)
 	l.segmentsMu.Lock()
 	l.segments = append(l.segments, seg)
 	l.segmentsMu.Unlock()
@@ -509,23 +561,24 @@ func (l *Log) createSegment(base uint64) (*segment, error) {
 }
 
 // becomeLatched stops the log after a storage failure (cause, or nil when
-// another goroutine latched the log already): it freezes durable_next,
-// waits for the outstanding sync to come back, drops written_next to
-// durable_next, records the cut for the next Open and fails every waiter.
+// another goroutine latched the log already): it latches (setLatch freezes
+// durable_next and records the cut), waits for the outstanding sync to
+// come back, drops written_next to durable_next, cuts the active segment
+// back to it in the page cache, and fails every waiter.
 func (w *writer) becomeLatched(cause error) {
 	if w.latched {
 		return
 	}
 	w.latched = true
 	l := w.l
-	latchErr := l.frontiers.latchError() // set before any refusal or l.latch
+	var latchErr error
 	if cause != nil {
 		latchErr = l.setLatch(cause)
-	}
-	if latchErr == nil {
-		panic("log: latched without a cause")
+	} else {
+		latchErr = l.awaitLatch()
 	}
 	w.awaitSync() // its waiters rejoin fsyncWaiters
+	durableBytes := l.frontiers.durableBytes()
 	l.frontiers.dropToDurable()
 	durable := l.frontiers.snapshot().Durable
 	w.pieces, w.groupBytes = w.pieces[:0], 0
@@ -533,13 +586,8 @@ func (w *writer) becomeLatched(cause error) {
 	l.epochMu.Lock()
 	l.epochs = trimEpochHistory(l.epochs, durable)
 	l.epochMu.Unlock()
+	w.truncateActive(durable, durableBytes)
 	l.logger.Error("log latched after a storage failure", "dir", l.dir, "durable_next", durable, "error", latchErr)
-	if err := writeSmallFile(l.fs, l.dir, cutFileName, encodeUint64(durable)); err != nil {
-		l.logger.Error("log could not record its pending cut", "dir", l.dir, "error", err)
-		l.statusMu.Lock()
-		l.lastError = errors.Join(l.lastError, err)
-		l.statusMu.Unlock()
-	}
 	// Waiters learn of the failure only once the latch is complete.
 	for _, waiters := range [][]*appendRequest{w.groupWaiters, w.fsyncWaiters} {
 		for _, request := range waiters {
@@ -548,6 +596,34 @@ func (w *writer) becomeLatched(cause error) {
 	}
 	clear(w.groupWaiters)
 	w.groupWaiters, w.fsyncWaiters = w.groupWaiters[:0], nil
+}
+
+// truncateActive cuts the active segment's file back to the record at
+// durable (whose cumulative byte count is durableBytes), without a sync:
+// the page cache then no longer holds any record past the cut, so a
+// process restart never serves one, even when the disk refused the cut
+// file. Every byte staged after durable lies in the active segment, since
+// rollover creates the next segment only once durable_next reached the
+// outgoing one's end. A failure is logged and kept in Status; the cut
+// file, when recorded, still cuts at the next open.
+func (w *writer) truncateActive(durable uint64, durableBytes int64) {
+	if w.logFile == nil || durable < w.active.base {
+		return
+	}
+	position := w.position - (w.stagedBytes - durableBytes)
+	if position < 0 || position > w.position {
+		panic(fmt.Sprintf("log: latch cut at %d maps to byte %d of a segment staged to %d", durable, position, w.position))
+	}
+	if err := w.logFile.Truncate(position); err != nil {
+		err = fmt.Errorf("truncate %s to the cut: %w", w.active.logPath, err)
+		w.l.logger.Error("log could not cut its active segment back after a storage failure", "dir", w.l.dir, "error", err)
+		w.l.statusMu.Lock()
+		w.l.lastError = errors.Join(w.l.lastError, err)
+		w.l.statusMu.Unlock()
+		return
+	}
+	w.pendingEntries = w.pendingEntries[:0]
+	w.active.cutTo(durable, position)
 }
 
 // close writes and syncs everything staged, then closes the files.
@@ -569,6 +645,9 @@ func (w *writer) close() error {
 		err = w.l.latchError()
 	} else {
 		err = w.l.persistEpochs()
+		if recordErr := w.l.durableEnd.recordDurably(w.l.frontiers.snapshot().Durable); recordErr != nil && err == nil {
+			err = fmt.Errorf("log: close: recording the durable end: %w", recordErr)
+		}
 	}
 	w.closeFiles()
 	return err

@@ -6,11 +6,17 @@ package queue
 
 import "fmt"
 
-// Advance applies every appended operation the mode's frontier has passed
-// and reports what changed. After a storage failure it returns ErrFenced.
+// Advance applies every appended operation the apply frontier has passed
+// (the queue's boundary frontier, capped by the apply limit) and reports
+// what changed: confirms, deliveries and settles are released against that
+// one frontier. On a replica it applies the replicated records instead
+// (replica.go). After a storage failure it returns ErrFenced.
 func (q *Queue) Advance() (Progress, error) {
 	if err := q.usable(); err != nil {
 		return Progress{}, err
+	}
+	if q.role == roleReplica {
+		return q.advanceReplica()
 	}
 	f := q.log.Frontiers()
 	if f.Written < q.machine.state.Next() {
@@ -25,19 +31,23 @@ func (q *Queue) Advance() (Progress, error) {
 	}
 	progress := q.carry
 	q.carry = Progress{}
-	captured := q.machine.advance(q.boundaryFrontier(f), f.Durable, &progress)
+	captured := q.machine.advance(q.applyFrontier(f), f.Durable, &progress)
 	if err := q.fill(&progress); err != nil {
 		q.fence(err)
 		return Progress{}, q.fenced
 	}
 	if captured != nil {
-		progress.Checkpoint = &CheckpointTask{
-			Ticket: q.machine.checkpointTicket, Next: captured.next, firstLive: captured.firstLive,
-			id: captured.id, data: captured.data,
-			fs: q.fs, dir: q.dir, barrier: logBarrier{q.log},
-		}
+		progress.Checkpoint = q.checkpointTask(q.machine.checkpointTicket, captured)
 	}
 	return progress, nil
+}
+
+func (q *Queue) checkpointTask(ticket Ticket, captured *capture) *CheckpointTask {
+	return &CheckpointTask{
+		Ticket: ticket, Next: captured.next, firstLive: captured.firstLive,
+		id: captured.id, data: captured.data,
+		fs: q.fs, dir: q.dir, barrier: logBarrier{q.log},
+	}
 }
 
 // fill reads message contents for deliveries and dead-letter instructions.
@@ -58,9 +68,9 @@ func (q *Queue) fill(progress *Progress) error {
 	for i, o := range offsets {
 		index[o] = i
 	}
-	err := readRecords(q.log, offsets, func(offset uint64, rec *Record) {
+	err := readRecords(q.log, offsets, func(offset, epoch uint64, rec *Record) {
 		contents[index[offset]] = contentOf{
-			id: string(rec.MessageID), headers: rec.Headers, payload: append([]byte(nil), rec.Payload...),
+			epoch: epoch, id: string(rec.MessageID), headers: rec.Headers, payload: append([]byte(nil), rec.Payload...),
 		}
 	})
 	if err != nil {
@@ -69,19 +79,20 @@ func (q *Queue) fill(progress *Progress) error {
 	for i := range progress.Deliveries {
 		d := &progress.Deliveries[i]
 		c := contents[index[d.Offset]]
-		d.Incarnation = incarnationAt(q.incarnations, d.Offset)
+		d.Incarnation = c.epoch
 		d.MessageID, d.Headers, d.Payload = c.id, c.headers, c.payload
 	}
 	for i := range progress.DeadLetters {
 		d := &progress.DeadLetters[i]
 		c := contents[index[d.Offset]]
-		d.Incarnation = incarnationAt(q.incarnations, d.Offset)
+		d.Incarnation = c.epoch
 		d.MessageID, d.Headers, d.Payload = c.id, c.headers, c.payload
 	}
 	return nil
 }
 
 type contentOf struct {
+	epoch   uint64
 	id      string
 	headers []Header
 	payload []byte

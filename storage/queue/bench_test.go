@@ -196,7 +196,7 @@ func (bq *benchQueue) publish(count int, payload []byte) {
 
 func (bq *benchQueue) consume(count int) {
 	for done := 0; done < count; {
-		if _, _, err := bq.q.Lease(bq.q.Ceiling(), min(1000, count-done), 1); err != nil {
+		if _, _, err := bq.q.Lease(min(1000, count-done), 1); err != nil {
 			bq.b.Fatal(err)
 		}
 		offsets := offsetsOf(bq.await().Deliveries)

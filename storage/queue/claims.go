@@ -33,15 +33,14 @@ func (s *State) isPastTTL(m *message, nowMs int64) bool {
 	return s.limits.messageTtlMs > 0 && m.publishMs+s.limits.messageTtlMs <= nowMs
 }
 
-// claimReady claims up to max ready messages below ceiling for a lease,
-// lowest offsets first, skipping messages past their TTL, and appends their
-// offsets to out.
-func (s *State) claimReady(ceiling uint64, max int, nowMs int64, out []uint64) []uint64 {
+// claimReady claims up to max ready messages for a lease, lowest offsets
+// first, skipping messages past their TTL, and appends their offsets to out.
+func (s *State) claimReady(max int, nowMs int64, out []uint64) []uint64 {
 	s.promoteDue(nowMs)
 	from := uint64(0)
 	for len(out) < max {
 		offset, ok := s.bits.nextSelectable(from)
-		if !ok || offset >= ceiling {
+		if !ok {
 			break
 		}
 		from = offset + 1
@@ -155,6 +154,16 @@ func (s *State) claimMarker(offsets []uint64) error {
 	return nil
 }
 
+// claimPublished claims a message whose publish just applied for the
+// pipelined lease appended after it. The message may already be gone (the
+// drop-oldest policy); the lease then leaves it alone when it applies.
+func (s *State) claimPublished(offset uint64) {
+	if m := s.find(offset); m != nil && m.status == statusReady && m.claim == claimNone {
+		m.claim = claimLease
+		s.bits.setBlocked(offset, true)
+	}
+}
+
 // unclaim releases the claim an operation refused by the log had taken.
 func (s *State) unclaim(offset uint64) {
 	m := s.find(offset)
@@ -166,6 +175,18 @@ func (s *State) unclaim(offset uint64) {
 		m.claim = claimNone
 		if m.status == statusReady {
 			s.bits.setBlocked(offset, false)
+		}
+	}
+}
+
+// rebuildHandoffs lists every dead-lettering message for a handoff, as a
+// replica that becomes the owner must hand them all off.
+func (s *State) rebuildHandoffs() {
+	s.handoffs = s.handoffs[:0]
+	for i := s.head; i < len(s.messages); i++ {
+		if m := &s.messages[i]; m.status == statusDeadLettering {
+			m.claim = claimNone
+			s.handoffs = append(s.handoffs, m.offset)
 		}
 	}
 }

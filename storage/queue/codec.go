@@ -2,7 +2,7 @@ package queue
 
 // Shared binary helpers for the queue's formats: a bounds-checked reader of
 // uvarints and length-prefixed bytes, and the CRC-32C trailer that every
-// queue file (snapshot, declaration, incarnation history) ends with.
+// queue file (snapshot, declaration, epoch) ends with.
 
 import (
 	"encoding/binary"

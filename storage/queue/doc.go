@@ -21,15 +21,16 @@
 //     predicts their offsets and applies them once the mode's frontier
 //     passes them.
 //   - Queue (queue.go) owns the *log.Log and the queue directory's files
-//     (through vfs), appends asynchronously and reports progress.
+//     (through vfs), appends asynchronously and reports progress; epoch.go
+//     chooses the epoch its records carry; replica.go is the replica mode.
 //
 // Using a Queue from its owner (one goroutine, typically the partition
 // actor):
 //
 //	q, err := queue.Open(dir, opts, logOptions, clock)
 //	q.SetNotify(func() { self.Send(appendsCompleted{}) }) // from log goroutines
-//	ticket, err := q.Publish(batch)                        // appends, returns at once
-//	ticket, n, err := q.Lease(q.Ceiling(), 64, holder)     // claims ready messages
+//	ticket, claims, err := q.PublishLeasing(batch, offers) // appends publish + pipelined leases
+//	ticket, n, err := q.Lease(64, holder)                  // claims ready (or pending) messages
 //	// on appendsCompleted (or a timer):
 //	progress, err := q.Advance()
 //	//   progress.Confirmed:   publish tickets now applied, with their boundary
@@ -42,17 +43,28 @@
 //	q.ExpireLeases(now); q.ExpireMessages(now)             // when NextDeadline passes
 //	q.Checkpoint(); q.Compact(); q.Info(); q.Close()
 //
-// Apply follows the append's boundary: a durable queue appends with
-// AfterFsync and applies a record once the durable frontier passes it; a
-// buffered queue appends with AfterFlush and applies at the written
-// frontier. A confirm, a delivery and a settle therefore each stand on the
-// queue's boundary. Deliveries are logged (lease records) and released only
-// once applied, so after a restart every message that may have been
-// delivered comes back with its redelivered flag set and, if it was leased,
-// an attempt counted.
+// A replicated queue: the owner opens with OpenOwner(…, epoch) and calls
+// SetApplyLimit(quorum frontier) and SetRetentionFloor(lowest durable
+// progress) as followers report; a follower opens with OpenReplica, feeds
+// AppendReplicated and calls Advance, TruncateAfter, Rebase,
+// InstallSnapshot and Promote (replica.go).
 //
-// Message identity: docs/durability.md says what consumers deduplicate on;
-// incarnation.go says how (incarnation, offset) stays unique when a power
-// loss lets new publishes reuse offsets. docs/queue.md describes the design
-// and the measured figures.
+// When records apply: Advance applies a record once the apply frontier
+// passes it: the queue's boundary frontier (durable for a durable queue,
+// written for a buffered one), capped by the apply limit on a replicated
+// queue. Confirms, deliveries and settles are released against that one
+// frontier. On a durable queue the appends whose application something
+// waits for (publishes, leases, nacks, releases, expiries, markers, purges)
+// ask the log for a sync; acks, discards and rejects without a dead-letter
+// queue only for a write, and are applied by the next sync that covers
+// them. A lease appended with its publish (PublishLeasing) or after it
+// shares the publish's sync; deliveries are released only once their lease
+// record is applied, so after any restart every message that may have been
+// delivered comes back with its redelivered flag set and an attempt
+// counted.
+//
+// Message identity: (epoch of the publish record, offset), the same on
+// every copy; epoch.go says why it never names two messages, and
+// docs/durability.md what consumers deduplicate on. docs/queue.md
+// describes the design and the measured figures.
 package queue

@@ -33,7 +33,7 @@ func (e *fakeEnv) open(opts Options, clock Clock) (*Queue, error) {
 	if err := prepareDirectory(e.fs, testDir, opts); err != nil {
 		return nil, err
 	}
-	return openWithLog(testDir, opts, e.fs, e.log, clock, quietLogger, defaultMaxInflight)
+	return openWithLog(testDir, opts, e.fs, e.log, clock, quietLogger, defaultMaxInflight, startMode{role: roleOwner})
 }
 
 // flush writes everything staged, or sometimes only part of it.

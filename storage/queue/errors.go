@@ -57,7 +57,21 @@ var (
 	// ErrLogContract is returned when the log assigns offsets other than the
 	// queue predicted (the queue must be the log's only appender).
 	ErrLogContract = errors.New("queue: log assigned unexpected offsets")
-	// ErrFileCorrupt is returned when the declaration or incarnation file
-	// of a queue directory fails its checksum.
+	// ErrFileCorrupt is returned when the declaration or epoch file of a
+	// queue directory fails its checksum.
 	ErrFileCorrupt = errors.New("queue: queue metadata file is damaged")
+	// ErrEpochStale is returned when an owner would append under an epoch
+	// that is not above every epoch this copy has appended or stored.
+	ErrEpochStale = errors.New("queue: epoch is not above the epochs this copy has used")
+	// ErrReplica is returned by operations that append the queue's own
+	// records (publish, lease, settle, ...) on a replica.
+	ErrReplica = errors.New("queue: a replica appends only replicated records")
+	// ErrSnapshotNeeded is returned by Promote on a replica whose log
+	// starts past offset 0 with no snapshot behind its state: it must
+	// InstallSnapshot the owner's first.
+	ErrSnapshotNeeded = errors.New("queue: the replica needs the owner's snapshot")
+	// ErrNotReplica is returned by the replica operations (AppendReplicated,
+	// TruncateAfter, Promote) on an owner, and by OpenReplica over a log
+	// that cannot append encoded records.
+	ErrNotReplica = errors.New("queue: not a replica")
 )

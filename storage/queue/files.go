@@ -4,7 +4,8 @@ package queue
 //
 //	<dir>/log/                       the partition's log (storage/log)
 //	<dir>/declaration                the declared options (options.go)
-//	<dir>/incarnation                the incarnation history (incarnation.go)
+//	<dir>/epoch                      the highest epoch this copy appended under as owner (epoch.go)
+//	<dir>/incarnation                left by older versions; removed at open
 //	<dir>/snapshot-<next>.snap       checkpoints; <next> is 20 decimal digits
 //	<dir>/*.tmp                      files being written; removed on open
 //
@@ -25,7 +26,8 @@ import (
 const (
 	logDirName      = "log"
 	declarationName = "declaration"
-	incarnationName = "incarnation"
+	epochName       = "epoch"
+	legacyName      = "incarnation" // the incarnation history of older versions
 	snapshotPrefix  = "snapshot-"
 	snapshotSuffix  = ".snap"
 	temporarySuffix = ".tmp"
@@ -118,14 +120,15 @@ func listSnapshots(fs vfs.FS, dir string) ([]snapshotCandidate, error) {
 	return out, nil
 }
 
-// removeTemporaries deletes leftovers of interrupted atomic writes.
+// removeTemporaries deletes leftovers of interrupted atomic writes and
+// files older versions kept.
 func removeTemporaries(fs vfs.FS, dir string) error {
 	names, err := fs.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, name := range names {
-		if strings.HasSuffix(name, temporarySuffix) {
+		if strings.HasSuffix(name, temporarySuffix) || name == legacyName {
 			if err := fs.Remove(path.Join(dir, name)); err != nil {
 				return err
 			}

@@ -78,7 +78,7 @@ func (f *fixture) tryPublish(payloads ...string) ([]uint64, error) {
 // lease leases up to max messages for holder and returns the deliveries.
 func (f *fixture) lease(holder uint64, max int) []Delivery {
 	f.t.Helper()
-	if _, _, err := f.q.Lease(f.q.Ceiling(), max, holder); err != nil {
+	if _, _, err := f.q.Lease(max, holder); err != nil {
 		f.t.Fatal(err)
 	}
 	return f.advance().Deliveries

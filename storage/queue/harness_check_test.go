@@ -33,6 +33,7 @@ func (h *harness) applyModel() {
 }
 
 func (h *harness) advance() {
+	before := h.applied
 	progress, err := h.q.Advance()
 	h.note("advance -> applied %d, %d confirms, %d deliveries, %d dead letters, %v",
 		h.q.machine.state.Next(), len(progress.Confirmed), len(progress.Deliveries), len(progress.DeadLetters), err)
@@ -40,7 +41,7 @@ func (h *harness) advance() {
 		h.fail("advance: %v", err)
 	}
 	h.applyModel()
-	h.checkBoundary()
+	h.checkBoundary(before)
 	h.checkConfirms(progress.Confirmed)
 	h.checkDeliveries(progress.Deliveries)
 	h.checkDeadLetters(progress.DeadLetters)
@@ -49,8 +50,9 @@ func (h *harness) advance() {
 	}
 }
 
-// checkBoundary: nothing is applied above the mode's frontier.
-func (h *harness) checkBoundary() {
+// checkBoundary: nothing is applied above the mode's frontier, and
+// nothing newly applied lies at or above the apply limit.
+func (h *harness) checkBoundary(before uint64) {
 	f := h.q.log.Frontiers()
 	frontier := f.Durable
 	if h.opts.Mode == Buffered {
@@ -58,6 +60,9 @@ func (h *harness) checkBoundary() {
 	}
 	if h.applied > frontier {
 		h.fail("applied %d above the %v frontier %d", h.applied, h.opts.Mode, frontier)
+	}
+	if h.applied > before && h.applied > h.limit {
+		h.fail("applied up to %d past the apply limit %d", h.applied, h.limit)
 	}
 }
 
@@ -108,8 +113,15 @@ func (h *harness) checkDelivery(d Delivery, want modelGrant) {
 		h.fail("delivery of %d carries %q, want %q", d.Offset, d.MessageID, op.id)
 	case h.delivered[op.id] && !d.Redelivered:
 		h.fail("message %s delivered again without the redelivered flag", op.id)
+	case !h.recovered[op.id] && h.confirmed[op.id].boundary == 0:
+		h.fail("message %s delivered before its publish was confirmed", op.id)
 	}
 	h.delivered[op.id] = true
+	lease, ok := h.leaseAt[d.Ticket]
+	if !ok || lease >= h.applied {
+		h.fail("delivery of %s by lease %d released before its lease record applied", op.id, d.Ticket)
+	}
+	h.released[d.Offset] = releasedAt{id: op.id, attempt: d.Attempt, lease: lease}
 	h.checkIdentity(d.Incarnation, d.Offset, op.id)
 }
 
@@ -197,6 +209,12 @@ func (h *harness) storageFault() {
 // restart crashes the queue and reopens it, then rebuilds the model from
 // the records that survived.
 func (h *harness) restart(powerLoss bool) {
+	if _, ok := h.env.(*pairEnv); ok {
+		// A failover: the replica had everything confirmed and every lease
+		// behind a released delivery, whatever the owner lost.
+		h.reopen(powerLoss, false, 0)
+		return
+	}
 	f := h.q.log.Frontiers()
 	survives := f.Written // a process crash keeps what was written
 	if powerLoss {
@@ -214,13 +232,27 @@ func (h *harness) reopen(crash, lossy bool, survives uint64) {
 		h.fail("reopen (power loss %v): %v", powerLoss, err)
 	}
 	h.q = q
-	end := q.Recovery().LogEnd
-	h.note("restart power loss %v: survives %d, log end %d, recovery %+v", powerLoss, survives, end, q.Recovery())
+	recovery := q.Recovery()
+	pair, _ := h.env.(*pairEnv)
+	if pair != nil {
+		recovery = pair.takeover
+	}
+	end := recovery.LogEnd
+	h.note("restart power loss %v: survives %d, log end %d, recovery %+v", powerLoss, survives, end, recovery)
 	if end < survives {
 		h.fail("log end %d below the %d records that had to survive", end, survives)
 	}
 	h.checkSurvivors(end, survives, powerLoss)
 	h.rebuildModel(end)
+	h.limit = noLimit
+	for o := uint64(0); o < end; o++ {
+		if op := h.ops[o]; op != nil && op.rec.Kind == KindPublish {
+			if _, ok := h.confirmed[op.id]; !ok {
+				h.recovered[op.id] = true
+			}
+		}
+	}
+	lostReleased := h.releasedLost(end, lossy)
 	if powerLoss {
 		h.powerLosses++
 		if h.opts.Mode == Buffered {
@@ -231,14 +263,75 @@ func (h *harness) reopen(crash, lossy bool, survives uint64) {
 		h.restarts++
 	}
 	expired := h.model.withStatus(mLeased)
-	if q.Recovery().ExpiredLeases != len(expired) {
-		h.fail("open expired %d leases, model %d", q.Recovery().ExpiredLeases, len(expired))
+	if recovery.ExpiredLeases != len(expired) {
+		h.fail("open expired %d leases, model %d", recovery.ExpiredLeases, len(expired))
 	}
 	if len(expired) > 0 {
 		h.ops[end] = &modelOp{rec: Record{Kind: KindExpire, Reason: ReasonRestart, Offsets: expired}}
 	}
+	if pair != nil {
+		pair.afterTakeover(h)
+	}
 	h.applyModel()
 	h.advance()
+	h.checkReleasedCameBack(lostReleased)
+}
+
+// releasedLost sorts the released deliveries after a reopen whose log ends
+// at end: those with a surviving settle are done with (the model carries
+// them); a lost lease record is a broken promise unless lossy covers it on
+// a buffered queue. It returns the rest, which must come back.
+func (h *harness) releasedLost(end uint64, lossy bool) map[uint64]releasedAt {
+	back := map[uint64]releasedAt{}
+	for offset, r := range h.released {
+		delete(h.released, offset)
+		if r.lease >= end {
+			if h.opts.Mode == Durable || !lossy {
+				h.fail("delivery of %s (attempt %d) was released, and its lease record at %d is gone (log end %d)",
+					r.id, r.attempt, r.lease, end)
+			}
+			continue
+		}
+		if !h.settledAfter(offset, r.lease, end) {
+			back[offset] = r
+		}
+	}
+	return back
+}
+
+// settledAfter reports whether a settle of offset lies in (lease, end).
+func (h *harness) settledAfter(offset, lease, end uint64) bool {
+	for o := lease + 1; o < end; o++ {
+		op := h.ops[o]
+		if op == nil {
+			continue
+		}
+		switch op.rec.Kind {
+		case KindAck, KindNack, KindRelease, KindDiscard, KindReject, KindExpire:
+			if slices.Contains(op.rec.Offsets, offset) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkReleasedCameBack: a message whose released delivery no surviving
+// settle covers is back (or dead-lettered at MaxDeliveries), marked
+// delivered, with that delivery's attempt counted.
+func (h *harness) checkReleasedCameBack(back map[uint64]releasedAt) {
+	for offset, r := range back {
+		msg := h.model.messages[offset]
+		switch {
+		case msg == nil || msg.id != r.id:
+			h.fail("released message %s at %d is gone after the restart", r.id, offset)
+		case msg.status == mLeased:
+			h.fail("released message %s still leased after the restart", r.id)
+		case !msg.delivered || msg.attempts < r.attempt:
+			h.fail("released message %s came back with delivered %v and %d attempts counted, its delivery was attempt %d",
+				r.id, msg.delivered, msg.attempts, r.attempt)
+		}
+	}
 }
 
 // checkSurvivors: every confirmed message the mode promises survived.

@@ -13,15 +13,25 @@ package queue
 //   - dead-lettering happens exactly when attempts reach MaxDeliveries or
 //     a consumer rejects a message;
 //   - a message delivered before comes back marked redelivered;
-//   - (incarnation, offset) never names two different messages.
-// The same harness runs over the fake log (every step deterministic) and
-// over the real log on vfs.Mem.
+//   - (epoch, offset) never names two different messages;
+//   - a delivery is never released before its message's confirm, and
+//     nothing applies above the apply frontier (boundary and apply limit);
+//   - after any restart, power loss or storage failure, every message whose
+//     delivery was released comes back marked redelivered with that
+//     delivery's attempt counted, unless a settle of it survived: its lease
+//     record is always in the surviving log (a buffered queue's power loss
+//     excepted, as documented);
+//   - each append asks the log for the level its kind needs: a durable
+//     queue's publishes and leases wait for fsync, its acks only for write.
+// Publishes sometimes carry offers, so leases pipeline with them in one
+// append, and leases claim pending publishes too. The same harness runs
+// over the fake log (every step deterministic) and over the real log on
+// vfs.Mem.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -29,6 +39,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fibrilmq/fibril/storage/log"
 )
 
 // environment runs a Queue over a log and filesystem and simulates crashes.
@@ -52,6 +64,14 @@ type confirmation struct {
 	boundary Boundary
 }
 
+// releasedAt is a delivery the queue released: the attempt it carried and
+// the offset of its lease record.
+type releasedAt struct {
+	id      string
+	attempt uint32
+	lease   uint64
+}
+
 type harness struct {
 	t       testing.TB
 	rng     *rand.Rand
@@ -72,6 +92,10 @@ type harness struct {
 	identity              map[[2]uint64]string
 	attempts              map[string]uint32
 	grants                map[Ticket][]modelGrant
+	leaseAt               map[Ticket]uint64     // lease ticket → its record's offset
+	released              map[uint64]releasedAt // message offset → its last released delivery
+	recovered             map[string]bool       // publishes found in the log at a reopen, never confirmed
+	limit                 uint64                // the apply limit set on the queue
 	tasks                 []*CheckpointTask
 	nextID                int
 	trace                 []string
@@ -85,6 +109,8 @@ func newHarness(t testing.TB, rng *rand.Rand, opts Options, env environment) *ha
 		model: newModel(opts), ops: map[uint64]*modelOp{}, claimed: map[uint64]bool{},
 		confirmed: map[string]confirmation{}, issued: map[uint64]bool{}, delivered: map[string]bool{},
 		identity: map[[2]uint64]string{}, attempts: map[string]uint32{}, grants: map[Ticket][]modelGrant{},
+		leaseAt: map[Ticket]uint64{}, released: map[uint64]releasedAt{}, recovered: map[string]bool{},
+		limit: noLimit,
 	}
 	q, err := env.open(h.opts, h.clock)
 	if err != nil {
@@ -162,6 +188,10 @@ func payloadFor(id string, size int) []byte {
 // step runs one random operation and checks the queue against the model.
 func (h *harness) step() {
 	h.stepCount++
+	pair, _ := h.env.(*pairEnv)
+	if pair != nil {
+		pair.beforeStep(h)
+	}
 	switch roll := h.rng.IntN(100); {
 	case roll < 18:
 		h.publish()
@@ -187,7 +217,11 @@ func (h *harness) step() {
 	case roll < 69:
 		h.compact()
 	case roll < 70:
-		h.purge()
+		if h.rng.IntN(2) == 0 {
+			h.purge()
+		} else {
+			h.setApplyLimit()
+		}
 	case roll < 79:
 		h.note("flush")
 		h.env.flush(h.q)
@@ -204,6 +238,9 @@ func (h *harness) step() {
 		h.storageFault()
 	}
 	h.check()
+	if pair != nil {
+		pair.afterStep(h)
+	}
 }
 
 // newAppends returns the pending appends made since before.
@@ -237,6 +274,35 @@ func (h *harness) record(p *pendingAppend, want Record) {
 	for _, o := range want.Offsets {
 		h.claimed[o] = true
 	}
+	if want.Kind == KindLease {
+		h.leaseAt[p.ticket] = p.first
+	}
+	h.checkLevel(p.first, want)
+}
+
+// checkLevel checks the level of the log append that starts at first (the
+// fake log records it): a buffered queue waits for write; a durable one for
+// fsync unless the record only ends messages (ack, discard, reject without a
+// dead-letter queue).
+func (h *harness) checkLevel(first uint64, rec Record) {
+	fe, ok := h.env.(*fakeEnv)
+	if !ok {
+		return
+	}
+	got, ok := fe.log.levelAt(first)
+	if !ok {
+		return // part of a group that starts earlier
+	}
+	want := log.AfterFsync
+	switch {
+	case h.opts.Mode == Buffered:
+		want = log.AfterFlush
+	case rec.Kind == KindAck || rec.Kind == KindDiscard || (rec.Kind == KindReject && h.opts.DeadLetterQueue == ""):
+		want = log.AfterFlush
+	}
+	if got != want {
+		h.fail("%v append at %d asked for %v, want %v", rec.Kind, first, got, want)
+	}
 }
 
 func (h *harness) expectError(what string, got, want error) {
@@ -258,6 +324,10 @@ func (h *harness) publish() {
 		}
 		bytes += uint64(len(batch[i].Payload))
 	}
+	var offers []Offer
+	for range h.rng.IntN(3) {
+		offers = append(offers, Offer{Holder: uint64(1 + h.rng.IntN(3)), Max: h.rng.IntN(4)})
+	}
 	var want error
 	if h.opts.Overflow == RejectPublish {
 		count, queuedBytes := h.model.queuedTotals()
@@ -267,50 +337,102 @@ func (h *harness) publish() {
 		}
 	}
 	before := h.q.machine.nextTicket
-	ticket, err := h.q.Publish(batch)
-	h.note("publish %d -> ticket %d %v", n, ticket, err)
+	ticket, claims, err := h.q.PublishLeasing(batch, offers)
+	h.note("publish %d offers %v -> ticket %d claims %v %v", n, offers, ticket, claims, err)
 	h.expectError("publish", err, want)
 	if err != nil {
+		if len(h.newAppends(before)) != 0 {
+			h.fail("a refused publish appended")
+		}
 		return
 	}
-	p := h.newAppends(before)[0]
+	appends := h.newAppends(before)
+	p := appends[0]
 	for i, msg := range batch {
 		rec := Record{Kind: KindPublish, PublishMs: h.nowMs, PayloadBytes: uint32(len(msg.Payload))}
 		h.ops[p.first+uint64(i)] = &modelOp{rec: rec, id: msg.ID, ticket: ticket}
 	}
+	h.checkLevel(p.first, Record{Kind: KindPublish})
 	h.pendingPublishes += uint64(n)
 	h.pendingPublishBytes += bytes
+	appends = appends[1:]
+	for _, offer := range offers {
+		offsets := h.expectLease(offer.Max)
+		if len(offsets) == 0 {
+			continue
+		}
+		if len(appends) == 0 || len(claims) == 0 || claims[0].Holder != offer.Holder || claims[0].Count != len(offsets) ||
+			claims[0].Ticket != appends[0].ticket {
+			h.fail("offer %+v: claims %v, %d appends left, model leases %v", offer, claims, len(appends), offsets)
+		}
+		deadline := h.nowMs + durationMs(h.opts.LeaseTimeout)
+		h.record(appends[0], Record{Kind: KindLease, Holder: offer.Holder, DeadlineMs: deadline, Offsets: offsets})
+		appends, claims = appends[1:], claims[1:]
+	}
+	if len(appends) != 0 || len(claims) != 0 {
+		h.fail("publish made %d leases the model did not expect (claims %v)", len(appends), claims)
+	}
+}
+
+// expectLease returns the offsets a lease of max must claim: ready applied
+// messages (the model's), then pending publishes in offset order, skipping
+// claimed ones and those past their TTL.
+func (h *harness) expectLease(max int) []uint64 {
+	out := h.model.expectLease(max, h.nowMs, h.claimed)
+	ttl := durationMs(h.opts.MessageTTL)
+	for o := h.applied; len(out) < max; o++ {
+		op := h.ops[o]
+		if op == nil {
+			break
+		}
+		if op.rec.Kind != KindPublish || h.claimed[o] || (ttl > 0 && op.rec.PublishMs+ttl <= h.nowMs) {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 func (h *harness) lease() {
 	holder := uint64(1 + h.rng.IntN(3))
 	max := 1 + h.rng.IntN(4)
-	ceiling := uint64(math.MaxUint64)
-	if h.rng.IntN(2) == 0 {
-		ceiling = h.rng.Uint64N(h.applied + 2)
-	}
 	expiredTTL := h.model.expectExpiredMessages(h.nowMs, h.claimed)
 	before := h.q.machine.nextTicket
-	ticket, n, err := h.q.Lease(ceiling, max, holder)
-	h.note("lease holder %d max %d ceiling %d -> ticket %d, %d, %v", holder, max, ceiling, ticket, n, err)
+	ticket, n, err := h.q.Lease(max, holder)
+	h.note("lease holder %d max %d -> ticket %d, %d, %v", holder, max, ticket, n, err)
 	h.expectError("lease", err, nil)
 	appends := h.newAppends(before)
 	if len(expiredTTL) > 0 {
 		h.record(appends[0], Record{Kind: KindDiscard, Reason: ReasonTTL, Offsets: expiredTTL})
 		appends = appends[1:]
 	}
-	want := h.model.expectLease(ceiling, max, h.nowMs, h.claimed)
+	want := h.expectLease(max)
 	if len(want) == 0 {
 		if len(appends) != 0 || ticket != 0 {
-			h.fail("lease appended %d, nothing was ready", len(appends))
+			h.fail("lease appended %d, nothing was claimable", len(appends))
 		}
 		return
 	}
 	if len(appends) != 1 || appends[0].ticket != ticket || n != len(want) {
-		h.fail("lease made %d appends, count %d, want %d", len(appends), n, len(want))
+		h.fail("lease made %d appends, count %d, want %v", len(appends), n, want)
 	}
 	deadline := h.nowMs + durationMs(h.opts.LeaseTimeout)
 	h.record(appends[0], Record{Kind: KindLease, Holder: holder, DeadlineMs: deadline, Offsets: want})
+}
+
+// setApplyLimit caps the apply frontier as a replicated owner's caller
+// does, or lifts the cap.
+func (h *harness) setApplyLimit() {
+	if _, ok := h.env.(*pairEnv); ok {
+		return // the quorum frontier is the limit
+	}
+	h.limit = noLimit
+	if h.rng.IntN(3) != 0 {
+		staged := h.q.log.Frontiers().Staged
+		h.limit = h.applied + h.rng.Uint64N(staged-h.applied+2)
+	}
+	h.q.SetApplyLimit(h.limit)
+	h.note("apply limit %d", h.limit)
 }
 
 // settleError is the error the model expects for a settle of offsets.
@@ -480,6 +602,9 @@ func (h *harness) compact() {
 	}
 	if first > h.q.machine.state.FirstLive() {
 		h.fail("compacted to %d above the first live message %d", first, h.q.machine.state.FirstLive())
+	}
+	if pair, ok := h.env.(*pairEnv); ok && first > pair.follower.frontiers().Durable {
+		h.fail("compacted to %d above the replica's durable progress %d", first, pair.follower.frontiers().Durable)
 	}
 }
 

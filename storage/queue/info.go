@@ -44,7 +44,18 @@ type Info struct {
 	LastError error
 	// InflightAppends are operations appended and not yet applied.
 	InflightAppends int
-	Incarnation     uint64
+	// Epoch is the epoch this copy appends under (0 on a replica).
+	Epoch uint64
+	// Replica is true on a copy that applies another copy's records, and
+	// AwaitingSnapshot on a replica that needs the owner's snapshot
+	// (InstallSnapshot) before it can be promoted.
+	Replica          bool
+	AwaitingSnapshot bool
+	// ApplyLimit is the caller's cap on the apply frontier, and
+	// RetentionFloor its cap on compaction; both ^uint64(0) when the caller
+	// supplies none (a single-node queue).
+	ApplyLimit     uint64
+	RetentionFloor uint64
 	// Fenced is the storage failure that stopped the queue, if any.
 	Fenced error
 }
@@ -62,23 +73,27 @@ func (q *Queue) Info() Info {
 		q.fenceOnLatch(status.LastError)
 	}
 	info := Info{
-		Mode:            q.opts.Mode,
-		Counts:          state.Counts(),
-		Applied:         state.Next(),
-		Written:         status.Frontiers.Written,
-		Durable:         status.Frontiers.Durable,
-		FirstOffset:     status.FirstOffset,
-		CheckpointNext:  q.checkpointNext,
-		UnsyncedRecords: status.DurableLagRecords,
-		UnsyncedBytes:   uint64(max(status.DurableLagBytes, 0)),
-		LastSync:        status.LastSyncTime,
-		SyncPending:     status.SyncPending,
-		SyncInterval:    status.SyncInterval,
-		Latched:         status.Latched,
-		LastError:       status.LastError,
-		InflightAppends: q.machine.inflight(),
-		Incarnation:     q.incarnation,
-		Fenced:          q.fenced,
+		Mode:             q.opts.Mode,
+		Counts:           state.Counts(),
+		Applied:          state.Next(),
+		Written:          status.Frontiers.Written,
+		Durable:          status.Frontiers.Durable,
+		FirstOffset:      status.FirstOffset,
+		CheckpointNext:   q.checkpointNext,
+		UnsyncedRecords:  status.DurableLagRecords,
+		UnsyncedBytes:    uint64(max(status.DurableLagBytes, 0)),
+		LastSync:         status.LastSyncTime,
+		SyncPending:      status.SyncPending,
+		SyncInterval:     status.SyncInterval,
+		Latched:          status.Latched,
+		LastError:        status.LastError,
+		InflightAppends:  q.machine.inflight(),
+		Epoch:            q.epoch,
+		Replica:          q.role == roleReplica,
+		AwaitingSnapshot: q.awaitingSnapshot,
+		ApplyLimit:       q.applyLimit,
+		RetentionFloor:   q.retentionFloor,
+		Fenced:           q.fenced,
 	}
 	info.Settled = info.Counts.Settled()
 	return info

@@ -4,14 +4,26 @@ package queue
 // entries, predicts the offsets the log will assign (the queue is the log's
 // only appender and the log assigns offsets in append order), keeps the
 // appended-but-unapplied operations in a FIFO, and applies them to State
-// once the mode's frontier passes them.
+// once the apply frontier passes them.
+//
+// Pipelined leases: a lease may claim, besides applied ready messages,
+// messages whose publish is appended but not yet applied (pending). Its
+// record lies after their publish records in the log, so it applies after
+// them, and the frontier that releases its deliveries has passed their
+// publishes too: one sync covers a publish and the lease of it appended in
+// the same group. pendingLeased holds those pending offsets until their
+// publish applies; the publish then enters the state already claimed.
 //
 // Invariant: pending holds appends in offset order; pending[0].first +
-// pending[0].applied == state.Next() whenever pending is not empty; and
-// nextOffset == the end of the last pending append (or state.Next()).
+// pending[0].applied == state.Next() whenever pending is not empty;
+// nextOffset == the end of the last pending append (or state.Next());
+// every offset in pendingLeased is an unapplied publish of a pending
+// append; every unapplied publish below leaseCursor is in pendingLeased or
+// was past its TTL when the cursor passed it.
 
 import (
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -70,6 +82,10 @@ type pendingAppend struct {
 	applied int
 	holder  uint64
 	bytes   uint64 // payload bytes of a publish batch
+	// syncs is true when the append asks the log for a sync: something
+	// waits for its application (a confirm, a delivery, a message coming
+	// back, an answer). Settles that only end a message do not.
+	syncs bool
 }
 
 func (p *pendingAppend) next() uint64 { return p.first + uint64(len(p.records)) }
@@ -94,10 +110,16 @@ type machine struct {
 	maxInflight         int
 	fx                  Effects
 	offsetScratch       []uint64
+
+	pendingLeased map[uint64]struct{} // pending publishes claimed by a lease in flight
+	leaseCursor   uint64              // see the file comment
 }
 
 func newMachine(state *State, mode Mode) *machine {
-	return &machine{state: state, mode: mode, nextOffset: state.Next(), nextTicket: 1, maxInflight: defaultMaxInflight}
+	return &machine{
+		state: state, mode: mode, nextOffset: state.Next(), nextTicket: 1, maxInflight: defaultMaxInflight,
+		pendingLeased: map[uint64]struct{}{}, leaseCursor: state.Next(),
+	}
 }
 
 func (m *machine) inflight() int { return len(m.pending) - m.pendHead }
@@ -107,7 +129,7 @@ func (m *machine) begin(op operation) (*pendingAppend, error) {
 	if m.inflight() >= m.maxInflight {
 		return nil, ErrBusy
 	}
-	p := &pendingAppend{ticket: m.nextTicket, op: op}
+	p := &pendingAppend{ticket: m.nextTicket, op: op, syncs: true}
 	m.nextTicket++
 	return p, nil
 }
@@ -137,11 +159,17 @@ func (m *machine) releaseClaims(p *pendingAppend) {
 	case opPublish:
 		m.pendingPublishes -= uint64(len(p.records))
 		m.pendingPublishBytes -= p.bytes
+		m.leaseCursor = min(m.leaseCursor, p.first)
 	case opCheckpoint:
 		m.checkpointID = 0
 	}
 	for i := range p.records {
 		for _, offset := range p.records[i].Offsets {
+			if _, ok := m.pendingLeased[offset]; ok {
+				delete(m.pendingLeased, offset)
+				m.leaseCursor = min(m.leaseCursor, offset)
+				continue
+			}
 			m.state.unclaim(offset)
 		}
 	}
@@ -208,16 +236,18 @@ func offsetRecords(template Record, offsets []uint64) ([]Record, []entry) {
 	return records, entries
 }
 
-// lease claims up to max ready messages below ceiling for holder. It
-// returns nil when nothing is ready.
-func (m *machine) lease(ceiling uint64, max int, holder uint64, nowMs int64) (*pendingAppend, []entry, error) {
+// lease claims up to max messages for holder, lowest offsets first: ready
+// applied messages, then pending publishes (pipelined). Messages past their
+// TTL are skipped. It returns nil when nothing is claimable.
+func (m *machine) lease(max int, holder uint64, nowMs int64) (*pendingAppend, []entry, error) {
 	if max <= 0 {
 		return nil, nil, nil
 	}
 	if m.inflight() >= m.maxInflight {
 		return nil, nil, ErrBusy
 	}
-	offsets := m.state.claimReady(ceiling, max, nowMs, nil)
+	offsets := m.state.claimReady(max, nowMs, nil)
+	offsets = m.claimPending(max, nowMs, offsets)
 	if len(offsets) == 0 {
 		return nil, nil, nil
 	}
@@ -228,6 +258,29 @@ func (m *machine) lease(ceiling uint64, max int, holder uint64, nowMs int64) (*p
 	p.records, entries = offsetRecords(template, offsets)
 	m.submit(p)
 	return p, entries, nil
+}
+
+// claimPending claims unapplied publishes from leaseCursor on until out
+// holds limit offsets.
+func (m *machine) claimPending(limit int, nowMs int64, out []uint64) []uint64 {
+	queued := m.pending[m.pendHead:]
+	i := sort.Search(len(queued), func(i int) bool { return queued[i].next() > m.leaseCursor })
+	ttlMs := m.state.limits.messageTtlMs
+	for ; i < len(queued) && len(out) < limit; i++ {
+		p := queued[i]
+		if p.op != opPublish {
+			continue
+		}
+		for offset := max(p.first+uint64(p.applied), m.leaseCursor); offset < p.next() && len(out) < limit; offset++ {
+			m.leaseCursor = offset + 1
+			if ttlMs > 0 && p.records[offset-p.first].PublishMs+ttlMs <= nowMs {
+				continue
+			}
+			m.pendingLeased[offset] = struct{}{}
+			out = append(out, offset)
+		}
+	}
+	return out
 }
 
 // settle checks and claims offsets leased by holder and builds the records
@@ -244,10 +297,26 @@ func (m *machine) settle(holder uint64, offsets []uint64, template Record) (*pen
 		return nil, nil, err
 	}
 	p, _ := m.begin(opSettle)
+	p.syncs = m.settleSyncs(template.Kind)
 	var entries []entry
 	p.records, entries = offsetRecords(template, offsets)
 	m.submit(p)
 	return p, entries, nil
+}
+
+// settleSyncs says whether a settle of kind asks for a sync: only when the
+// message comes back (nack, release) or goes on to a dead-letter queue
+// (reject with one). Ack, discard and reject without a dead-letter queue
+// end the message; their records are applied by whichever sync covers them
+// next (another append's, the background sync's or Close's).
+func (m *machine) settleSyncs(kind Kind) bool {
+	switch kind {
+	case KindNack, KindRelease:
+		return true
+	case KindReject:
+		return m.state.limits.deadLetter != ""
+	}
+	return false
 }
 
 // nackDueMs resolves a nack's delay: negative means the queue's default.
@@ -294,6 +363,7 @@ func (m *machine) expireMessages(nowMs int64, max int) (*pendingAppend, []entry,
 		return nil, nil, nil
 	}
 	p, entries := m.claimed(opSettle, Record{Kind: KindDiscard, Reason: ReasonTTL}, offsets)
+	p.syncs = false // a TTL discard only ends messages
 	return p, entries, nil
 }
 

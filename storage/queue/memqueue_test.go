@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -87,10 +88,33 @@ func (m *memQueue) await(ticket Ticket) Progress {
 		select {
 		case <-m.notify:
 		case <-time.After(time.Millisecond):
+			m.backgroundSync()
 		}
 	}
 	m.t.Fatalf("ticket %d not applied", ticket)
 	return all
+}
+
+// flushWritten waits until every append is written (not synced).
+func (m *memQueue) flushWritten() {
+	for {
+		if m.q.log.Frontiers().Written >= m.q.machine.nextOffset {
+			return
+		}
+		select {
+		case <-m.notify:
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// backgroundSync stands in for the log's background sync on a durable
+// queue: its acks wait only for write and apply once a sync covers them.
+// (Buffered queues' tests control their syncs themselves.)
+func (m *memQueue) backgroundSync() {
+	if f := m.q.log.Frontiers(); m.opts.Mode != Buffered && f.Written > f.Durable {
+		_ = m.q.log.Sync(context.Background())
+	}
 }
 
 func (m *memQueue) applied(p *Progress, ticket Ticket) bool {
@@ -122,7 +146,7 @@ func (m *memQueue) publish(batch ...Message) Confirm {
 
 func (m *memQueue) lease(holder uint64, max int) Progress {
 	m.t.Helper()
-	ticket, _, err := m.q.Lease(m.q.Ceiling(), max, holder)
+	ticket, _, err := m.q.Lease(max, holder)
 	if err != nil {
 		m.t.Fatal(err)
 	}

@@ -44,3 +44,43 @@ func TestModelMemLog(t *testing.T) {
 		}
 	}
 }
+
+// TestModelReplicated runs the harness on an owner and a replica over the
+// fake log: the replica must hold the owner's state, and every failover
+// must keep what the harness checks after a restart.
+func TestModelReplicated(t *testing.T) {
+	runs, steps := modelRuns()
+	runReplicated(t, runs/3, steps, newFakeStore)
+}
+
+// TestModelReplicatedMemLog is the same over the real log on vfs.Mem,
+// whose power losses keep only what a completed sync covered.
+func TestModelReplicatedMemLog(t *testing.T) {
+	runs, steps := modelRuns()
+	runReplicated(t, runs/6, steps, newMemStore)
+}
+
+func runReplicated(t *testing.T, runs, steps int, newStore func(*rand.Rand) copyStore) {
+	if os.Getenv("FIBRIL_QUEUE_SEED") != "" {
+		runs = 1
+	}
+	compared, failovers, published, fromSnapshot := 0, 0, 0, 0
+	for range runs {
+		seed := seedFromEnv(t, "FIBRIL_QUEUE_SEED")
+		var pair *pairEnv
+		runModel(t, seed, steps, func(rng *rand.Rand) environment {
+			pair = newPairEnv(t, rng, newStore)
+			return pair
+		})
+		if t.Failed() {
+			t.Fatalf("failed with FIBRIL_QUEUE_SEED=%d", seed)
+		}
+		compared, failovers = compared+pair.compared, failovers+pair.failovers
+		published, fromSnapshot = published+pair.published, fromSnapshot+pair.fromSnapshot
+	}
+	if compared == 0 || failovers == 0 || published == 0 {
+		t.Fatalf("the runs compared %d states, made %d failovers and published %d replica checkpoints", compared, failovers, published)
+	}
+	t.Logf("%d runs: %d state comparisons, %d failovers, %d replica checkpoints published, %d replica opens from a snapshot",
+		runs, compared, failovers, published, fromSnapshot)
+}

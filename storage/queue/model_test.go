@@ -181,12 +181,12 @@ func (m *model) pastTTL(msg *modelMessage, nowMs int64) bool {
 	return ttl > 0 && msg.publishMs+ttl <= nowMs
 }
 
-// expectLease returns the offsets a lease must pick.
-func (m *model) expectLease(ceiling uint64, max int, nowMs int64, claimed map[uint64]bool) []uint64 {
+// expectLease returns the applied messages a lease must pick.
+func (m *model) expectLease(max int, nowMs int64, claimed map[uint64]bool) []uint64 {
 	var out []uint64
 	for _, o := range m.offsets {
 		msg := m.messages[o]
-		if len(out) == max || o >= ceiling {
+		if len(out) == max {
 			break
 		}
 		if m.readyAt(msg, nowMs) && !claimed[o] && !m.pastTTL(msg, nowMs) {

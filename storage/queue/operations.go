@@ -15,47 +15,109 @@ import (
 // Advance. It must not block.
 func (q *Queue) SetNotify(fn func()) { q.inbox.setNotify(fn) }
 
-// SetEpoch sets the epoch written with every later record (the cluster
-// layer's ownership epoch); epochs never decrease along a log.
-func (q *Queue) SetEpoch(epoch uint64) { q.epoch = epoch }
+// Offer is a holder's credit for a pipelined lease: Publish claims up to
+// Max messages for Holder in the same append.
+type Offer struct {
+	Holder uint64
+	Max    int
+}
+
+// Claim is the lease a publish appended for one offer.
+type Claim struct {
+	Holder uint64
+	Ticket Ticket // the lease's ticket: its deliveries carry it
+	Count  int
+}
 
 // Publish appends a batch of messages; messages with an empty ID get one
 // assigned, written back into batch. The batch is confirmed by a later
 // Advance. With the reject-publish overflow policy a batch that does not
 // fit is refused whole with ErrQueueFull.
 func (q *Queue) Publish(batch []Message) (Ticket, error) {
+	ticket, _, err := q.PublishLeasing(batch, nil)
+	return ticket, err
+}
+
+// PublishLeasing is Publish plus a pipelined lease for each offer, in
+// order: each claims up to Max of the oldest claimable messages, ready ones
+// first, then pending ones (this batch's included), for its holder. The
+// leases are appended in the same log append right after the publish, so
+// one sync (durable) or one write (buffered) covers the batch and its
+// deliveries, and the Advance that confirms the batch also releases them.
+// A lease still applies only after the publish records it names, and a
+// failed append loses both together. Offers that find nothing, and offers
+// past the in-flight bound, make no lease. The returned claims list the
+// leases made.
+func (q *Queue) PublishLeasing(batch []Message, offers []Offer) (Ticket, []Claim, error) {
 	if len(batch) == 0 {
-		return 0, nil
+		return 0, nil, nil
+	}
+	if err := q.owner(); err != nil {
+		return 0, nil, err
 	}
 	for i := range batch {
 		if batch[i].ID == "" {
 			q.idSequence++
-			batch[i].ID = strconv.FormatUint(q.incarnation, 16) + "-" + strconv.FormatUint(q.idSequence, 10)
+			batch[i].ID = q.idPrefix + "-" + strconv.FormatUint(q.idSequence, 10)
 		}
 	}
-	ticket, _, err := q.run(func() (*pendingAppend, []entry, error) {
-		return q.machine.publish(batch, q.nowMs())
-	})
-	return ticket, err
+	nowMs := q.nowMs()
+	p, entries, err := q.machine.publish(batch, nowMs)
+	if err != nil {
+		return 0, nil, err
+	}
+	group := []*pendingAppend{p}
+	var claims []Claim
+	for _, offer := range offers {
+		lease, leaseEntries, err := q.machine.lease(offer.Max, offer.Holder, nowMs)
+		if err != nil || lease == nil {
+			continue // ErrBusy: the offer waits for the next dispatch
+		}
+		group = append(group, lease)
+		entries = append(entries, leaseEntries...)
+		claims = append(claims, Claim{Holder: offer.Holder, Ticket: lease.ticket, Count: lease.count()})
+	}
+	if err := q.submit(group, entries); err != nil {
+		return 0, nil, err
+	}
+	return p.ticket, claims, nil
 }
 
-// Lease selects up to max ready messages below ceiling, oldest offsets
-// first, for holder, and appends the lease. The deliveries are released by
-// the Advance that applies it, so a delivery always stands on the mode's
-// boundary. Messages past their TTL are discarded first. It returns the
-// number of messages claimed (0 and ticket 0 when none was ready).
-func (q *Queue) Lease(ceiling uint64, max int, holder uint64) (Ticket, int, error) {
+// Lease claims up to max messages for holder, oldest offsets first: ready
+// messages, then messages whose publish is appended but not yet applied
+// (pipelined: the lease record follows their publish records in the log).
+// Messages past their TTL are discarded first (applied ones) or skipped
+// (pending ones). The deliveries are released by the Advance that applies
+// the lease, so a delivery stands on the apply frontier, never ahead of
+// its message's confirm. It returns the number of messages claimed (0 and
+// ticket 0 when none was claimable).
+func (q *Queue) Lease(max int, holder uint64) (Ticket, int, error) {
 	if _, _, err := q.ExpireMessages(q.clock()); err != nil {
 		return 0, 0, err
 	}
 	return q.run(func() (*pendingAppend, []entry, error) {
-		return q.machine.lease(ceiling, max, holder, q.nowMs())
+		return q.machine.lease(max, holder, q.nowMs())
 	})
 }
 
-// Ceiling is the local visibility ceiling: the frontier of the queue's
-// boundary. A replicated queue passes a lower ceiling to Lease.
-func (q *Queue) Ceiling() uint64 { return q.boundaryFrontier(q.log.Frontiers()) }
+// Ceiling is the apply frontier: the offset below which records are
+// applied once Advance runs (the queue's boundary frontier, capped by the
+// apply limit). Deliveries and confirms are released below it only.
+func (q *Queue) Ceiling() uint64 { return q.applyFrontier(q.log.Frontiers()) }
+
+// SetApplyLimit caps the apply frontier at limit: records at or above it
+// are not applied, so no confirm, delivery or settle is released for them.
+// A replicated owner sets it to the quorum frontier (the W-th highest
+// progress at the queue's boundary across copies, its own included) every
+// time that moves; a replica may set it to the owner's applied frontier.
+// A limit below what is applied already holds back only what follows. On a
+// single-node queue there is none (the local boundary frontier rules).
+func (q *Queue) SetApplyLimit(limit uint64) { q.applyLimit = limit }
+
+// SetRetentionFloor caps compaction: Compact never removes records at or
+// above floor. A replicated queue sets it to the lowest durable progress
+// across copies, so the owner keeps what a follower may need to repair.
+func (q *Queue) SetRetentionFloor(floor uint64) { q.retentionFloor = floor }
 
 func (q *Queue) settle(holder uint64, offsets []uint64, template Record) (Ticket, error) {
 	ticket, _, err := q.run(func() (*pendingAppend, []entry, error) {
@@ -116,8 +178,11 @@ func (q *Queue) ExpireMessages(now time.Time) (Ticket, int, error) {
 
 // NextDeadline is when the owner should next call ExpireLeases,
 // ExpireMessages or Lease: the earliest lease deadline, redelivery due time
-// or TTL.
+// or TTL. A replica has none.
 func (q *Queue) NextDeadline() (time.Time, bool) {
+	if q.role == roleReplica {
+		return time.Time{}, false // the owner acts on deadlines; a replica follows its records
+	}
 	ms, ok := q.machine.state.nextDeadlineMs()
 	if !ok {
 		return time.Time{}, false
@@ -141,7 +206,8 @@ func (q *Queue) Purge() (Ticket, error) {
 }
 
 // Checkpoint starts a checkpoint: a marker is appended, and the Advance
-// that applies it returns a CheckpointTask.
+// that applies it returns a CheckpointTask. On a replica, checkpoints
+// start at the owner's markers instead (replica.go).
 func (q *Queue) Checkpoint() (Ticket, error) {
 	id, err := randomID()
 	if err != nil {
@@ -172,12 +238,18 @@ func (q *Queue) CheckpointDone(task *CheckpointTask, runErr error) error {
 
 // Compact removes the log prefix that the newest published snapshot covers
 // and that holds no message live in it, in whole segments, never above the
-// durable frontier. It returns the log's first offset afterwards.
+// durable frontier; with a retention floor, only once the floor has passed
+// that snapshot (so never above the floor either). It returns the log's
+// first offset afterwards.
 func (q *Queue) Compact() (uint64, error) {
 	if err := q.usable(); err != nil {
 		return 0, err
 	}
-	if q.checkpointNext == 0 {
+	if q.checkpointNext == 0 || q.checkpointNext > q.retentionFloor {
+		// A snapshot above the retention floor may cover records a
+		// replica's divergent-suffix cut removes (the floor never exceeds
+		// the quorum frontier, and cuts never go below it); compacting
+		// against it could leave no usable snapshot after such a cut.
 		return q.log.FirstOffset(), nil
 	}
 	// The marker at checkpointNext-1 stays: recovery checks it.

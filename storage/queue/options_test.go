@@ -288,7 +288,7 @@ func TestBusyAndTooLargeRollBack(t *testing.T) {
 	}
 	f.advance()
 	f.env.log.refuse = errTooLargeForTest
-	if _, _, err := f.q.Lease(f.q.Ceiling(), 2, 1); err == nil {
+	if _, _, err := f.q.Lease(2, 1); err == nil {
 		t.Fatal("refused append reported success")
 	}
 	if err := f.q.machine.state.checkInvariants(); err != nil {
@@ -296,6 +296,25 @@ func TestBusyAndTooLargeRollBack(t *testing.T) {
 	}
 	if got := f.lease(1, 5); len(got) != 2 {
 		t.Fatalf("claims not released after a refused append: %d delivered", len(got))
+	}
+	// A refused publish takes its pipelined leases with it.
+	f.publish("ready")
+	f.env.log.refuse = errTooLargeForTest
+	if _, _, err := f.q.PublishLeasing([]Message{{Payload: []byte("y")}}, []Offer{{Holder: 2, Max: 5}}); err == nil {
+		t.Fatal("refused publish reported success")
+	}
+	if len(f.q.machine.pendingLeased) != 0 || f.q.machine.inflight() != 0 || f.q.machine.pendingPublishes != 0 {
+		t.Fatalf("a refused publish left claims: %v pending leased, %d in flight", f.q.machine.pendingLeased, f.q.machine.inflight())
+	}
+	if err := f.q.machine.state.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	_, claims, err := f.q.PublishLeasing([]Message{{Payload: []byte("z")}}, []Offer{{Holder: 2, Max: 5}})
+	if err != nil || len(claims) != 1 || claims[0].Count != 2 {
+		t.Fatalf("after the refusal: claims %+v %v", claims, err)
+	}
+	if got := payloads(f.advance().Deliveries); !slices.Equal(got, []string{"ready", "z"}) {
+		t.Fatalf("pipelined after a refusal delivered %v", got)
 	}
 	if f.q.fenced != nil {
 		t.Fatalf("a too-large append fenced the queue: %v", f.q.fenced)

@@ -24,7 +24,9 @@ type Delivery struct {
 	Ticket Ticket // the Lease call that asked for it
 	Holder uint64
 	// Incarnation and Offset together identify this message in this queue
-	// partition across restarts; see docs/durability.md.
+	// partition, the same on every copy and across restarts: Incarnation
+	// is the epoch of the message's publish record (epoch.go); see
+	// docs/durability.md. The wire field keeps the name.
 	Incarnation uint64
 	Offset      uint64
 	MessageID   string
@@ -45,7 +47,7 @@ type Delivery struct {
 // and after a restart the instruction is issued again.
 type DeadLetter struct {
 	Target      string
-	Incarnation uint64
+	Incarnation uint64 // the epoch of the publish record, as in Delivery
 	Offset      uint64
 	MessageID   string
 	Attempts    uint32
@@ -82,7 +84,9 @@ type capture struct {
 	data      []byte
 }
 
-// advance applies pending records below through (the mode's frontier).
+// advance applies pending records below through, the apply frontier: the
+// queue's boundary frontier, capped by the caller's apply limit. Confirms,
+// deliveries and settles are all released against this one frontier.
 // durable is the durable frontier, used to report confirm boundaries.
 func (m *machine) advance(through, durable uint64, progress *Progress) *capture {
 	var captured *capture
@@ -98,6 +102,10 @@ func (m *machine) advance(through, durable uint64, progress *Progress) *capture 
 				// a batch can apply in parts (a write split by a rollover).
 				m.pendingPublishes--
 				m.pendingPublishBytes -= uint64(rec.PayloadBytes)
+				if _, ok := m.pendingLeased[offset]; ok {
+					delete(m.pendingLeased, offset)
+					m.state.claimPublished(offset)
+				}
 			}
 			m.collect(p, progress)
 			if rec.Kind == KindCheckpoint && rec.CheckpointID == m.checkpointID {
@@ -119,7 +127,12 @@ func (m *machine) advance(through, durable uint64, progress *Progress) *capture 
 	} else if m.pendHead > 1024 && m.pendHead > len(m.pending)/2 {
 		m.pending, m.pendHead = append(m.pending[:0:0], m.pending[m.pendHead:]...), 0
 	}
-	m.collectHandoffs(progress)
+	m.leaseCursor = max(m.leaseCursor, m.state.Next())
+	if m.state.Next() <= through {
+		// Dead-letter handoffs stand on the apply frontier too: a replicated
+		// owner replays records at open that the limit has not passed yet.
+		m.collectHandoffs(progress)
+	}
 	return captured
 }
 

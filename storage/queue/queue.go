@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"strconv"
 	"time"
 
 	"github.com/fibrilmq/fibril/storage/log"
@@ -37,12 +38,19 @@ type Queue struct {
 	clock   Clock
 	logger  *slog.Logger
 	machine *machine
-	level   log.Durability
-	epoch   uint64
 	inbox   completionInbox
 
-	incarnations   []incarnation
-	incarnation    uint64
+	role role
+	// epoch is written with every record this copy appends as owner; it
+	// is also the first half of the identity of those records (epoch.go).
+	epoch uint64
+	// applyLimit caps the apply frontier: nothing at or above it applies.
+	// noLimit unless the caller supplies one (a replicated queue).
+	applyLimit uint64
+	// retentionFloor caps compaction: noLimit unless supplied.
+	retentionFloor uint64
+
+	idPrefix       string // random per open: assigned message ids are <idPrefix>-<sequence>
 	idSequence     uint64
 	checkpointNext uint64 // offset covered by the newest published snapshot
 	// checkpointLive is that snapshot's lowest live message. Compaction
@@ -54,7 +62,23 @@ type Queue struct {
 	recovery       Recovery
 	fenced         error
 	closed         bool
+	// awaitingSnapshot: a replica whose log starts past offset 0 without a
+	// snapshot behind its state (replica.go).
+	awaitingSnapshot bool
 }
+
+// role says whether a copy appends its own records (owner) or applies
+// records another copy produced (replica).
+type role uint8
+
+const (
+	roleOwner role = iota + 1
+	roleReplica
+)
+
+// noLimit is the apply limit and retention floor of a queue whose caller
+// supplies none.
+const noLimit = ^uint64(0)
 
 // Recovery describes what Open did.
 type Recovery struct {
@@ -70,15 +94,45 @@ type Recovery struct {
 	// LogEnd is the log's end offset found at open.
 	LogEnd uint64
 	// ExpiredLeases is how many leases of the previous process were
-	// returned (with an attempt counted) at open.
+	// returned (with an attempt counted) at open; 0 on a replica, whose
+	// leases belong to the owner.
 	ExpiredLeases int
+	// Epoch is the epoch this open appends under (0 on a replica).
+	Epoch uint64
 }
 
-// Open opens or creates the queue partition in dir. opts must equal the
-// options stored at first open, if any (ErrDeclarationMismatch). The log
-// lives in dir/log and is opened with logOptions; every file goes through
-// logOptions.FS (default vfs.OS). clock nil means time.Now.
+// startMode is how a queue comes up: single-node owner (epoch chosen at
+// open), replicated owner (epoch and apply limit from the caller), or
+// replica.
+type startMode struct {
+	role       role
+	epoch      uint64 // replicated owner: the caller's coordination epoch
+	replicated bool
+}
+
+// Open opens or creates a single-node queue partition in dir. opts must
+// equal the options stored at first open, if any (ErrDeclarationMismatch).
+// The log lives in dir/log and is opened with logOptions; every file goes
+// through logOptions.FS (default vfs.OS). clock nil means time.Now. The
+// queue bumps its epoch (epoch.go) and applies at its own boundary.
 func Open(dir string, opts Options, logOptions log.Options, clock Clock) (*Queue, error) {
+	return open(dir, opts, logOptions, clock, startMode{role: roleOwner})
+}
+
+// OpenOwner opens the owner copy of a replicated queue partition under the
+// coordination epoch the cluster gave this ownership; epoch must be above
+// every epoch this copy has appended or stored (ErrEpochStale), so a
+// restart of the same owner needs a new epoch. Nothing appended from now
+// on applies until SetApplyLimit passes it: confirms, deliveries and
+// settles follow the quorum frontier the caller supplies.
+func OpenOwner(dir string, opts Options, logOptions log.Options, clock Clock, epoch uint64) (*Queue, error) {
+	if epoch == 0 {
+		return nil, fmt.Errorf("%w: epoch 0", ErrEpochStale)
+	}
+	return open(dir, opts, logOptions, clock, startMode{role: roleOwner, epoch: epoch, replicated: true})
+}
+
+func open(dir string, opts Options, logOptions log.Options, clock Clock, start startMode) (*Queue, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -100,7 +154,16 @@ func Open(dir string, opts Options, logOptions log.Options, clock Clock) (*Queue
 	if inflight <= 0 {
 		inflight = 1024
 	}
-	q, err := openWithLog(dir, opts, logOptions.FS, l, clock, logOptions.Logger, inflight)
+	var seam partitionLog = l
+	if start.role == roleReplica {
+		replicated, ok := seam.(replicaLog)
+		if !ok {
+			_ = l.Close()
+			return nil, fmt.Errorf("%w: the log cannot append encoded records", ErrNotReplica)
+		}
+		seam = replicated
+	}
+	q, err := openWithLog(dir, opts, logOptions.FS, seam, clock, logOptions.Logger, inflight, start)
 	if err != nil {
 		_ = l.Close()
 		return nil, err
@@ -144,35 +207,40 @@ func ReadDeclaration(fs vfs.FS, dir string) (Options, bool, error) {
 }
 
 // openWithLog recovers the queue over an open log.
-func openWithLog(dir string, opts Options, fs vfs.FS, l partitionLog, clock Clock, logger *slog.Logger, inflight int) (*Queue, error) {
+func openWithLog(dir string, opts Options, fs vfs.FS, l partitionLog, clock Clock, logger *slog.Logger, inflight int, start startMode) (*Queue, error) {
 	if clock == nil {
 		clock = time.Now
 	}
 	if logger == nil {
 		logger = slog.Default()
 	}
-	q := &Queue{dir: dir, fs: fs, opts: opts, log: l, clock: clock, logger: logger, level: log.AfterFsync}
-	if opts.Mode == Buffered {
-		q.level = log.AfterFlush
+	q := &Queue{dir: dir, fs: fs, opts: opts, log: l, clock: clock, logger: logger, role: start.role,
+		applyLimit: noLimit, retentionFloor: noLimit}
+	if start.replicated {
+		q.applyLimit = 0 // nothing is released before the caller names the quorum frontier
 	}
-	if history := l.EpochHistory(); len(history) > 0 {
-		q.epoch = history[len(history)-1].Epoch
+	prefix, err := randomID()
+	if err != nil {
+		return nil, err
 	}
-	if err := q.recover(inflight); err != nil {
+	q.idPrefix = strconv.FormatUint(prefix, 16)
+	if err := q.recover(inflight, start); err != nil {
 		return nil, err
 	}
 	return q, nil
 }
 
-func (q *Queue) recover(inflight int) error {
+func (q *Queue) recover(inflight int, start startMode) error {
 	ctx := context.Background()
 	if f := q.log.Frontiers(); f.Written > f.Durable {
 		if err := q.log.Sync(ctx); err != nil {
 			return fmt.Errorf("queue: sync recovered tail: %w", err)
 		}
 	}
-	if err := q.beginIncarnation(); err != nil {
-		return err
+	if start.role == roleOwner {
+		if err := q.beginEpoch(start.epoch); err != nil {
+			return err
+		}
 	}
 	candidates, err := listSnapshots(q.fs, q.dir)
 	if err != nil {
@@ -187,7 +255,7 @@ func (q *Queue) recover(inflight int) error {
 	}
 	q.recovery = Recovery{
 		Snapshot: report.snapshot, SkippedSnapshots: report.skipped, ReplayedFrom: report.replayedFrom,
-		Replayed: report.replayedCount, LogEnd: q.log.Frontiers().Durable,
+		Replayed: report.replayedCount, LogEnd: q.log.Frontiers().Durable, Epoch: q.epoch,
 	}
 	if next, ok := parseSnapshotName(report.snapshot); ok {
 		q.checkpointNext, q.checkpointLive = next, report.snapshotLive
@@ -197,32 +265,12 @@ func (q *Queue) recover(inflight int) error {
 	if staged := q.log.Frontiers().Staged; staged != state.Next() {
 		return fmt.Errorf("%w: log ends at %d, replay at %d", ErrLogContract, staged, state.Next())
 	}
+	if start.role == roleReplica {
+		state.handoffs = state.handoffs[:0] // a replica hands nothing off
+		q.awaitingSnapshot = report.snapshot == "" && q.log.FirstOffset() > 0
+		return nil
+	}
 	return q.expireRestartLeases(ctx)
-}
-
-// beginIncarnation records this open's incarnation durably before any
-// append; see incarnation.go.
-func (q *Queue) beginIncarnation() error {
-	data, exists, err := readFile(q.fs, path.Join(q.dir, incarnationName))
-	var history []incarnation
-	if err == nil && exists {
-		history, err = decodeIncarnations(data)
-	}
-	if err != nil {
-		q.logger.Warn("queue: incarnation history unreadable; older messages get incarnation 0", "dir", q.dir, "err", err)
-		history = nil
-	}
-	q.incarnation = q.log.Incarnation()
-	if q.incarnation == 0 {
-		if q.incarnation, err = randomID(); err != nil {
-			return err
-		}
-	}
-	q.incarnations = beginIncarnation(history, q.incarnation, q.log.Frontiers().Durable, q.log.FirstOffset())
-	if err := writeFileAtomic(q.fs, q.dir, incarnationName, encodeIncarnations(q.incarnations)); err != nil {
-		return fmt.Errorf("queue: store incarnation: %w", err)
-	}
-	return nil
 }
 
 // expireRestartLeases returns leases held by the previous process with an
@@ -233,7 +281,7 @@ func (q *Queue) expireRestartLeases(ctx context.Context) error {
 		for i := range p.records {
 			q.recovery.ExpiredLeases += len(p.records[i].Offsets)
 		}
-		result, err := q.log.Append(ctx, q.logEntries(entries), q.level)
+		result, err := q.log.Append(ctx, q.logEntries(entries), q.levelOf(p))
 		if err != nil {
 			return fmt.Errorf("queue: expire leases at open: %w", err)
 		}
@@ -242,10 +290,11 @@ func (q *Queue) expireRestartLeases(ctx context.Context) error {
 		}
 	}
 	f := q.log.Frontiers()
-	q.machine.advance(q.boundaryFrontier(f), f.Durable, &q.carry)
-	if q.machine.inflight() != 0 {
+	q.machine.advance(q.applyFrontier(f), f.Durable, &q.carry)
+	if q.applyLimit == noLimit && q.machine.inflight() != 0 {
 		return fmt.Errorf("%w: lease expiry at open not applied", ErrLogContract)
 	}
+	// A replicated owner's expiry waits for the apply limit like any append.
 	return q.fill(&q.carry)
 }
 
@@ -266,6 +315,22 @@ func (q *Queue) boundaryFrontier(f log.Frontiers) uint64 {
 		return f.Written
 	}
 	return f.Durable
+}
+
+// applyFrontier is where confirms, deliveries and settles are released:
+// the boundary frontier, capped by the apply limit.
+func (q *Queue) applyFrontier(f log.Frontiers) uint64 {
+	return min(q.boundaryFrontier(f), q.applyLimit)
+}
+
+// levelOf is the level an append waits for: a buffered queue's boundary,
+// written; on a durable queue, durable when something waits for the
+// append's application and written otherwise (the next sync covers it).
+func (q *Queue) levelOf(p *pendingAppend) log.Durability {
+	if q.opts.Mode == Buffered || !p.syncs {
+		return log.AfterFlush
+	}
+	return log.AfterFsync
 }
 
 func (q *Queue) logEntries(entries []entry) []log.Entry {
@@ -301,14 +366,22 @@ func (q *Queue) fence(cause error) {
 	}
 }
 
-// submit appends a pending append's entries asynchronously. A refusal
-// rolls the operation back; any refusal but ErrTooLarge also fences.
-func (q *Queue) submit(p *pendingAppend, entries []entry) error {
-	err := q.log.AppendAsync(q.logEntries(entries), q.level, q.inbox.done(p.first))
+// submit appends the entries of one or more pending appends (in offset
+// order) with one asynchronous log append, so the log writes them in one
+// group and one sync covers them all. A refusal rolls them back; any
+// refusal but ErrTooLarge also fences.
+func (q *Queue) submit(group []*pendingAppend, entries []entry) error {
+	level := log.AfterFlush
+	for _, p := range group {
+		level = max(level, q.levelOf(p))
+	}
+	err := q.log.AppendAsync(q.logEntries(entries), level, q.inbox.done(group[0].first))
 	if err == nil {
 		return nil
 	}
-	q.machine.rollback(p.ticket)
+	for i := len(group) - 1; i >= 0; i-- {
+		q.machine.rollback(group[i].ticket)
+	}
 	if errors.Is(err, log.ErrTooLarge) {
 		return fmt.Errorf("queue: %w", err)
 	}
@@ -318,45 +391,67 @@ func (q *Queue) submit(p *pendingAppend, entries []entry) error {
 
 // run performs one operation built by the machine.
 func (q *Queue) run(build func() (*pendingAppend, []entry, error)) (Ticket, int, error) {
-	if err := q.usable(); err != nil {
+	if err := q.owner(); err != nil {
 		return 0, 0, err
 	}
 	p, entries, err := build()
 	if err != nil || p == nil {
 		return 0, 0, err
 	}
-	if err := q.submit(p, entries); err != nil {
+	if err := q.submit([]*pendingAppend{p}, entries); err != nil {
 		return 0, 0, err
 	}
+	return p.ticket, p.count(), nil
+}
+
+// count is the number of messages an append names (1 per record without
+// offsets).
+func (p *pendingAppend) count() int {
 	count := 0
 	for i := range p.records {
 		count += max(len(p.records[i].Offsets), 1)
 	}
-	return p.ticket, count, nil
+	return count
 }
 
-// Incarnation is the id this open appends under.
-func (q *Queue) Incarnation() uint64 { return q.incarnation }
+// owner returns the error an operation gets on a queue that cannot append
+// its own records now.
+func (q *Queue) owner() error {
+	if err := q.usable(); err != nil {
+		return err
+	}
+	if q.role != roleOwner {
+		return ErrReplica
+	}
+	return nil
+}
 
-// IncarnationAt is the incarnation a record at offset was appended under.
-func (q *Queue) IncarnationAt(offset uint64) uint64 { return incarnationAt(q.incarnations, offset) }
+// Epoch is the epoch this copy appends under: chosen at open on a single
+// node, the caller's on a replicated owner, 0 on a replica.
+func (q *Queue) Epoch() uint64 { return q.epoch }
+
+// IsReplica reports whether the queue applies another copy's records.
+func (q *Queue) IsReplica() bool { return q.role == roleReplica }
 
 // Recovery reports what Open did.
 func (q *Queue) Recovery() Recovery { return q.recovery }
 
 // Log returns the partition's log, or nil when the queue runs over another
 // implementation of its log seam (tests). The owner may read the log's
-// status, watch its frontiers, drive its background sync (Tick,
+// status, watch its frontiers, read records (a replicated owner ships them
+// to followers from here), drive its background sync (Tick,
 // SetSyncInterval) and Sync it, from any goroutine. It MUST NOT append to
-// it, truncate it or close it: the queue is the log's only appender and
-// predicts the offsets the log assigns.
+// it, truncate it or close it: the queue is the log's only appender (on a
+// replica, through AppendReplicated and TruncateAfter) and predicts the
+// offsets the log assigns.
 func (q *Queue) Log() *log.Log {
 	l, _ := q.log.(*log.Log)
 	return l
 }
 
-// Close closes the log (which flushes and syncs what is written). Leases
-// end with the process: the next Open returns them with an attempt counted.
+// Close closes the log (which flushes and syncs what is written, so settles
+// written before it are durable). Leases end with the process: the next
+// Open returns them with an attempt counted.
 func (q *Queue) Close() error {
 	if q.closed {
 		return ErrClosed

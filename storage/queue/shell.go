@@ -26,8 +26,28 @@ type partitionLog interface {
 	FirstOffset() uint64
 	TruncateBefore(offset uint64) error
 	EpochHistory() []log.EpochStart
-	Incarnation() uint64
 	Close() error
+}
+
+// replicaLog is what a replica needs beyond partitionLog: appending records
+// another copy's log encoded, cutting a divergent suffix, and restarting
+// empty at a base offset. *log.Log provides all three (the storage/log
+// work's AppendEncodedAsync, TruncateAfter and Rebase); the tests implement
+// them over the fake log and over an adapter of *log.Log.
+//
+// AppendEncodedAsync appends records (whole records in the log's on-disk
+// encoding, as the owner's ScanEncoded yields them, offsets dense from
+// first) byte for byte, after checking every record's CRC, bounds and type,
+// that first is the log's staged end and that epochs never decrease. A
+// batch that fails its own checks is refused up front; the checks against
+// the log come through done; either way nothing of a refused batch is
+// appended. The queue never interprets records itself: it applies them by
+// reading them back.
+type replicaLog interface {
+	partitionLog
+	AppendEncodedAsync(records []byte, first uint64, level log.Durability, done func(log.Result)) error
+	TruncateAfter(offset uint64) error
+	Rebase(base uint64, epochs []log.EpochStart) error
 }
 
 // completionInbox receives append completions on log goroutines. It keeps
@@ -53,6 +73,16 @@ func (b *completionInbox) done(first uint64) func(log.Result) {
 		if notify != nil {
 			notify()
 		}
+	}
+}
+
+// wake calls the notify function (from a log goroutine).
+func (b *completionInbox) wake() {
+	b.mu.Lock()
+	notify := b.notify
+	b.mu.Unlock()
+	if notify != nil {
+		notify()
 	}
 }
 
@@ -100,10 +130,10 @@ type logBarrier struct{ log partitionLog }
 func (b logBarrier) durableNext() uint64            { return b.log.Frontiers().Durable }
 func (b logBarrier) sync(ctx context.Context) error { return b.log.Sync(ctx) }
 
-// readRecords calls fn with the full decoding of each record at offsets
-// (sorted, unique), reading below the written frontier. It scans runs of
-// nearby offsets in one pass and jumps over long gaps.
-func readRecords(l partitionLog, offsets []uint64, fn func(offset uint64, rec *Record)) error {
+// readRecords calls fn with the epoch and full decoding of each publish
+// record at offsets (sorted, unique), reading below the written frontier.
+// It scans runs of nearby offsets in one pass and jumps over long gaps.
+func readRecords(l partitionLog, offsets []uint64, fn func(offset, epoch uint64, rec *Record)) error {
 	const gapRecords = 256
 	var rec Record
 	for i := 0; i < len(offsets); {
@@ -123,7 +153,7 @@ func readRecords(l partitionLog, offsets []uint64, fn func(offset uint64, rec *R
 			if err := decodeRecord(r.Type, r.Body, &rec, true); err != nil || rec.Kind != KindPublish {
 				return fmt.Errorf("queue: record %d is not a publish: %v %w", r.Offset, rec.Kind, err)
 			}
-			fn(r.Offset, &rec)
+			fn(r.Offset, r.Epoch, &rec)
 			i++
 			return nil
 		})

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"errors"
 	"math/rand/v2"
 	"testing"
 )
@@ -104,29 +105,50 @@ func TestSnapshotRoundTripAndDamage(t *testing.T) {
 	}
 }
 
-func TestIncarnationHistory(t *testing.T) {
-	var history []incarnation
-	history = beginIncarnation(history, 11, 0, 0)
-	history = beginIncarnation(history, 22, 100, 0) // clean reopen at 100
-	history = beginIncarnation(history, 33, 150, 0)
-	// A power loss cut the log back to 120: 33 appended nothing that
-	// survived past 150, and 22's records from 120 on are gone.
-	history = beginIncarnation(history, 44, 120, 0)
+func TestChooseEpoch(t *testing.T) {
+	damaged := errors.New("damaged")
 	cases := []struct {
-		offset uint64
-		want   uint64
-	}{{0, 11}, {99, 11}, {100, 22}, {119, 22}, {120, 44}, {149, 44}, {150, 44}, {10_000, 44}}
+		name              string
+		requested, stored uint64
+		exists            bool
+		readErr           error
+		newest            uint64
+		want              uint64
+		warn              bool
+		wantErr           error
+	}{
+		{name: "fresh single node", want: 1},
+		{name: "records of older versions carry epoch 0", newest: 0, want: 1},
+		{name: "single node reopen", stored: 7, exists: true, newest: 7, want: 8},
+		{name: "opens that appended nothing still count", stored: 9, exists: true, newest: 7, want: 10},
+		{name: "records of a newer owner in the log", stored: 3, exists: true, newest: 12, want: 13},
+		{name: "file missing under epochs", newest: 5, want: 5 + epochGap, warn: true},
+		{name: "file unreadable", exists: true, readErr: damaged, newest: 5, want: 5 + epochGap, warn: true},
+		{name: "cluster epoch", requested: 20, stored: 19, exists: true, newest: 18, want: 20},
+		{name: "cluster epoch not above stored", requested: 19, stored: 19, exists: true, newest: 18, wantErr: ErrEpochStale},
+		{name: "cluster epoch not above the log", requested: 18, stored: 10, exists: true, newest: 18, wantErr: ErrEpochStale},
+		{name: "cluster epoch over an unreadable file", requested: 30, exists: true, readErr: damaged, wantErr: damaged},
+	}
 	for _, c := range cases {
-		if got := incarnationAt(history, c.offset); got != c.want {
-			t.Errorf("incarnation at %d = %d, want %d", c.offset, got, c.want)
+		got, warn, err := chooseEpoch(c.requested, c.stored, c.exists, c.readErr, c.newest)
+		switch {
+		case c.wantErr != nil && !errors.Is(err, c.wantErr):
+			t.Errorf("%s: error %v, want %v", c.name, err, c.wantErr)
+		case c.wantErr == nil && (err != nil || got != c.want || (warn != nil) != c.warn):
+			t.Errorf("%s: epoch %d warn %v err %v, want %d warn %v", c.name, got, warn, err, c.want, c.warn)
 		}
 	}
-	decoded, err := decodeIncarnations(encodeIncarnations(history))
-	if err != nil || len(decoded) != len(history) {
-		t.Fatalf("round trip %v %v", decoded, err)
+	for _, epoch := range []uint64{0, 1, 1 << 40} {
+		if got, err := decodeEpoch(encodeEpoch(epoch)); err != nil || got != epoch {
+			t.Fatalf("epoch file round trip %d: %d %v", epoch, got, err)
+		}
 	}
-	pruned := beginIncarnation(history, 55, 130, 125) // log compacted to 125
-	if pruned[0].id != 44 || incarnationAt(pruned, 125) != 44 || incarnationAt(pruned, 130) != 55 {
-		t.Fatalf("pruned history %+v", pruned)
+	data := encodeEpoch(42)
+	for i := range data {
+		damagedFile := append([]byte(nil), data...)
+		damagedFile[i] ^= 1
+		if _, err := decodeEpoch(damagedFile); !errors.Is(err, ErrFileCorrupt) {
+			t.Fatalf("epoch file with byte %d flipped: %v", i, err)
+		}
 	}
 }

@@ -15,6 +15,12 @@ type CrashOptions struct {
 	// operations survive (files are visited in name order, so a seeded
 	// source gives a reproducible image). Nil keeps only synced bytes.
 	Rand Rand
+	// KeepUnsynced lets every pending operation survive, as if the disk
+	// had written back everything still in the page cache just before the
+	// power went. Operations a failed sync discarded stay lost, so this is
+	// the image that holds the most writes issued after a failed sync.
+	// It takes precedence over Rand and TearLastWrite.
+	KeepUnsynced bool
 }
 
 // CrashClone returns the filesystem a machine would find after losing power
@@ -48,6 +54,12 @@ func (m *Mem) CrashClone(opts CrashOptions) *Mem {
 // chosen prefix of its pending operations.
 func crashImage(inode *memInode, opts CrashOptions) []byte {
 	image := append([]byte(nil), inode.durable...)
+	if opts.KeepUnsynced {
+		for _, operation := range inode.pending {
+			image = applyOperation(image, operation)
+		}
+		return image
+	}
 	kept := 0
 	if opts.Rand != nil {
 		kept = int(opts.Rand.Uint64() % uint64(len(inode.pending)+1))

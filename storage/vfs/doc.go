@@ -8,7 +8,11 @@
 //     fallocate(2) through the optional Preallocator interface.
 //   - Mem, an in-memory filesystem for tests. It can fail a chosen write,
 //     sync or read (InjectFault) and can simulate a power loss
-//     (CrashClone): the clone keeps only what a completed sync covered.
+//     (CrashClone): the clone keeps only what a completed sync covered,
+//     or a prefix of the rest, or all of it (CrashOptions.KeepUnsynced).
+//
+// CountSyncs wraps any FS and counts the file and directory syncs made
+// through it, for a server that reports its fdatasyncs.
 //
 // Fault injection is part of the design rather than a test hack: code that
 // only ever talks to an FS can be driven through every failure the real

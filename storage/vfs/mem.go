@@ -9,7 +9,8 @@ package vfs
 //     set, a random prefix of each file's pending operations survives, in
 //     the order they were issued (later writes never survive without the
 //     earlier ones), and with TearLastWrite the first pending write that
-//     does not survive whole keeps a random prefix of its bytes.
+//     does not survive whole keeps a random prefix of its bytes. With
+//     CrashOptions.KeepUnsynced every pending operation survives.
 //   - Directory entries: a creation, removal or rename of a name becomes
 //     durable only when SyncDir is called on its parent directory after it.
 //     File.Sync never makes a name durable. A file whose creation was never

@@ -261,3 +261,53 @@ func TestPartialWrite(t *testing.T) {
 		t.Fatalf("contents %q, want ab", got)
 	}
 }
+
+// KeepUnsynced keeps every pending write, but not the ones a failed sync
+// discarded: the image after a failed sync followed by later writes holds
+// the durable bytes, a hole, and the later writes.
+func TestCrashKeepUnsyncedKeepsWritesAfterAFailedSync(t *testing.T) {
+	m := NewMem()
+	m.MkdirAll("/d")
+	file := writeSynced(t, m, "/d/f", []byte("ab"))
+	file.WriteAt([]byte("cd"), 2)
+	m.InjectFault(FaultRule{Op: FaultSync})
+	if err := file.Sync(); err == nil {
+		t.Fatal("injected sync fault did not fire")
+	}
+	file.WriteAt([]byte("ef"), 4)
+	got, _ := m.CrashClone(CrashOptions{KeepUnsynced: true}).ReadFile("/d/f")
+	if string(got) != "ab\x00\x00ef" {
+		t.Fatalf("image %q, want the durable bytes, a hole, then the later write", got)
+	}
+}
+
+func TestCountSyncs(t *testing.T) {
+	var first, second SyncCounter
+	m := NewMem()
+	fs := CountSyncs(CountSyncs(m, &first), &second, nil)
+	fs.MkdirAll("/d")
+	file, err := fs.Create("/d/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file.WriteAt([]byte("x"), 0)
+	file.Sync()
+	m.InjectFault(FaultRule{Op: FaultSync, Pattern: "f"})
+	if err := file.Sync(); err == nil {
+		t.Fatal("injected sync fault did not fire")
+	}
+	fs.SyncDir("/d")
+	for name, counter := range map[string]*SyncCounter{"inner": &first, "outer": &second} {
+		if counter.FileSyncs() != 2 || counter.DirectorySyncs() != 1 || counter.Total() != 3 {
+			t.Fatalf("%s counter: %d file syncs, %d directory syncs", name, counter.FileSyncs(), counter.DirectorySyncs())
+		}
+	}
+	osFile, err := CountSyncs(OS, &first).Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer osFile.Close()
+	if _, ok := osFile.(Preallocator); !ok {
+		t.Fatal("a counted OS file lost its Preallocator capability")
+	}
+}

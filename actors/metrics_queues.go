@@ -1,0 +1,129 @@
+package actors
+
+// The gauges of each queue's state, read at scrape time. Collect asks the
+// broker for every queue's info (each partition answers from its own
+// state, within infoTimeout) and turns the answers into constant metrics,
+// so a scrape sees exactly what GET /api/queues would say at that moment
+// and no partition keeps gauges of its own up to date.
+//
+// Families (label queue on each; docs/operations.md has the full list):
+//
+//	fibril_queue_ready_messages, _leased_messages, _delayed_messages  counts in messages
+//	fibril_queue_consumers                                             live subscriptions
+//	fibril_queue_unsynced_records, _unsynced_bytes                     written, not yet durable
+//	fibril_queue_last_sync_timestamp_seconds                           last completed sync (absent before one)
+//	fibril_queue_fenced, fibril_log_latched                            0 or 1
+//	fibril_queue_info                                                  1, with mode, policy and owner labels
+//	fibril_queue_replica_lag_records                                   per replica (labels queue, replica):
+//	                                                                   emitted once replication reports progress
+//
+// The replica gauge is described from the start so dashboards and alerts
+// can be written against it; replicaLag is where replication will fill it.
+
+import (
+	"sync/atomic"
+
+	"github.com/fibrilmq/fibril/wire"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type queueStateCollector struct {
+	metrics *Metrics
+	source  atomic.Pointer[func() []wire.QueueInfo]
+
+	ready, leased, delayed, consumers *prometheus.Desc
+	unsyncedRecords, unsyncedBytes    *prometheus.Desc
+	lastSync, fenced, latched, info   *prometheus.Desc
+	replicaLag                        *prometheus.Desc
+}
+
+func newQueueStateCollector(m *Metrics) *queueStateCollector {
+	queue := []string{"queue"}
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, append(append([]string(nil), queue...), labels...), nil)
+	}
+	return &queueStateCollector{
+		metrics: m,
+		ready:   desc("fibril_queue_ready_messages", "Messages ready for delivery now."),
+		leased:  desc("fibril_queue_leased_messages", "Messages delivered and not yet settled."),
+		delayed: desc("fibril_queue_delayed_messages", "Messages waiting out a nack or redelivery delay."),
+		consumers: desc("fibril_queue_consumers",
+			"Live subscriptions on the queue."),
+		unsyncedRecords: desc("fibril_queue_unsynced_records",
+			"Log records written (handed to the OS) but not yet durable (covered by an fsync); acks and leases are records too."),
+		unsyncedBytes: desc("fibril_queue_unsynced_bytes", "Log bytes written but not yet durable."),
+		lastSync: desc("fibril_queue_last_sync_timestamp_seconds",
+			"When the queue's log last completed a sync (Unix time); absent before the first."),
+		fenced:  desc("fibril_queue_fenced", "1 while the queue refuses publishes after a storage fault."),
+		latched: desc("fibril_log_latched", "1 once the queue's log latched after a failed write or fsync."),
+		info: desc("fibril_queue_info", "Always 1; the labels carry the queue's mode, replication policy and owner.",
+			"mode", "policy", "owner"),
+		replicaLag: desc("fibril_queue_replica_lag_records",
+			"Records a replica is behind the owner at the queue's boundary (emitted once replication reports progress).",
+			"replica"),
+	}
+}
+
+func (c *queueStateCollector) setSource(read func() []wire.QueueInfo) { c.source.Store(&read) }
+
+func (c *queueStateCollector) Describe(descs chan<- *prometheus.Desc) {
+	for _, desc := range []*prometheus.Desc{c.ready, c.leased, c.delayed, c.consumers, c.unsyncedRecords,
+		c.unsyncedBytes, c.lastSync, c.fenced, c.latched, c.info, c.replicaLag} {
+		descs <- desc
+	}
+}
+
+func (c *queueStateCollector) Collect(metrics chan<- prometheus.Metric) {
+	read := c.source.Load()
+	if read == nil {
+		return
+	}
+	gauge := func(desc *prometheus.Desc, value float64, labels ...string) {
+		metrics <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, value, labels...)
+	}
+	for _, info := range (*read)() {
+		name := info.Name
+		gauge(c.ready, float64(info.Ready), name)
+		gauge(c.leased, float64(info.Leased), name)
+		gauge(c.delayed, float64(info.Delayed), name)
+		gauge(c.consumers, float64(info.Consumers), name)
+		gauge(c.unsyncedRecords, float64(info.UnsyncedRecords), name)
+		gauge(c.unsyncedBytes, float64(info.UnsyncedBytes), name)
+		if info.LastSyncUnixMs != 0 {
+			gauge(c.lastSync, float64(info.LastSyncUnixMs)/1000, name)
+		}
+		gauge(c.fenced, boolGauge(info.Fenced), name)
+		gauge(c.latched, boolGauge(c.isLatched(name)), name)
+		gauge(c.info, 1, name, info.Mode.String(), info.Policy, info.Owner)
+		for _, lag := range replicaLag(info) {
+			gauge(c.replicaLag, float64(lag.records), name, lag.replica)
+		}
+	}
+}
+
+func (c *queueStateCollector) isLatched(name string) bool {
+	c.metrics.mu.Lock()
+	q, ok := c.metrics.queues[name]
+	c.metrics.mu.Unlock()
+	return ok && q.latched.Load()
+}
+
+// replicaProgress is one follower's distance from the owner.
+type replicaProgress struct {
+	replica string
+	records uint64
+}
+
+// replicaLag is each follower's lag behind the owner at the queue's
+// boundary. Until replication lands no follower holds a copy, and queue
+// info reports followers with zero progress that would read as a lag of
+// the whole log, so nothing is reported; replication fills this in from
+// the owner's per-replica progress.
+func replicaLag(wire.QueueInfo) []replicaProgress { return nil }
+
+func boolGauge(value bool) float64 {
+	if value {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,71 @@
+package conformance
+
+// Local nodes for the suite's three profiles, in process:
+//
+//	default  defaults of `fibril serve`: no token, 16 MiB body limit
+//	auth     requires the token LocalToken
+//	small    max_body_bytes of SmallMaxBodyBytes
+//
+// Each runs on 127.0.0.1 with a free port and its own data directory.
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/fibrilmq/fibril/actors"
+)
+
+// LocalToken is the token the auth profile's local node requires.
+const LocalToken = "conformance-secret"
+
+// SmallMaxBodyBytes is the small profile's body limit; the suite's cases
+// of that profile compute their sizes from it.
+const SmallMaxBodyBytes = 65536
+
+// Local is the running set of local nodes.
+type Local struct {
+	brokers map[string]*actors.Broker
+}
+
+// StartLocal starts the three profiles' nodes with data under dir.
+func StartLocal(dir string) (*Local, error) {
+	local := &Local{brokers: map[string]*actors.Broker{}}
+	profiles := map[string]func(*actors.Config){
+		"default": func(*actors.Config) {},
+		"auth":    func(config *actors.Config) { config.AuthToken = LocalToken },
+		"small":   func(config *actors.Config) { config.MaxBodyBytes = SmallMaxBodyBytes },
+	}
+	for name, mutate := range profiles {
+		config := actors.DefaultConfig()
+		config.DataDir = filepath.Join(dir, name)
+		config.ListenAddr = "127.0.0.1:0"
+		config.NodeID = "conformance-" + name
+		mutate(&config)
+		broker, err := actors.Start(config)
+		if err != nil {
+			local.Close()
+			return nil, fmt.Errorf("start the %s node: %w", name, err)
+		}
+		local.brokers[name] = broker
+	}
+	return local, nil
+}
+
+// Target addresses the local nodes.
+func (l *Local) Target() Target {
+	target := Target{Addresses: map[string]string{}, Token: LocalToken}
+	for name, broker := range l.brokers {
+		target.Addresses[name] = broker.Addr().String()
+	}
+	return target
+}
+
+// Close stops every node.
+func (l *Local) Close() error {
+	var errs []error
+	for _, broker := range l.brokers {
+		errs = append(errs, broker.Close())
+	}
+	return errors.Join(errs...)
+}

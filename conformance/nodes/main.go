@@ -1,0 +1,72 @@
+// Command nodes starts the conformance suite's three local nodes (see
+// package conformance) and runs a command with their addresses in its
+// environment, so any SDK's test runner can run the suite:
+//
+//	go run ./conformance/nodes -- npm test --prefix sdk/typescript
+//
+// The command sees FIBRIL_CONFORMANCE_ADDR, FIBRIL_CONFORMANCE_AUTH_ADDR,
+// FIBRIL_CONFORMANCE_TOKEN and FIBRIL_CONFORMANCE_SMALL_ADDR. The nodes
+// stop when it exits, and its exit status is this command's. Without a
+// command it prints the variables and serves until interrupted.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+
+	"github.com/fibrilmq/fibril/conformance"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	dir, err := os.MkdirTemp("", "fibril-conformance-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nodes:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	local, err := conformance.StartLocal(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nodes:", err)
+		return 1
+	}
+	defer local.Close()
+	target := local.Target()
+	env := []string{
+		"FIBRIL_CONFORMANCE_ADDR=" + target.Addresses["default"],
+		"FIBRIL_CONFORMANCE_AUTH_ADDR=" + target.Addresses["auth"],
+		"FIBRIL_CONFORMANCE_TOKEN=" + target.Token,
+		"FIBRIL_CONFORMANCE_SMALL_ADDR=" + target.Addresses["small"],
+	}
+	if len(args) == 0 {
+		for _, line := range env {
+			fmt.Println(line)
+		}
+		signals := make(chan os.Signal, 1)
+		signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+		<-signals
+		return 0
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), env...)
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		}
+		fmt.Fprintln(os.Stderr, "nodes:", err)
+		return 1
+	}
+	return 0
+}
