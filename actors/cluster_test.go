@@ -107,6 +107,7 @@ func startBrokerCluster(t *testing.T, nodeCount int) *brokerCluster {
 	for _, id := range c.order {
 		c.startBroker(id)
 	}
+	c.dumpActorsOnFailure()
 	ctx := testContext(t)
 	for _, id := range c.order {
 		if err := c.members[id].node.WaitReady(ctx); err != nil {
@@ -197,20 +198,21 @@ func TestClusterRedirectsFromEveryNonOwner(t *testing.T) {
 		t.Fatalf("declare through node2: %v", err)
 	}
 	if !result.Created || result.Mode != client.ModeDurable || result.Policy != "majority_durable" ||
-		!hasWarning(result.Warnings, "replication is not active yet") {
+		len(result.Warnings) != 0 {
 		t.Fatalf("declare result %+v", result)
 	}
 	owner := c.ownerOf("orders")
-	// The owner opens the partition when its catalog shows the queue; the
-	// declare through another node does not wait for that.
-	waitUntil(t, owner+" opens orders", func() bool { return hasQueue(c.members[owner].broker.Queues(), "orders") })
+	// Every replica opens its copy when its catalog shows the queue; the
+	// owner alone serves it once its followers answered.
+	waitUntil(t, owner+" serves orders", func() bool { return servesHere(c.members[owner].broker, "orders") })
 	for _, id := range c.order {
 		declared, err := c.members[id].node.LookupLocal("orders")
 		if err != nil || declared.Mode != cluster.ModeDurable {
 			t.Fatalf("%s: local catalog has %+v, %v", id, declared, err)
 		}
-		if open := hasQueue(c.members[id].broker.Queues(), "orders"); open != (id == owner) {
-			t.Fatalf("%s has the partition open: %v; the owner is %s", id, open, owner)
+		waitUntil(t, id+" opens its copy of orders", func() bool { return hasQueue(c.members[id].broker.Queues(), "orders") })
+		if serves := servesHere(c.members[id].broker, "orders"); serves != (id == owner) {
+			t.Fatalf("%s serves the partition: %v; the owner is %s", id, serves, owner)
 		}
 	}
 	replicaSet, _ := c.members[owner].node.LookupLocal("orders")
@@ -236,7 +238,7 @@ func TestClusterRedirectsFromEveryNonOwner(t *testing.T) {
 		if info.Owner != owner || info.Epoch == 0 || info.Policy != "majority_durable" || info.Ready != uint64(sent) {
 			t.Fatalf("info through %s: %+v", id, info)
 		}
-		checkReplicaList(t, info, replicaSet.Partitions[0].Replicas, owner)
+		checkReplicaList(t, info, replicaSet.Partitions[0].Replicas, owner, 2)
 		subscription, err := sdk.Subscribe(ctx, "orders", client.SubscribeOptions{Prefetch: 50})
 		if err != nil {
 			t.Fatalf("subscribe through %s: %v", id, err)
@@ -280,22 +282,37 @@ func TestClusterRedirectsFromEveryNonOwner(t *testing.T) {
 	})
 }
 
-// checkReplicaList: every member of the replica set is listed, the owner
-// with its progress, followers with none (they hold no copy yet).
-func checkReplicaList(t *testing.T, info client.QueueInfo, replicaSet []string, owner string) {
+// checkReplicaList: every member of the replica set is listed in
+// placement order with its state; the owner's copy and at least W-1
+// followers' hold every record the quorum frontier covers, at the durable
+// boundary (the queue is durable), and the frontier covers every confirm.
+func checkReplicaList(t *testing.T, info client.QueueInfo, replicaSet []string, owner string, copies int) {
 	t.Helper()
 	if len(info.Replicas) != len(replicaSet) {
 		t.Fatalf("replicas %+v, replica set %v", info.Replicas, replicaSet)
 	}
+	holding := 0
 	for i, replica := range info.Replicas {
-		if replica.Node != replicaSet[i] {
+		if replica.Node != replicaSet[i] || replica.State == "" {
 			t.Fatalf("replicas %+v, replica set %v", info.Replicas, replicaSet)
 		}
-		hasProgress := replica.WrittenNext > 0 && replica.DurableNext > 0
-		if hasProgress != (replica.Node == owner) {
-			t.Fatalf("replica %+v: only the owner %s holds a copy", replica, owner)
+		if (replica.Node == owner) != (replica.State == "owner") {
+			t.Fatalf("replica %+v: the owner is %s", replica, owner)
+		}
+		if replica.DurableNext >= info.CommittedNext {
+			holding++
 		}
 	}
+	if info.CommittedNext == 0 || holding < copies {
+		t.Fatalf("committed_next %d held durably by %d copies, want %d: %+v", info.CommittedNext, holding, copies, info.Replicas)
+	}
+}
+
+// servesHere reports whether the broker serves the queue (its directory
+// lists it without a failure).
+func servesHere(broker *Broker, name string) bool {
+	route, ok := broker.core.directory.lookup(name)
+	return ok && !route.failure.failed()
 }
 
 func waitUntil(t *testing.T, what string, done func() bool) {
@@ -339,7 +356,7 @@ func TestClusterNonOwnerAnswersWithRedirectFrames(t *testing.T) {
 	}
 	answer, ok := raw.mustDeclare("audit", wire.ModeDurable, wire.QueueOptions{Policy: "replica_accepted:2"}).(*wire.DeclareOKMode)
 	if !ok || !answer.Created || answer.Policy != "replica_durable:2" || !hasWarning(answer.Warnings, "deprecated") ||
-		!hasWarning(answer.Warnings, "replication is not active yet") {
+		len(answer.Warnings) != 1 {
 		t.Fatalf("declare with a deprecated policy: %+v", answer)
 	}
 
@@ -438,4 +455,25 @@ func TestClusterOwnerOpensQueuesDeclaredWhileItsBrokerWasDown(t *testing.T) {
 	if _, err := c.dialSDK(c.others(owner)[1]).Publish(ctx, "first", client.Message{Payload: []byte("x")}); err != nil {
 		t.Fatalf("publish to a recovered queue through a non-owner: %v", err)
 	}
+}
+
+// dumpActorsOnFailure logs every actor's summary on every node when the
+// test fails, so a stuck replication step shows where it stopped.
+func (c *brokerCluster) dumpActorsOnFailure() {
+	c.t.Cleanup(func() {
+		if !c.t.Failed() {
+			return
+		}
+		for _, id := range c.order {
+			member := c.members[id]
+			if member.broker == nil {
+				continue
+			}
+			for _, info := range member.broker.Registry().Snapshot() {
+				if strings.Contains(info.Path, "/queues/") || strings.Contains(info.Path, "peer") {
+					c.t.Logf("%s %s [%s] mailbox=%d: %s", id, info.Path, info.Kind, info.MailboxDepth, info.Summary)
+				}
+			}
+		}
+	})
 }

@@ -38,6 +38,11 @@ func (p *partition) publish(ctx actor.Context, batch publishBatch) {
 		p.refuseDraining(ctx, batch)
 		return
 	}
+	if admitted, failure := p.admitsPublishes(); !admitted {
+		ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: failure})
+		p.metrics.rejects.Add(len(batch.messages))
+		return
+	}
 	if len(p.busy) > 0 {
 		p.queueBusy(ctx, batch) // keep the order of batches
 		return
@@ -106,6 +111,7 @@ func (p *partition) advance(ctx actor.Context) {
 	if p.state != partitionOpen {
 		return
 	}
+	p.maybeReplicationAdvance(ctx)
 	progress, err := p.q.Advance()
 	if err != nil {
 		if !p.maybeFence(ctx, err) {
@@ -183,8 +189,8 @@ func (p *partition) purge(ctx actor.Context, msg purgeRequest) {
 
 // maybeCheckpoint starts a checkpoint after enough applied records.
 func (p *partition) maybeCheckpoint(ctx actor.Context) {
-	if p.checkpointing || p.appliedSinceSnapshot < checkpointEveryRecords {
-		return
+	if p.checkpointing || p.appliedSinceSnapshot < checkpointEveryRecords || p.q.IsReplica() {
+		return // a replica checkpoints at the owner's markers (Advance)
 	}
 	if _, err := p.q.Checkpoint(); err != nil {
 		p.maybeFence(ctx, err)
@@ -263,6 +269,7 @@ func (p *partition) queueInfo() wire.QueueInfo {
 	if state.Fenced != nil && info.FenceError == "" {
 		info.Fenced, info.FenceError = true, state.Fenced.Error()
 	}
+	p.addClusterInfo(&info)
 	return info
 }
 

@@ -151,6 +151,7 @@ func queueStatusOf(info *wire.QueueInfo) QueueStatus {
 		ConsumerCount:   int(info.Consumers),
 		Owner:           info.Owner,
 		Epoch:           info.Epoch,
+		CommittedNext:   info.CommittedNext,
 		Replicas:        replicaStatusOf(info.Replicas),
 	}
 }
@@ -163,7 +164,8 @@ func replicaStatusOf(replicas []wire.ReplicaInfo) []ReplicaStatus {
 	}
 	out := make([]ReplicaStatus, len(replicas))
 	for i, replica := range replicas {
-		out[i] = ReplicaStatus{Node: replica.Node, WrittenNext: replica.WrittenNext, DurableNext: replica.DurableNext}
+		out[i] = ReplicaStatus{Node: replica.Node, WrittenNext: replica.WrittenNext, DurableNext: replica.DurableNext,
+			State: replica.State}
 	}
 	return out
 }

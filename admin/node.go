@@ -114,19 +114,26 @@ type QueueStatus struct {
 	Consumers     []ConsumerStatus `json:"consumers"`
 
 	// Cluster fields, omitted on a single node: the owner node, its
-	// ownership epoch and the replica set with each copy's progress as the
-	// owner last heard of it.
-	Owner    string          `json:"owner,omitempty"`
-	Epoch    uint64          `json:"epoch,omitempty"`
-	Replicas []ReplicaStatus `json:"replicas,omitempty"`
+	// ownership epoch, the quorum frontier (the offset below which the
+	// policy's copies hold every record at the queue's boundary; confirms
+	// and deliveries stop there) and the replica set with each copy's
+	// progress and state as the owner last heard of it. A non-owner lists
+	// its own copy's progress and none for the others.
+	Owner         string          `json:"owner,omitempty"`
+	Epoch         uint64          `json:"epoch,omitempty"`
+	CommittedNext uint64          `json:"committed_next,omitempty"`
+	Replicas      []ReplicaStatus `json:"replicas,omitempty"`
 }
 
-// ReplicaStatus is one copy of a queue in a cluster. Until replication is
-// active only the owner holds a copy; followers report zero progress.
+// ReplicaStatus is one copy of a queue in a cluster.
 type ReplicaStatus struct {
 	Node        string `json:"node"`
 	WrittenNext uint64 `json:"written_next"` // offset after the last record this copy handed to the OS
 	DurableNext uint64 `json:"durable_next"` // offset after the last record this copy fsynced
+	// State is "owner", or a follower's replication state as the owner
+	// sees it ("in sync", "catching up", "probing", "unreachable",
+	// "latched", "stale", with a reason); empty from a non-owner.
+	State string `json:"state,omitempty"`
 }
 
 // QueueCounts are a queue's message counts.

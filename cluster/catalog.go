@@ -39,9 +39,10 @@ const (
 	MaxPartitions = 64
 	// MaxQueueNameBytes bounds queue names (the protocol's rule).
 	MaxQueueNameBytes = wire.MaxQueueNameBytes
-	// ServingOwnerOnly is QueueInfo.Serving until replication lands: the
-	// owner alone holds and serves the queue's data.
-	ServingOwnerOnly = "owner_only"
+	// ServingReplicated is QueueInfo.Serving: every replica holds the
+	// queue's log, the owner serves clients and confirms once the policy's
+	// copies hold a record.
+	ServingReplicated = "replicated"
 )
 
 // QueueDecl is a declare request. Zero fields mean "not named": on a new
@@ -68,7 +69,7 @@ type QueueInfo struct {
 	// Revision is the catalog revision at which the queue was declared.
 	Revision   uint64          `msgpack:"revision" json:"revision"`
 	Partitions []PartitionInfo `msgpack:"partitions" json:"partitions"`
-	// Serving says who serves the data; ServingOwnerOnly for now.
+	// Serving says who serves the data (ServingReplicated).
 	Serving string `msgpack:"serving" json:"serving"`
 }
 
@@ -337,7 +338,7 @@ func (s *CatalogState) createQueue(decl *QueueDecl) catalogResult {
 	s.Revision++
 	queue := &QueueInfo{
 		Name: decl.Name, Mode: policy.Mode(), Policy: policy.String(), WriteCopies: policy.Copies,
-		Replicas: replicas, Options: maps.Clone(decl.Options), Revision: s.Revision, Serving: ServingOwnerOnly,
+		Replicas: replicas, Options: maps.Clone(decl.Options), Revision: s.Revision, Serving: ServingReplicated,
 	}
 	for index, replicaSet := range place(nodeIDs, loadOf(s.Queues), replicas, partitions) {
 		members := map[string]uint64{}

@@ -171,11 +171,13 @@ func (l *Link) ProbeAt(owner OwnerLog) (start, previousEpoch uint64) {
 }
 
 // OnProgress takes a progress report. It reports whether the follower's
-// counted position moved (the caller recomputes the quorum).
+// counted position or its state moved (the caller reports it and
+// recomputes the quorum).
 func (l *Link) OnProgress(epoch, instance, durable, written uint64, owner OwnerLog) bool {
 	if epoch != l.Epoch {
 		return false // an answer to another epoch's pushes
 	}
+	before := l.State
 	switch l.State {
 	case LinkProbing:
 		// The probe was accepted: the follower's log ends where the owner's
@@ -198,7 +200,7 @@ func (l *Link) OnProgress(epoch, instance, durable, written uint64, owner OwnerL
 			l.State, l.Reason, l.Next = LinkPushing, "", end
 		}
 	}
-	return moved
+	return moved || l.State != before
 }
 
 func (l *Link) ackInFlight(acked uint64) {

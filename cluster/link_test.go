@@ -104,3 +104,20 @@ func TestLinkDownStopsCounting(t *testing.T) {
 		t.Fatalf("after the link went down: %+v", link)
 	}
 }
+
+// The first progress after a probe changes the link's state (the follower
+// now counts) even when its positions stay at 0: the caller must hear of it.
+func TestLinkReportsTheAcceptedProbeEvenAtOffsetZero(t *testing.T) {
+	link := NewLink("node2", 1, DefaultLinkLimits)
+	link.LinkUp()
+	owner := OwnerLog{History: []HistoryEntry{{Epoch: 1, FirstOffset: 0}}}
+	if changed := link.OnProgress(1, 7, 0, 0, owner); !changed {
+		t.Fatal("the accepted probe was not reported")
+	}
+	if !link.Progress().Counts {
+		t.Fatalf("the follower does not count after its probe was accepted: %+v", link.Progress())
+	}
+	if changed := link.OnProgress(1, 7, 0, 0, owner); changed {
+		t.Fatal("a repeated report with nothing new was reported")
+	}
+}

@@ -169,7 +169,7 @@ func TestOwnerIsConsistentFromEveryNode(t *testing.T) {
 		t.Fatalf("Owner(a, 1) = %v", err)
 	}
 	queue, err := cluster.node("node3").Lookup(ctx, "b")
-	if err != nil || queue.Partitions[0].Owner == "" || queue.Partitions[0].Epoch != 1 || queue.Serving != ServingOwnerOnly {
+	if err != nil || queue.Partitions[0].Owner == "" || queue.Partitions[0].Epoch != 1 || queue.Serving != ServingReplicated {
 		t.Fatalf("queue info does not carry owner and epoch: %+v %v", queue, err)
 	}
 }

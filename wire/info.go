@@ -68,13 +68,23 @@ type QueueInfo struct {
 	Owner    string        // node id of the owner
 	Epoch    uint64        // ownership epoch
 	Replicas []ReplicaInfo // every copy, owner included
+	// CommittedNext is the quorum frontier: the log offset below which the
+	// policy's copies hold every record at the queue's boundary (written
+	// for a buffered queue, durable for a durable one). Confirms,
+	// deliveries and settles apply only below it. Set by the owner.
+	CommittedNext uint64
 }
 
 // ReplicaInfo is one copy of a queue's log as its owner last heard of it.
 type ReplicaInfo struct {
 	Node        string
-	WrittenNext uint64
-	DurableNext uint64
+	WrittenNext uint64 // offset after the copy's last written record
+	DurableNext uint64 // offset after the copy's last fsynced record
+	// State is the copy's replication state as the owner sees it: "owner",
+	// or a follower's link state ("in sync", "catching up", "probing",
+	// "unreachable", "latched", "stale", with a reason in parentheses).
+	// Empty when the answering node is not the owner.
+	State string
 }
 
 // String gives a one-line summary, for logs.
@@ -86,7 +96,7 @@ func (q *QueueInfo) String() string {
 func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 	optional := 0
 	for _, present := range []bool{q.Policy != "", q.LastSyncError != "", q.FenceError != "",
-		q.Owner != "", q.Epoch != 0, len(q.Replicas) != 0} {
+		q.Owner != "", q.Epoch != 0, len(q.Replicas) != 0, q.CommittedNext != 0} {
 		if present {
 			optional++
 		}
@@ -124,16 +134,26 @@ func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 	if q.Epoch != 0 {
 		dst = appendMsgpackUint(appendMsgpackString(dst, "epoch"), q.Epoch)
 	}
+	if q.CommittedNext != 0 {
+		dst = appendMsgpackUint(appendMsgpackString(dst, "committed_next"), q.CommittedNext)
+	}
 	if len(q.Replicas) > MaxReplicas {
 		panic(fieldTooLong{field: "replicas", length: len(q.Replicas), limit: MaxReplicas})
 	}
 	if len(q.Replicas) != 0 {
 		dst = appendMsgpackArrayHeader(appendMsgpackString(dst, "replicas"), len(q.Replicas))
 		for _, replica := range q.Replicas {
-			dst = appendMsgpackMapHeader(dst, 3)
+			fields := 3
+			if replica.State != "" {
+				fields++
+			}
+			dst = appendMsgpackMapHeader(dst, fields)
 			dst = appendMsgpackString(appendMsgpackString(dst, "node"), replica.Node)
 			dst = appendMsgpackUint(appendMsgpackString(dst, "written_next"), replica.WrittenNext)
 			dst = appendMsgpackUint(appendMsgpackString(dst, "durable_next"), replica.DurableNext)
+			if replica.State != "" {
+				dst = appendMsgpackString(appendMsgpackString(dst, "state"), replica.State)
+			}
 		}
 	}
 	return dst
@@ -217,6 +237,8 @@ func (r *msgpackReader) queueInfo(q *QueueInfo) error {
 			q.Fenced, err = r.boolean()
 		case "fence_error":
 			q.FenceError, err = r.str()
+		case "committed_next":
+			q.CommittedNext, err = r.uint(math.MaxUint64)
 		case "owner":
 			q.Owner, err = r.str()
 		case "epoch":
@@ -252,6 +274,8 @@ func (r *msgpackReader) replicas(dst []ReplicaInfo) ([]ReplicaInfo, error) {
 				replica.WrittenNext, err = r.uint(math.MaxUint64)
 			case "durable_next":
 				replica.DurableNext, err = r.uint(math.MaxUint64)
+			case "state":
+				replica.State, err = r.str()
 			default:
 				err = r.skip()
 			}

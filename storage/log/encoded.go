@@ -317,3 +317,20 @@ func (w *writer) stageEncodedRequest(request *appendRequest) {
 		position += size
 	}
 }
+
+// EncodedPrefix returns the bytes of the first maxRecords whole records of
+// records (all of them when there are fewer), for a reader that bounds a
+// page by a record count as well as by bytes. records must be whole
+// records as ScanEncoded yields them; a length field that runs past the
+// bytes ends the prefix before that record.
+func EncodedPrefix(records []byte, maxRecords int) []byte {
+	at := 0
+	for count := 0; count < maxRecords && at+recordPrefixBytes <= len(records); count++ {
+		size := recordPrefixBytes + int(binary.LittleEndian.Uint32(records[at:at+4]))
+		if at+size > len(records) {
+			break
+		}
+		at += size
+	}
+	return records[:at]
+}
