@@ -26,9 +26,9 @@ import (
 )
 
 const (
-	fenceFileName      = "fence"
-	fenceTmpFileName   = "fence.tmp"
-	fenceFileBytes     = 20
+	fenceFileName    = "fence"
+	fenceTmpFileName = "fence.tmp"
+	fenceFileBytes   = 20
 )
 
 // fenceRecord is what the fence file holds.

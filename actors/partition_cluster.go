@@ -449,10 +449,10 @@ const failoverRecordsMax = 16
 
 // FailoverRecord is one recovery of a partition, for operators.
 type FailoverRecord struct {
-	Epoch     uint64           `json:"epoch"`
-	StartedAt time.Time        `json:"started_at"`
-	Stages    []FailoverStage  `json:"stages"`
-	Outcome   string           `json:"outcome"`
+	Epoch     uint64          `json:"epoch"`
+	StartedAt time.Time       `json:"started_at"`
+	Stages    []FailoverStage `json:"stages"`
+	Outcome   string          `json:"outcome"`
 }
 
 // FailoverStage is one step of a recovery.
