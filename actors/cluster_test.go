@@ -41,6 +41,23 @@ type brokerCluster struct {
 	t       *testing.T
 	members map[string]*clusterMember
 	order   []string
+	// fs is the filesystem each node's broker runs on (default: the OS).
+	fs map[string]vfs.FS
+	// configure, when set, adjusts each broker's config before it starts.
+	configure func(id string, config *Config)
+}
+
+// brokerClusterOption adjusts a test cluster before it starts.
+type brokerClusterOption func(*brokerCluster)
+
+// withBrokerFS runs node id's broker on fs.
+func withBrokerFS(id string, fs vfs.FS) brokerClusterOption {
+	return func(c *brokerCluster) { c.fs[id] = fs }
+}
+
+// withBrokerConfig adjusts every broker's config.
+func withBrokerConfig(configure func(id string, config *Config)) brokerClusterOption {
+	return func(c *brokerCluster) { c.configure = configure }
 }
 
 // freeLoopbackAddresses returns n distinct loopback addresses whose ports
@@ -70,7 +87,7 @@ func clusterTestLogger(t *testing.T) *slog.Logger {
 
 // startBrokerCluster starts nodeCount nodes, each a cluster node plus a
 // broker, and waits until every catalog answers.
-func startBrokerCluster(t *testing.T, nodeCount int) *brokerCluster {
+func startBrokerCluster(t *testing.T, nodeCount int, options ...brokerClusterOption) *brokerCluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a three-node cluster on loopback ports")
@@ -86,7 +103,10 @@ func startBrokerCluster(t *testing.T, nodeCount int) *brokerCluster {
 			DataDir: filepath.Join(dir, id),
 		})
 	}
-	c := &brokerCluster{t: t, members: map[string]*clusterMember{}}
+	c := &brokerCluster{t: t, members: map[string]*clusterMember{}, fs: map[string]vfs.FS{}}
+	for _, option := range options {
+		option(c)
+	}
 	logger := clusterTestLogger(t)
 	for _, nodeConfig := range config.Nodes {
 		node, err := cluster.Start(config, nodeConfig.ID, cluster.StartOptions{Logger: logger})
@@ -122,7 +142,13 @@ func (c *brokerCluster) startBroker(id string) *Broker {
 	member := c.members[id]
 	config := DefaultConfig()
 	config.DataDir, config.ListenAddr, config.FS = member.config.DataDir, member.config.ClientAddress, vfs.OS
+	if fs, ok := c.fs[id]; ok {
+		config.FS = fs
+	}
 	config.Cluster, config.Logger = member.node, clusterTestLogger(c.t)
+	if c.configure != nil {
+		c.configure(id, &config)
+	}
 	broker, err := Start(config)
 	if err != nil {
 		c.t.Fatalf("start broker %s: %v", id, err)

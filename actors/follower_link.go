@@ -32,6 +32,7 @@ import (
 	"github.com/fibrilmq/fibril/cluster"
 	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/wire"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const (
@@ -66,6 +67,9 @@ type followerLink struct {
 	shared    *linkShared
 	link      *cluster.Link
 
+	// pushedRecords and pushedBytes count what this link pushed.
+	pushedRecords, pushedBytes prometheus.Counter
+
 	stop     chan struct{}
 	stopOnce sync.Once
 	timer    *time.Timer
@@ -74,10 +78,13 @@ type followerLink struct {
 	pushes   uint64
 }
 
-func newFollowerLink(entry *Entry, core *brokerCore, partition *actor.PID, shardID uint64, node string,
-	epoch uint64, l *log.Log, shared *linkShared) *followerLink {
+func newFollowerLink(entry *Entry, core *brokerCore, partition *actor.PID, queueName string, shardID uint64,
+	node string, epoch uint64, l *log.Log, shared *linkShared) *followerLink {
+	replication := core.metrics.replication
 	return &followerLink{entry: entry, core: core, partition: partition, shardID: shardID, node: node, log: l,
-		shared: shared, link: cluster.NewLink(node, epoch, cluster.DefaultLinkLimits)}
+		shared: shared, link: cluster.NewLink(node, epoch, cluster.DefaultLinkLimits),
+		pushedRecords: replication.pushedRecords.WithLabelValues(queueName),
+		pushedBytes:   replication.pushedBytes.WithLabelValues(queueName)}
 }
 
 func (f *followerLink) Receive(ctx actor.Context) {
@@ -188,6 +195,8 @@ func (f *followerLink) maybePush(ctx actor.Context) {
 				PreviousEpoch: owner.PreviousEpoch(first), CommittedNext: committed,
 				RecordCount: uint32(next - first), Records: records})
 			f.link.Pushed(first, next, len(records))
+			f.pushedRecords.Add(float64(next - first))
+			f.pushedBytes.Add(float64(len(records)))
 			return nil
 		})
 		switch {

@@ -306,6 +306,14 @@ func (p *partition) addClusterInfo(info *wire.QueueInfo) {
 		info.Replicas = append(info.Replicas, wire.ReplicaInfo{Node: replica, WrittenNext: progress.WrittenNext,
 			DurableNext: progress.DurableNext, State: r.linkState[replica]})
 	}
+	for _, replica := range info.Replicas {
+		if max(replica.WrittenNext, replica.DurableNext) >= info.CommittedNext {
+			info.WrittenOn++
+		}
+		if replica.DurableNext >= info.CommittedNext {
+			info.DurableOn++
+		}
+	}
 }
 
 // followView applies a coordination view: the role follows who leads and
@@ -385,7 +393,12 @@ func (p *partition) maybeAnnounceServing(ctx actor.Context) {
 	r.serving = true
 	ctx.Send(p.home.manager, partitionServing{name: p.home.name, pid: ctx.Self()})
 	p.core.logger.Info("partition serves as owner", "queue", p.home.name, "epoch", r.epoch)
-	p.home.replication.timeline.finish(p.core.now(), r.epoch, "serving")
+	now := p.core.now()
+	if took, recovered := p.home.replication.timeline.finish(now, r.epoch, "serving"); recovered {
+		replication := p.core.metrics.replication
+		replication.failovers.WithLabelValues(p.home.name).Inc()
+		replication.failoverSeconds.WithLabelValues(p.home.name).Observe(took.Seconds())
+	}
 }
 
 // stepDown stops owning or recovering: the manager takes the partition out
@@ -484,12 +497,15 @@ func (t *failoverTimeline) addStage(now time.Time, stage, peer, detail string) {
 		Micros: now.Sub(t.start).Microseconds(), Detail: detail})
 }
 
-func (t *failoverTimeline) finish(now time.Time, epoch uint64, outcome string) {
+// finish ends the recovery in progress, if any, and reports how long it
+// took.
+func (t *failoverTimeline) finish(now time.Time, epoch uint64, outcome string) (took time.Duration, finished bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.current == nil {
-		return
+		return 0, false
 	}
+	took = now.Sub(t.start)
 	t.addStage(now, outcome, "", "")
 	t.current.Epoch, t.current.Outcome = epoch, outcome
 	t.recoveries = append(t.recoveries, *t.current)
@@ -497,4 +513,5 @@ func (t *failoverTimeline) finish(now time.Time, epoch uint64, outcome string) {
 		t.recoveries = t.recoveries[len(t.recoveries)-failoverRecordsMax:]
 	}
 	t.current = nil
+	return took, true
 }

@@ -25,8 +25,17 @@ import (
 const busyBatchesMax = publishCreditMessages
 
 // checkpointEveryRecords is how many applied records trigger a checkpoint
-// (and a compaction after it), so recovery replays a bounded tail.
+// (and a compaction after it), so recovery replays a bounded tail, unless
+// Config.CheckpointEveryRecords says otherwise.
 const checkpointEveryRecords = 100_000
+
+// checkpointEvery is the checkpoint threshold in force.
+func (p *partition) checkpointEvery() int {
+	if every := p.core.config.CheckpointEveryRecords; every > 0 {
+		return every
+	}
+	return checkpointEveryRecords
+}
 
 func (p *partition) publish(ctx actor.Context, batch publishBatch) {
 	if p.state == partitionFenced {
@@ -189,7 +198,7 @@ func (p *partition) purge(ctx actor.Context, msg purgeRequest) {
 
 // maybeCheckpoint starts a checkpoint after enough applied records.
 func (p *partition) maybeCheckpoint(ctx actor.Context) {
-	if p.checkpointing || p.appliedSinceSnapshot < checkpointEveryRecords || p.q.IsReplica() {
+	if p.checkpointing || p.appliedSinceSnapshot < uint64(p.checkpointEvery()) || p.q.IsReplica() {
 		return // a replica checkpoints at the owner's markers (Advance)
 	}
 	if _, err := p.q.Checkpoint(); err != nil {

@@ -50,7 +50,7 @@ func (p *partition) spawnLinks(ctx actor.Context) {
 		}
 		replica, epoch, shared := replica, r.epoch, p.linkShared
 		props := p.core.registry.props("follower-link", p.core.logger, func(entry *Entry) actor.Actor {
-			return newFollowerLink(entry, p.core, ctx.Self(), home.shardID, replica, epoch, l, shared)
+			return newFollowerLink(entry, p.core, ctx.Self(), p.home.name, home.shardID, replica, epoch, l, shared)
 		})
 		pid, err := ctx.SpawnNamed(props, "links/"+replica)
 		if err != nil {

@@ -475,6 +475,7 @@ func (p *partition) fetchAppended(ctx actor.Context, msg replicaAppended) {
 		p.retryFetchLater(ctx)
 		return
 	}
+	p.core.metrics.replication.fetchedRecords.WithLabelValues(p.home.name).Add(float64(msg.result.Next - fetch.next))
 	fetch.next = msg.result.Next
 	p.reportProgress(false)
 	if fetch.until != 0 && fetch.next >= fetch.until {

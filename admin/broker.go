@@ -152,6 +152,8 @@ func queueStatusOf(info *wire.QueueInfo) QueueStatus {
 		Owner:           info.Owner,
 		Epoch:           info.Epoch,
 		CommittedNext:   info.CommittedNext,
+		WrittenOn:       info.WrittenOn,
+		DurableOn:       info.DurableOn,
 		Replicas:        replicaStatusOf(info.Replicas),
 	}
 }

@@ -119,10 +119,14 @@ type QueueStatus struct {
 	// and deliveries stop there) and the replica set with each copy's
 	// progress and state as the owner last heard of it. A non-owner lists
 	// its own copy's progress and none for the others.
-	Owner         string          `json:"owner,omitempty"`
-	Epoch         uint64          `json:"epoch,omitempty"`
-	CommittedNext uint64          `json:"committed_next,omitempty"`
-	Replicas      []ReplicaStatus `json:"replicas,omitempty"`
+	Owner         string `json:"owner,omitempty"`
+	Epoch         uint64 `json:"epoch,omitempty"`
+	CommittedNext uint64 `json:"committed_next,omitempty"`
+	// WrittenOn and DurableOn count the copies that hold every confirmed
+	// message written and durable ("written on 3 of 3, durable on 2 of 3").
+	WrittenOn uint32          `json:"written_on,omitempty"`
+	DurableOn uint32          `json:"durable_on,omitempty"`
+	Replicas  []ReplicaStatus `json:"replicas,omitempty"`
 }
 
 // ReplicaStatus is one copy of a queue in a cluster.

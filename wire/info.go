@@ -73,6 +73,12 @@ type QueueInfo struct {
 	// for a buffered queue, durable for a durable one). Confirms,
 	// deliveries and settles apply only below it. Set by the owner.
 	CommittedNext uint64
+	// WrittenOn and DurableOn count the copies (owner included, of
+	// len(Replicas)) whose written and durable positions are at or past
+	// CommittedNext: every confirmed message is written on WrittenOn copies
+	// and durable on DurableOn. Set by the owner.
+	WrittenOn uint32
+	DurableOn uint32
 }
 
 // ReplicaInfo is one copy of a queue's log as its owner last heard of it.
@@ -96,7 +102,7 @@ func (q *QueueInfo) String() string {
 func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 	optional := 0
 	for _, present := range []bool{q.Policy != "", q.LastSyncError != "", q.FenceError != "",
-		q.Owner != "", q.Epoch != 0, len(q.Replicas) != 0, q.CommittedNext != 0} {
+		q.Owner != "", q.Epoch != 0, len(q.Replicas) != 0, q.CommittedNext != 0, q.WrittenOn != 0, q.DurableOn != 0} {
 		if present {
 			optional++
 		}
@@ -136,6 +142,12 @@ func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 	}
 	if q.CommittedNext != 0 {
 		dst = appendMsgpackUint(appendMsgpackString(dst, "committed_next"), q.CommittedNext)
+	}
+	if q.WrittenOn != 0 {
+		dst = appendMsgpackUint(appendMsgpackString(dst, "written_on"), uint64(q.WrittenOn))
+	}
+	if q.DurableOn != 0 {
+		dst = appendMsgpackUint(appendMsgpackString(dst, "durable_on"), uint64(q.DurableOn))
 	}
 	if len(q.Replicas) > MaxReplicas {
 		panic(fieldTooLong{field: "replicas", length: len(q.Replicas), limit: MaxReplicas})
@@ -239,6 +251,10 @@ func (r *msgpackReader) queueInfo(q *QueueInfo) error {
 			q.FenceError, err = r.str()
 		case "committed_next":
 			q.CommittedNext, err = r.uint(math.MaxUint64)
+		case "written_on":
+			q.WrittenOn, err = r.uint32()
+		case "durable_on":
+			q.DurableOn, err = r.uint32()
 		case "owner":
 			q.Owner, err = r.str()
 		case "epoch":
