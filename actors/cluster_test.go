@@ -45,6 +45,8 @@ type brokerCluster struct {
 	fs map[string]vfs.FS
 	// configure, when set, adjusts each broker's config before it starts.
 	configure func(id string, config *Config)
+	config    *cluster.Config
+	logger    *slog.Logger
 }
 
 // brokerClusterOption adjusts a test cluster before it starts.
@@ -108,6 +110,7 @@ func startBrokerCluster(t *testing.T, nodeCount int, options ...brokerClusterOpt
 		option(c)
 	}
 	logger := clusterTestLogger(t)
+	c.config, c.logger = config, logger
 	for _, nodeConfig := range config.Nodes {
 		node, err := cluster.Start(config, nodeConfig.ID, cluster.StartOptions{Logger: logger})
 		if err != nil {
@@ -115,14 +118,7 @@ func startBrokerCluster(t *testing.T, nodeCount int, options ...brokerClusterOpt
 		}
 		member := &clusterMember{config: nodeConfig, node: node}
 		c.members[nodeConfig.ID], c.order = member, append(c.order, nodeConfig.ID)
-		t.Cleanup(func() {
-			if member.broker != nil {
-				if err := member.broker.Close(); err != nil {
-					t.Errorf("close broker %s: %v", member.config.ID, err)
-				}
-			}
-			node.Close()
-		})
+		t.Cleanup(func() { c.stop(member.config.ID) })
 	}
 	for _, id := range c.order {
 		c.startBroker(id)
@@ -157,12 +153,51 @@ func (c *brokerCluster) startBroker(id string) *Broker {
 	return broker
 }
 
+// stop closes a member's broker, then its cluster node (both may be gone).
+func (c *brokerCluster) stop(id string) {
+	member := c.members[id]
+	if member.broker != nil {
+		if err := member.broker.Close(); err != nil {
+			c.t.Errorf("close broker %s: %v", id, err)
+		}
+		member.broker = nil
+	}
+	if member.node != nil {
+		member.node.Close()
+		member.node = nil
+	}
+}
+
+// restart starts a stopped member again on its data directory: a new
+// cluster node (a new replica instance) and a broker on it.
+func (c *brokerCluster) restart(id string) {
+	c.t.Helper()
+	member := c.members[id]
+	node, err := cluster.Start(c.config, id, cluster.StartOptions{Logger: c.logger})
+	if err != nil {
+		c.t.Fatalf("restart cluster node %s: %v", id, err)
+	}
+	member.node = node
+	c.startBroker(id)
+}
+
+// live lists the members whose broker runs.
+func (c *brokerCluster) live() []string {
+	var ids []string
+	for _, id := range c.order {
+		if c.members[id].broker != nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // ownerOf waits until the catalog of every node names the same owner.
 func (c *brokerCluster) ownerOf(queueName string) string {
 	c.t.Helper()
 	ctx := testContext(c.t)
 	owner := ""
-	for _, id := range c.order {
+	for _, id := range c.live() {
 		found, err := c.members[id].node.WaitOwner(ctx, queueName, 0)
 		if err != nil {
 			c.t.Fatalf("%s: owner of %s: %v", id, queueName, err)

@@ -76,6 +76,9 @@ type followerLink struct {
 	timerGen uint64
 	lastPush time.Time
 	pushes   uint64
+	// refusals counts the follower's refusals; lastRefusal is the newest.
+	refusals    uint64
+	lastRefusal string
 }
 
 func newFollowerLink(entry *Entry, core *brokerCore, partition *actor.PID, queueName string, shardID uint64,
@@ -122,9 +125,9 @@ func (f *followerLink) Receive(ctx actor.Context) {
 			f.retry(ctx)
 		}
 	}
-	f.entry.SetSummary(fmt.Sprintf("%s epoch %d: follower written %d durable %d, next %d, %d bytes in flight, %d pushes%s",
+	f.entry.SetSummary(fmt.Sprintf("%s epoch %d: follower written %d durable %d, next %d, %d bytes in flight, %d pushes, %d refused%s%s",
 		f.link.State, f.link.Epoch, f.link.Written, f.link.Durable, f.link.Next, f.link.InFlightBytes(), f.pushes,
-		reasonSuffix(f.link.Reason)))
+		f.refusals, reasonSuffix(f.lastRefusal), reasonSuffix(f.link.Reason)))
 }
 
 func reasonSuffix(reason string) string {
@@ -217,6 +220,8 @@ func (f *followerLink) maybePush(ctx actor.Context) {
 
 func (f *followerLink) refused(ctx actor.Context, msg followerRefused) {
 	refusal := msg.refusal
+	f.refusals++
+	f.lastRefusal = fmt.Sprintf("last refusal %d: %s", refusal.Reason, refusal.Message)
 	history := make([]cluster.HistoryEntry, len(refusal.History))
 	for i, entry := range refusal.History {
 		history[i] = cluster.HistoryEntry{Epoch: entry.Epoch, FirstOffset: entry.FirstOffset}

@@ -122,6 +122,14 @@ type replication struct {
 	ownerEpoch   uint64
 	reported     [2]uint64 // durable, written last sent
 	fetch        *fetchState
+	// appendsInFlight counts batches handed to the log whose completion
+	// has not arrived; pendingEnd and pendingHistory are the log's end and
+	// epoch history once they are staged (replicaLogView).
+	appendsInFlight int
+	pendingEnd      uint64
+	pendingHistory  []cluster.HistoryEntry
+	// sealsWaiting hold seals until appendsInFlight drains.
+	sealsWaiting []sealRequest
 	serving      bool
 	stepDownNote string
 }
@@ -185,7 +193,11 @@ func (p *partition) clusterOpened(ctx actor.Context, fence uint64) {
 		p.repl = &replication{links: map[string]*actor.PID{},
 			followers: map[string]cluster.ReplicaProgress{}, linkState: map[string]string{}}
 	}
-	p.repl.role = roleReplica
+	p.repl.role, p.repl.appendsInFlight = roleReplica, 0
+	for _, seal := range p.repl.sealsWaiting {
+		defer p.seal(ctx, seal) // its appends ended with the old queue
+	}
+	p.repl.sealsWaiting = nil
 	p.repl.fence = max(p.repl.fence, fence, p.q.Epoch())
 	if view, ok := home.node.Partition(home.shardID); ok {
 		p.followView(ctx, view)

@@ -205,7 +205,7 @@ func (p *partition) installPlan(ctx actor.Context, msg recoveryPlanned) {
 	r.epoch, r.installEnd, r.recoveryStep = msg.epoch, msg.plan.End, "installing"
 	own := slices.IndexFunc(msg.reports, func(report cluster.SealReport) bool { return report.Node == home.self })
 	keep := msg.plan.Keep[own]
-	if end := p.q.Log().Frontiers().Staged; keep < end {
+	if end, _ := p.replicaLogView(); keep < end {
 		if err := p.q.TruncateAfter(keep); err != nil {
 			p.recoveryFailed(ctx, recoveryFailed{reason: fmt.Sprintf("cutting the divergent suffix at %d: %v", keep, err)})
 			return

@@ -31,6 +31,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -54,6 +55,7 @@ const (
 type (
 	// replicaAppended is sent by an append's completion callback.
 	replicaAppended struct {
+		q      *queue.Queue // the queue appended to (a reopen replaces it)
 		result log.Result
 		epoch  uint64
 		reply  peerReply
@@ -98,6 +100,36 @@ func wireHistoryOf(epochs []log.EpochStart) []wire.EpochStart {
 	return out
 }
 
+// replicaLogView is the replica's log as its appends will leave it: its
+// end and epoch history, counting the batches handed to the log that it
+// has not staged yet (the log stages them on its own goroutine, so its
+// frontiers lag the partition's appends).
+func (p *partition) replicaLogView() (end uint64, history []cluster.HistoryEntry) {
+	r := p.repl
+	if r.appendsInFlight == 0 {
+		l := p.q.Log()
+		return l.Frontiers().Staged, historyOf(l.EpochHistory())
+	}
+	return r.pendingEnd, r.pendingHistory
+}
+
+// notePendingAppend records a batch the log took: count records of
+// encoded bytes records from first.
+func (p *partition) notePendingAppend(first uint64, records []byte, count int) {
+	r := p.repl
+	_, history := p.replicaLogView()
+	if r.appendsInFlight == 0 {
+		history = slices.Clone(history) // from the log: the pending view owns its copy
+	}
+	for _, start := range log.EncodedEpochStarts(records, first) {
+		if len(history) == 0 || history[len(history)-1].Epoch != start.Epoch {
+			history = append(history, cluster.HistoryEntry{Epoch: start.Epoch, FirstOffset: start.FirstOffset})
+		}
+	}
+	r.appendsInFlight++
+	r.pendingEnd, r.pendingHistory = first+uint64(count), history
+}
+
 // appendLevel is the level a replica appends pushed records at.
 func (p *partition) appendLevel() log.Durability {
 	if p.home.options.Mode == queue.Buffered {
@@ -136,14 +168,19 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 		return
 	}
 	l := p.q.Log()
-	f := l.Frontiers()
+	end, history := p.replicaLogView()
 	if r.fetch != nil && !r.fetch.recovery && push.Epoch >= r.fence {
-		r.ownerReply, r.ownerNode, r.ownerEpoch = msg.reply, msg.from, push.Epoch
-		p.refusePush(msg, wire.RefusedBehind, fmt.Sprintf("catching up: fetching from %d", r.fetch.next))
-		return
+		if push.StartOffset != end || r.fetch.appending || r.fetch.requestID != 0 {
+			r.ownerReply, r.ownerNode, r.ownerEpoch = msg.reply, msg.from, push.Epoch
+			p.refusePush(msg, wire.RefusedBehind, fmt.Sprintf("catching up: fetching from %d", r.fetch.next))
+			return
+		}
+		// The owner pushes from this log's end and no page is in flight:
+		// the catch-up is over, the push path takes it from here.
+		p.core.logger.Info("replica caught up; it takes pushes again", "queue", p.home.name, "at", end)
+		r.fetch = nil
 	}
-	follower := cluster.FollowerLog{FirstOffset: l.FirstOffset(), End: f.Staged,
-		History: historyOf(l.EpochHistory()), Fence: r.fence}
+	follower := cluster.FollowerLog{FirstOffset: l.FirstOffset(), End: end, History: history, Fence: r.fence}
 	header := cluster.PushHeader{Epoch: push.Epoch, StartOffset: push.StartOffset, PreviousEpoch: push.PreviousEpoch}
 	action := cluster.DecidePush(follower, header)
 	switch action {
@@ -152,7 +189,7 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 		return
 	case cluster.PushRefuseOffset:
 		p.refusePush(msg, wire.RefusedOffset, fmt.Sprintf("the push starts at %d after epoch %d; this log ends at %d",
-			push.StartOffset, push.PreviousEpoch, f.Staged))
+			push.StartOffset, push.PreviousEpoch, end))
 		return
 	}
 	if !p.raiseFence(ctx, push.Epoch) {
@@ -162,10 +199,16 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 	r.ownerReply, r.ownerNode, r.ownerEpoch = msg.reply, msg.from, push.Epoch
 	switch action {
 	case cluster.PushBehind:
-		p.refusePush(msg, wire.RefusedBehind, fmt.Sprintf("this log ends at %d", f.Staged))
-		p.startFetch(ctx, &fetchState{source: msg.from, epoch: push.Epoch, next: f.Staged})
+		p.refusePush(msg, wire.RefusedBehind, fmt.Sprintf("this log ends at %d", end))
+		p.startFetch(ctx, &fetchState{source: msg.from, epoch: push.Epoch, next: end})
 		return
 	case cluster.PushCutThenAppend:
+		if r.appendsInFlight > 0 {
+			// Cut only a log whose appends are all staged: refuse for now,
+			// the owner probes again.
+			p.refusePush(msg, wire.RefusedUnknown, "appends in flight; the divergent suffix is cut once they finish")
+			return
+		}
 		if err := p.q.TruncateAfter(push.StartOffset); err != nil {
 			p.refusePush(msg, wire.RefusedLatched, fmt.Sprintf("cutting the divergent suffix failed: %v", err))
 			p.maybeFence(ctx, err)
@@ -176,16 +219,20 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 		p.reportProgress(true)
 		return
 	}
-	p.appendReplicated(ctx, push.StartOffset, push.Records, p.appendLevel(), push.Epoch, msg.reply, false)
+	p.appendReplicated(ctx, push.StartOffset, push.Records, int(push.RecordCount), p.appendLevel(), push.Epoch,
+		msg.reply, false)
 }
 
-// appendReplicated appends encoded records through the queue.
-func (p *partition) appendReplicated(ctx actor.Context, first uint64, records []byte, level log.Durability,
+// appendReplicated appends count encoded records through the queue.
+func (p *partition) appendReplicated(ctx actor.Context, first uint64, records []byte, count int, level log.Durability,
 	epoch uint64, reply peerReply, fetched bool) {
-	self, system := ctx.Self(), ctx.ActorSystem()
-	err := p.q.AppendReplicated(first, records, level, func(result log.Result) {
-		system.Root.Send(self, replicaAppended{result: result, epoch: epoch, reply: reply, fetch: fetched})
+	self, system, q := ctx.Self(), ctx.ActorSystem(), p.q
+	err := q.AppendReplicated(first, records, level, func(result log.Result) {
+		system.Root.Send(self, replicaAppended{q: q, result: result, epoch: epoch, reply: reply, fetch: fetched})
 	})
+	if err == nil {
+		p.notePendingAppend(first, records, count)
+	}
 	if err != nil {
 		if reply != nil {
 			_ = reply.sendFrame(&wire.PushRefused{Partition: p.home.replication.shardID, Epoch: p.repl.fence,
@@ -213,6 +260,18 @@ func refusalOf(err error) wire.RefusalReason {
 }
 
 func (p *partition) replicaAppended(ctx actor.Context, msg replicaAppended) {
+	if msg.q != p.q {
+		return // an append of the queue before a reopen
+	}
+	p.repl.appendsInFlight--
+	if waiting := p.repl.sealsWaiting; p.repl.appendsInFlight == 0 && len(waiting) > 0 {
+		p.repl.sealsWaiting = nil
+		defer func() {
+			for _, seal := range waiting {
+				p.seal(ctx, seal)
+			}
+		}()
+	}
 	if msg.fetch {
 		p.fetchAppended(ctx, msg)
 		return
@@ -292,6 +351,12 @@ func (p *partition) seal(ctx actor.Context, msg sealRequest) {
 	}
 	if !p.raiseFence(ctx, msg.seal.Epoch) {
 		refuse(wire.CodeStorageFailure, "the replica could not record its fence")
+		return
+	}
+	if r.appendsInFlight > 0 {
+		// Batches handed to the log before the fence rose may still be
+		// staged: seal once they are, so the report covers them.
+		r.sealsWaiting = append(r.sealsWaiting, msg)
 		return
 	}
 	l := p.q.Log()
@@ -452,7 +517,11 @@ func (p *partition) pageArrived(ctx actor.Context, page *wire.Page) {
 			records = log.EncodedPrefix(records, int(fetch.until-page.FromOffset)) // past the chosen history
 		}
 		fetch.appending = true
-		p.appendReplicated(ctx, page.FromOffset, records, log.AfterFsync, fetch.epoch, r.ownerReply, true)
+		count := int(page.RecordCount)
+		if fetch.until != 0 {
+			count = int(min(uint64(count), fetch.until-page.FromOffset))
+		}
+		p.appendReplicated(ctx, page.FromOffset, records, count, log.AfterFsync, fetch.epoch, r.ownerReply, true)
 	case page.FirstOffset > page.FromOffset:
 		p.core.logger.Error("the replica is behind its source's retained records and cannot catch up by fetching",
 			"queue", p.home.name, "source", fetch.source, "needs", page.FromOffset, "source_first", page.FirstOffset)
@@ -471,7 +540,7 @@ func (p *partition) fetchAppended(ctx actor.Context, msg replicaAppended) {
 	if msg.result.Err != nil {
 		p.core.logger.Warn("appending a fetched page failed", "queue", p.home.name, "err", msg.result.Err)
 		p.maybeFence(ctx, msg.result.Err)
-		fetch.next = p.q.Log().Frontiers().Staged
+		fetch.next, _ = p.replicaLogView()
 		p.retryFetchLater(ctx)
 		return
 	}

@@ -222,6 +222,12 @@ func (c *conn) handleSubscriptionEnded(body []byte) {
 	b.ended.Store(true)
 	if s := b.subscription; s != nil && s.boundTo(c) {
 		c.link.forget(s)
+		if frame.Code == wire.CodeNotOwner {
+			// The queue's owner stepped down (a failover): subscribe again
+			// wherever the queue is served now.
+			s.startRebind(c.client.dropRoute(s.queue, c.link))
+			return
+		}
 		s.finish(&ServerError{Code: frame.Code, Message: frame.Message})
 	}
 }

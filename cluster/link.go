@@ -286,14 +286,17 @@ func (l *Link) OnRefused(refusal Refusal, owner OwnerLog) LinkAction {
 		// The owner no longer holds what the follower needs next.
 		l.becomeProbing(fmt.Sprintf("the follower needs offset %d, below the owner's first retained %d", resume, owner.FirstOffset))
 		return LinkWait
+	case refusal.Reason == RefusedBehind && !cut:
+		// The follower fetches what it lacks; its progress reports bring
+		// the link back to pushing once it is close (OnProgress). Pushing
+		// now would only be refused again.
+		l.State, l.Reason = LinkCatchingUp, fmt.Sprintf("the follower fetches from %d", resume)
+		return LinkWait
 	case cut || owner.Written-resume <= l.Limits.CatchUpRecords:
 		// Close enough to push (reading the owner's files if needed), or
 		// its divergent suffix must go first: push from the agreement.
 		l.State, l.Reason, l.Next = LinkPushing, "", resume
 		return LinkPush
-	case refusal.Reason == RefusedBehind:
-		l.State, l.Reason = LinkCatchingUp, fmt.Sprintf("fetching from %d", resume)
-		return LinkWait
 	}
 	l.State, l.Reason = LinkCatchingUp, fmt.Sprintf("%d records behind; fetching", owner.Written-resume)
 	return LinkProbeAtEnd

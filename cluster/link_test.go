@@ -60,8 +60,10 @@ func TestLinkRefusals(t *testing.T) {
 		{"sealed at a newer epoch", Refusal{Epoch: 4, Reason: RefusedEpoch}, LinkStepDown, LinkStale, 0},
 		{"latched", Refusal{Epoch: 3, Reason: RefusedLatched}, LinkWait, LinkLatched, 0},
 		{"not hosted yet", Refusal{Epoch: 3, Reason: RefusedUnknown}, LinkWait, LinkProbing, 0},
-		{"a little behind", Refusal{Epoch: 3, Instance: 9, Reason: RefusedBehind, StagedNext: 180, DurableNext: 170,
-			History: []HistoryEntry{h(1, 0), h(3, 100)}}, LinkPush, LinkPushing, 180},
+		// A follower that says it is behind fetches, even when close: the
+		// link waits for its reports rather than push into refusals.
+		{"a little behind: it fetches", Refusal{Epoch: 3, Instance: 9, Reason: RefusedBehind, StagedNext: 180, DurableNext: 170,
+			History: []HistoryEntry{h(1, 0), h(3, 100)}}, LinkWait, LinkCatchingUp, 0},
 		{"far behind: it fetches", Refusal{Epoch: 3, Instance: 9, Reason: RefusedBehind, StagedNext: 40, DurableNext: 40,
 			History: []HistoryEntry{h(1, 0)}}, LinkWait, LinkCatchingUp, 0},
 		{"a divergent suffix of epoch 2", Refusal{Epoch: 3, Instance: 9, Reason: RefusedOffset, StagedNext: 130, DurableNext: 130,

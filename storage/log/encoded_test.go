@@ -489,3 +489,23 @@ func TestEncodedPrefixCountsWholeRecords(t *testing.T) {
 		t.Fatalf("a torn last record is kept: %d bytes", len(got))
 	}
 }
+
+func TestEncodedEpochStartsNamesEveryEpochChange(t *testing.T) {
+	var records []byte
+	for i, epoch := range []uint64{2, 2, 3, 3, 3, 5} {
+		records = appendRecord(records, uint64(40+i), epoch, 1, []byte{byte(i)})
+	}
+	got := EncodedEpochStarts(records, 40)
+	want := []EpochStart{{Epoch: 2, FirstOffset: 40}, {Epoch: 3, FirstOffset: 42}, {Epoch: 5, FirstOffset: 45}}
+	if len(got) != len(want) {
+		t.Fatalf("starts %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("starts %+v, want %+v", got, want)
+		}
+	}
+	if starts := EncodedEpochStarts(nil, 7); len(starts) != 0 {
+		t.Fatalf("no records gave %+v", starts)
+	}
+}
