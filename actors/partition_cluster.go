@@ -117,11 +117,11 @@ type replication struct {
 
 	// Replica: the owner's link to answer on, the progress last reported,
 	// and the fetch in flight.
-	ownerReply   peerReply
-	ownerNode    string
-	ownerEpoch   uint64
-	reported     [2]uint64 // durable, written last sent
-	fetch        *fetchState
+	ownerReply peerReply
+	ownerNode  string
+	ownerEpoch uint64
+	reported   [2]uint64 // durable, written last sent
+	fetch      *fetchState
 	// appendsInFlight counts batches handed to the log whose completion
 	// has not arrived; pendingEnd and pendingHistory are the log's end and
 	// epoch history once they are staged (replicaLogView).
