@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/client"
+	"github.com/fibrilmq/fibril/storage/vfs"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -202,4 +203,165 @@ func TestFailoverOwnerStoppedUnderLoad(t *testing.T) {
 			}
 		})
 	}
+}
+
+// confirmedPayloads publishes count messages through sdk and returns their
+// payloads, every one confirmed.
+func confirmedPayloads(t *testing.T, ctx context.Context, sdk *client.Client, name, prefix string, count int) []string {
+	t.Helper()
+	payloads := make([]string, count)
+	futures := make([]*client.PublishFuture, count)
+	for i := range count {
+		payloads[i] = fmt.Sprintf("%s-%d", prefix, i)
+		future, err := sdk.PublishAsync(ctx, name, client.Message{Payload: []byte(payloads[i])})
+		if err != nil {
+			t.Fatalf("publish %s: %v", payloads[i], err)
+		}
+		futures[i] = future
+	}
+	for i, future := range futures {
+		if _, err := future.Wait(ctx); err != nil {
+			t.Fatalf("confirm of %s: %v", payloads[i], err)
+		}
+	}
+	return payloads
+}
+
+// drainPayloads subscribes and acks until every payload in want was
+// delivered (at least once).
+func drainPayloads(t *testing.T, ctx context.Context, sdk *client.Client, name string, want []string) {
+	t.Helper()
+	missing := make(map[string]bool, len(want))
+	for _, payload := range want {
+		missing[payload] = true
+	}
+	subscription, err := sdk.Subscribe(ctx, name, client.SubscribeOptions{Prefetch: 512})
+	if err != nil {
+		t.Fatalf("subscribe %s: %v", name, err)
+	}
+	defer func() { _ = subscription.Unsubscribe(context.Background()) }()
+	for len(missing) > 0 {
+		select {
+		case delivery := <-subscription.Deliveries():
+			delete(missing, string(delivery.Payload))
+			_ = delivery.Ack()
+		case <-ctx.Done():
+			t.Fatalf("%d confirmed messages were never delivered (one: %v)", len(missing), firstKey(missing))
+		}
+	}
+}
+
+func firstKey(m map[string]bool) string {
+	for key := range m {
+		return key
+	}
+	return ""
+}
+
+// The seed's scenario: messages confirmed on the owner A and follower B
+// while follower C is away (its broker down, so it lacks them), then A is
+// lost and C comes back. The recovery needs both B's and C's seals; the
+// longer history, B's, is chosen, so whichever of them serves holds every
+// confirmed message.
+func TestFailoverChoosesTheHistoryTheConfirmsStoodOn(t *testing.T) {
+	for _, mode := range []client.Mode{client.ModeDurable, client.ModeBuffered} {
+		t.Run(mode.String(), func(t *testing.T) {
+			c := startBrokerCluster(t, 3)
+			ctx := testContext(t)
+			policy := map[client.Mode]string{client.ModeDurable: "majority_durable", client.ModeBuffered: "replica_buffered:2"}[mode]
+			name := "seed-" + mode.String()
+			owner, followers := c.declareServed(name, client.QueueConfig{Mode: mode, Policy: policy})
+			behind := followers[1]
+			sdk := c.dialSDKHome(followers[0], "publisher")
+			before := confirmedPayloads(t, ctx, sdk, name, "both", 50)
+			if err := c.members[behind].broker.Close(); err != nil {
+				t.Fatal(err)
+			}
+			c.members[behind].broker = nil
+			confirmed := append(before, confirmedPayloads(t, ctx, sdk, name, "a-and-b", 200)...)
+			c.stop(owner)
+			c.startBroker(behind)
+			serving := c.servingOwner(name)
+			info := c.copyAt(serving, name)
+			t.Logf("%s serves %s at epoch %d after %s was lost; %d confirmed", serving, name, info.Epoch, owner, len(confirmed))
+			drainPayloads(t, ctx, c.dialSDKHome(serving, "consumer"), name, confirmed)
+			for _, id := range c.live() {
+				waitUntil(t, id+" holds the chosen history", func() bool {
+					return boundaryNext(c.copyAt(id, name), mode == client.ModeBuffered) >= boundaryNext(info, mode == client.ModeBuffered)
+				})
+			}
+		})
+	}
+}
+
+// Five failovers in a row: each time the serving owner is stopped, another
+// replica serves under a newer epoch, and the stopped one comes back as a
+// follower before the next round. Every message confirmed in any round is
+// delivered at the end.
+func TestFailoverFiveTimesInARow(t *testing.T) {
+	c := startBrokerCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	name := "again"
+	owner, _ := c.declareServed(name, client.QueueConfig{Mode: client.ModeDurable, Policy: "majority_durable"})
+	var confirmed []string
+	epoch := c.copyAt(owner, name).Epoch
+	for round := range 5 {
+		sdk := c.dialSDKHome(c.others(owner)[0], fmt.Sprintf("round-%d", round))
+		confirmed = append(confirmed, confirmedPayloads(t, ctx, sdk, name, fmt.Sprintf("round-%d", round), 100)...)
+		_ = sdk.Close()
+		c.stop(owner)
+		next := c.servingOwner(name)
+		nextEpoch := c.copyAt(next, name).Epoch
+		if nextEpoch <= epoch {
+			t.Fatalf("round %d: %s serves at epoch %d, not above %d", round, next, nextEpoch, epoch)
+		}
+		c.restart(owner)
+		waitUntil(t, owner+" rejoins", func() bool {
+			replica, ok := replicaOf(c.copyAt(next, name), owner)
+			return ok && replica.State == "in sync"
+		})
+		owner, epoch = next, nextEpoch
+	}
+	drainPayloads(t, ctx, c.dialSDKHome(owner, "consumer"), name, confirmed)
+}
+
+// A recovery that needs a replica whose log latched waits for it: with the
+// owner lost and C's disk failing its fsyncs, B alone cannot recover (two
+// seals are needed), so no node serves; once C's copy is reopened on a
+// working disk, the recovery finishes and every confirmed message is
+// there.
+func TestFailoverWaitsForALatchedReplicaToReopen(t *testing.T) {
+	disks := map[string]*vfs.Mem{}
+	var options []brokerClusterOption
+	for i := 1; i <= 3; i++ {
+		id := fmt.Sprintf("node%d", i)
+		disks[id] = vfs.NewMem()
+		options = append(options, withBrokerFS(id, disks[id]))
+	}
+	c := startBrokerCluster(t, 3, options...)
+	ctx := testContext(t)
+	name := "latched-recovery"
+	owner, followers := c.declareServed(name, client.QueueConfig{Mode: client.ModeDurable, Policy: "majority_durable"})
+	sick := followers[1]
+	publisher := c.dialSDKHome(followers[0], "publisher")
+	confirmed := confirmedPayloads(t, ctx, publisher, name, "m", 100)
+	disks[sick].InjectFault(vfs.FaultRule{Op: vfs.FaultSync, Pattern: "*.log", Sticky: true})
+	// The next record makes the sick follower fsync and latch; it confirms
+	// on the owner and the healthy follower.
+	confirmed = append(confirmed, confirmedPayloads(t, ctx, publisher, name, "after-the-fault", 1)...)
+	waitUntil(t, sick+"'s copy latches", func() bool { return c.copyAt(sick, name).Fenced })
+	c.stop(owner)
+	time.Sleep(500 * time.Millisecond) // several election timeouts: room for a wrong recovery to finish
+	for _, id := range c.live() {
+		if servesHere(c.members[id].broker, name) {
+			t.Fatalf("%s serves %s with one seal of the two a recovery needs", id, name)
+		}
+	}
+	disks[sick].ClearFaults()
+	if err := c.members[sick].broker.ReopenQueue(name); err != nil {
+		t.Fatalf("reopen %s's copy: %v", sick, err)
+	}
+	serving := c.servingOwner(name)
+	drainPayloads(t, ctx, c.dialSDKHome(serving, "consumer"), name, confirmed)
 }
