@@ -185,6 +185,16 @@ func (g *generator) frame(tag Tag) Frame {
 			Policy: g.text(3), Warnings: warnings}
 	case TagPublish:
 		return g.publish()
+	case TagPublishIdempotent:
+		return g.publishIdempotent()
+	case TagConfirmIdempotent:
+		ranges := make([]IdempotentRange, 1+g.count(5))
+		for i := range ranges {
+			ranges[i].First, ranges[i].Last = g.sequenceRange()
+			ranges[i].Boundary = Boundary(1 + g.rng.Intn(2))
+			ranges[i].Duplicate = g.rng.Intn(2) == 0
+		}
+		return &ConfirmIdempotent{Ranges: ranges}
 	case TagConfirm:
 		ranges := make([]ConfirmRange, 1+g.count(5))
 		for i := range ranges {
@@ -270,6 +280,21 @@ func (g *generator) publish() *Publish {
 		messages[i] = PublishMessage{Seq: seq, MessageID: g.textBytes(4), Headers: g.headers(), Payload: g.blob(64)}
 	}
 	return &Publish{Queue: g.textBytes(5), Messages: messages}
+}
+
+func (g *generator) publishIdempotent() *PublishIdempotent {
+	frame := &PublishIdempotent{Queue: g.textBytes(5), ProducerID: g.textBytes(6)}
+	seq := uint64(g.rng.Intn(1000))
+	for range 1 + g.count(4) {
+		seq += 1 + uint64(g.rng.Intn(3))
+		var producerSeq uint64
+		if len(frame.ProducerID) > 0 && g.rng.Intn(4) > 0 {
+			producerSeq = g.u64()
+		}
+		frame.Messages = append(frame.Messages, PublishMessage{Seq: seq, ProducerSeq: producerSeq,
+			MessageID: g.textBytes(4), Headers: g.headers(), Payload: g.blob(64)})
+	}
+	return frame
 }
 
 func (g *generator) deliver() *Deliver {
