@@ -131,6 +131,8 @@ func (g *generator) options() QueueOptions {
 		DeadLetterQueue: g.text(4), MessageTTLMs: pick(g.rng.Uint64()), MaxLength: pick(g.u64()),
 		MaxBytes: pick(g.u64()), Overflow: overflow, RedeliveryDelayMs: uint32(pick(uint64(g.rng.Uint32()))),
 		Policy: g.text(3), Replicas: uint32(pick(uint64(g.rng.Intn(6)))),
+		Dedup: g.rng.Intn(2) == 0, DedupWindowMs: uint32(pick(uint64(g.rng.Uint32()))),
+		DedupMaxEntries: uint32(pick(uint64(g.rng.Uint32()))),
 	}
 }
 
@@ -145,6 +147,9 @@ func (g *generator) queueInfo() QueueInfo {
 	}
 	for i := g.count(3); i > 0; i-- {
 		info.Replicas = append(info.Replicas, ReplicaInfo{Node: g.text(3), WrittenNext: g.u64(), DurableNext: g.u64()})
+	}
+	if g.rng.Intn(2) == 0 {
+		info.Dedup = &DedupStats{Entries: g.u64(), EvictedEarly: g.u64(), OldestUnixMs: int64(g.u64()), Refused: g.u64()}
 	}
 	return info
 }
