@@ -71,7 +71,11 @@ func (c *Client) retryUnknown(l *link, futures []*PublishFuture, cause error) {
 			windows[future.queue] = window
 		}
 		if window <= 0 || time.Since(future.firstSent) >= window/2 {
-			c.finishQueued(future, Confirm{Err: cause})
+			if c.isClosed() {
+				c.finishQueued(future, Confirm{Err: ErrClosed})
+			} else {
+				c.finishQueued(future, Confirm{Err: cause})
+			}
 			continue
 		}
 		future.retries++

@@ -25,9 +25,12 @@ package queue
 // clock, so on an idle queue an entry stops matching once its window has
 // passed even though no newer publish has pushed it out.
 //
+// The entries live in a ring that grows by doubling up to maxEntries, so a
+// full table costs no copying: the oldest slot is reused.
+//
 // Invariants (checkDedup verifies them in tests):
 //   - entries are in the order they entered, so their offsets never
-//     decrease; len(entries)-head <= maxEntries;
+//     decrease; count <= len(ring) <= maxEntries;
 //   - index[k] is the offset of the newest held entry with key k, and
 //     every held key is in index;
 //   - an entry leaves only from the front.
@@ -53,8 +56,8 @@ type dedupTable struct {
 	windowMs   int64 // 0: the queue does not deduplicate
 	maxEntries int
 
-	entries      []dedupEntry // entries[head:] are held, oldest first
-	head         int
+	ring         []dedupEntry // count entries from ring[head] on, wrapping, oldest first
+	head, count  int
 	index        map[dedupKey]uint64
 	evictedEarly uint64 // entries that left at the bound before their window ended
 }
@@ -70,7 +73,23 @@ func newDedupTable(windowMs int64, maxEntries int) dedupTable {
 func (t *dedupTable) enabled() bool { return t.windowMs > 0 }
 
 // held is the number of entries the table holds.
-func (t *dedupTable) held() int { return len(t.entries) - t.head }
+func (t *dedupTable) held() int { return t.count }
+
+// at returns the i-th oldest held entry.
+func (t *dedupTable) at(i int) *dedupEntry { return &t.ring[(t.head+i)%len(t.ring)] }
+
+// push appends an entry; the caller keeps count below maxEntries.
+func (t *dedupTable) push(e dedupEntry) {
+	if t.count == len(t.ring) {
+		grown := make([]dedupEntry, min(max(2*len(t.ring), 64), t.maxEntries))
+		for i := range t.count {
+			grown[i] = *t.at(i)
+		}
+		t.ring, t.head = grown, 0
+	}
+	t.ring[(t.head+t.count)%len(t.ring)] = e
+	t.count++
+}
 
 // lookup returns the offset of the stored publish with key, when its
 // window has not passed at nowMs.
@@ -88,19 +107,18 @@ func (t *dedupTable) lookup(key dedupKey, nowMs int64) (uint64, bool) {
 // publishMsOf finds the publish time of the held entry (key, offset).
 // Entries are sorted by offset, so it bisects.
 func (t *dedupTable) publishMsOf(key dedupKey, offset uint64) int64 {
-	held := t.entries[t.head:]
-	low, high := 0, len(held)
+	low, high := 0, t.count
 	for low < high {
 		middle := (low + high) / 2
-		if held[middle].offset < offset {
+		if t.at(middle).offset < offset {
 			low = middle + 1
 		} else {
 			high = middle
 		}
 	}
-	for i := low; i < len(held) && held[i].offset == offset; i++ {
-		if held[i].key == key {
-			return held[i].publishMs
+	for i := low; i < t.count && t.at(i).offset == offset; i++ {
+		if e := t.at(i); e.key == key {
+			return e.publishMs
 		}
 	}
 	panic(fmt.Sprintf("queue: dedup index names offset %d, which the table does not hold", offset))
@@ -112,52 +130,41 @@ func (t *dedupTable) enter(keys []dedupKey, offset uint64, publishMs int64) {
 	if !t.enabled() || len(keys) == 0 {
 		return
 	}
-	for t.held() > 0 && t.entries[t.head].publishMs+t.windowMs <= publishMs {
+	for t.count > 0 && t.at(0).publishMs+t.windowMs <= publishMs {
 		t.evictFront()
 	}
 	for _, key := range keys {
-		for t.held() >= t.maxEntries {
+		for t.count >= t.maxEntries {
 			t.evictedEarly++
 			t.evictFront()
 		}
-		t.entries = append(t.entries, dedupEntry{key: key, offset: offset, publishMs: publishMs})
+		t.push(dedupEntry{key: key, offset: offset, publishMs: publishMs})
 		t.index[key] = offset
 	}
-	t.maybeCompact()
 }
 
 func (t *dedupTable) evictFront() {
-	e := t.entries[t.head]
+	e := t.at(0)
 	if t.index[e.key] == e.offset {
 		delete(t.index, e.key)
 	}
-	t.entries[t.head] = dedupEntry{}
-	t.head++
-}
-
-// maybeCompact moves the held entries to the front once the evicted
-// prefix is the larger part, so memory follows the held count.
-func (t *dedupTable) maybeCompact() {
-	switch {
-	case t.head == len(t.entries):
-		t.entries, t.head = t.entries[:0], 0
-	case t.head > 1024 && t.head > len(t.entries)/2:
-		t.entries, t.head = append(t.entries[:0:0], t.entries[t.head:]...), 0
-	}
+	*e = dedupEntry{}
+	t.head = (t.head + 1) % len(t.ring)
+	t.count--
 }
 
 // restore appends a decoded entry (snapshot.go), in entry order.
 func (t *dedupTable) restore(e dedupEntry) {
-	t.entries = append(t.entries, e)
+	t.push(e)
 	t.index[e.key] = e.offset
 }
 
 // oldestMs is the publish time of the oldest held entry (0 when empty).
 func (t *dedupTable) oldestMs() int64 {
-	if t.held() == 0 {
+	if t.count == 0 {
 		return 0
 	}
-	return t.entries[t.head].publishMs
+	return t.at(0).publishMs
 }
 
 // messageIDKey is the key of a publisher-given message id.
@@ -205,11 +212,14 @@ func (t *dedupTable) checkDedup() error {
 	if t.held() > t.maxEntries {
 		return fmt.Errorf("dedup: %d entries over the bound %d", t.held(), t.maxEntries)
 	}
+	if len(t.ring) > t.maxEntries || t.count > len(t.ring) {
+		return fmt.Errorf("dedup: %d entries in a ring of %d, bound %d", t.count, len(t.ring), t.maxEntries)
+	}
 	newest := map[dedupKey]uint64{}
-	for i := t.head; i < len(t.entries); i++ {
-		e := t.entries[i]
-		if i > t.head && e.offset < t.entries[i-1].offset {
-			return fmt.Errorf("dedup: entry %d at offset %d below its predecessor %d", i, e.offset, t.entries[i-1].offset)
+	for i := range t.count {
+		e := t.at(i)
+		if i > 0 && e.offset < t.at(i-1).offset {
+			return fmt.Errorf("dedup: entry %d at offset %d below its predecessor %d", i, e.offset, t.at(i-1).offset)
 		}
 		newest[e.key] = e.offset
 	}

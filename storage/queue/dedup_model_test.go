@@ -306,7 +306,7 @@ func (r *dedupRun) check(step int) {
 			len(model.held), model.evictedEarly, live.held(), live.evictedEarly)
 	}
 	for i, e := range model.held {
-		got := live.entries[live.head+i]
+		got := *live.at(i)
 		if got.key != hashedModelKey(e.key) || got.offset != e.offset || got.publishMs != e.publishMs {
 			r.t.Fatalf("step %d: entry %d is %+v, the model says %+v", step, i, got, e)
 		}

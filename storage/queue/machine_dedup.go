@@ -56,22 +56,24 @@ func (m *machine) planDedup(batch []Message, nowMs int64) dedupPlan {
 	}
 	plan.keys = make([][]dedupKey, len(batch))
 	plan.givenIDs = make([]bool, len(batch))
-	var inBatch map[dedupKey]struct{}
+	all := make([]dedupKey, 0, 2*len(batch)) // every message's keys, one allocation
+	var seen batchKeys
 	for i := range batch {
 		msg := &batch[i]
-		var keys []dedupKey
+		start := len(all)
 		if msg.ProducerSeq != 0 {
-			keys = append(keys, producerKey([]byte(msg.ProducerID), msg.ProducerSeq))
+			all = append(all, producerKey([]byte(msg.ProducerID), msg.ProducerSeq))
 		}
 		if msg.ID != "" {
-			keys = append(keys, messageIDKey([]byte(msg.ID)))
+			all = append(all, messageIDKey([]byte(msg.ID)))
 			plan.givenIDs[i] = true
 		}
-		plan.keys[i] = keys
+		keys := all[start:len(all):len(all)]
 		if len(keys) == 0 {
 			continue
 		}
-		if m.repeats(keys, inBatch, nowMs, &plan) {
+		plan.keys[i] = keys
+		if m.repeats(keys, &seen, nowMs, &plan) {
 			if plan.duplicate == nil {
 				plan.duplicate = make([]bool, len(batch))
 			}
@@ -79,27 +81,62 @@ func (m *machine) planDedup(batch []Message, nowMs int64) dedupPlan {
 			plan.duplicates = append(plan.duplicates, i)
 			continue
 		}
-		if inBatch == nil {
-			inBatch = map[dedupKey]struct{}{}
-		}
-		for _, key := range keys {
-			inBatch[key] = struct{}{}
-		}
+		seen.add(keys)
 	}
 	return plan
+}
+
+// batchKeys are the keys of a batch's messages admitted so far: a slice
+// scanned for small batches, a map past batchKeysScanMax.
+type batchKeys struct {
+	list []dedupKey
+	set  map[dedupKey]struct{}
+}
+
+const batchKeysScanMax = 32
+
+func (b *batchKeys) add(keys []dedupKey) {
+	if b.set == nil && len(b.list)+len(keys) <= batchKeysScanMax {
+		b.list = append(b.list, keys...)
+		return
+	}
+	if b.set == nil {
+		b.set = make(map[dedupKey]struct{}, 2*batchKeysScanMax)
+		for _, key := range b.list {
+			b.set[key] = struct{}{}
+		}
+	}
+	for _, key := range keys {
+		b.set[key] = struct{}{}
+	}
+}
+
+func (b *batchKeys) has(key dedupKey) bool {
+	if b.set != nil {
+		_, ok := b.set[key]
+		return ok
+	}
+	for _, k := range b.list {
+		if k == key {
+			return true
+		}
+	}
+	return false
 }
 
 // repeats reports whether any of keys names a message of this batch, a
 // pending publish or a stored one within its window, raising
 // plan.dependsNext past the original.
-func (m *machine) repeats(keys []dedupKey, inBatch map[dedupKey]struct{}, nowMs int64, plan *dedupPlan) bool {
+func (m *machine) repeats(keys []dedupKey, seen *batchKeys, nowMs int64, plan *dedupPlan) bool {
 	for _, key := range keys {
-		if _, ok := inBatch[key]; ok {
+		if seen.has(key) {
 			return true // its original is in this append: the batch's own confirm covers it
 		}
-		if offset, ok := m.pendingKeys[key]; ok {
-			plan.dependsNext = max(plan.dependsNext, offset+1)
-			return true
+		if len(m.pendingKeys) > 0 {
+			if offset, ok := m.pendingKeys[key]; ok {
+				plan.dependsNext = max(plan.dependsNext, offset+1)
+				return true
+			}
 		}
 		if offset, ok := m.state.dedup.lookup(key, nowMs); ok {
 			plan.dependsNext = max(plan.dependsNext, offset+1)

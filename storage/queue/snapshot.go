@@ -73,7 +73,8 @@ func (t *dedupTable) appendSnapshot(buf []byte) []byte {
 	buf = binary.AppendUvarint(buf, t.evictedEarly)
 	buf = binary.AppendUvarint(buf, uint64(t.held()))
 	previous := uint64(0)
-	for _, e := range t.entries[t.head:] {
+	for i := range t.count {
+		e := t.at(i)
 		buf = append(buf, e.key[:]...)
 		buf = binary.AppendUvarint(buf, e.offset-previous)
 		buf = binary.AppendUvarint(buf, uint64(e.publishMs))
@@ -90,7 +91,7 @@ func (t *dedupTable) decodeSnapshot(r *reader, next uint64) error {
 	if r.err == nil && (count > uint64(t.maxEntries) || count > uint64(len(r.buf))/18) {
 		return fmt.Errorf("%w: %d dedup entries", ErrSnapshotCorrupt, count)
 	}
-	t.entries = make([]dedupEntry, 0, count)
+	t.ring = make([]dedupEntry, min(max(count, 64), uint64(t.maxEntries)))
 	previous := uint64(0)
 	for i := uint64(0); i < count && r.err == nil; i++ {
 		var e dedupEntry
