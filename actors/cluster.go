@@ -71,6 +71,8 @@ const (
 	optionMaxBytes          = "max_bytes"
 	optionOverflow          = "overflow"
 	optionRedeliveryDelayMs = "redelivery_delay_ms"
+	optionDedupWindowMs     = "dedup_window_ms"
+	optionDedupMaxEntries   = "dedup_max_entries"
 )
 
 // clusterBufferedWarning answers every buffered declare in a cluster.
@@ -95,6 +97,12 @@ func catalogOptions(options wire.QueueOptions) map[string]string {
 	number(optionMaxLength, options.MaxLength)
 	number(optionMaxBytes, options.MaxBytes)
 	number(optionRedeliveryDelayMs, uint64(options.RedeliveryDelayMs))
+	window := uint64(options.DedupWindowMs)
+	if options.Dedup && window == 0 {
+		window = uint64(queue.DefaultDedupWindow / time.Millisecond) // the catalog stores the window in effect
+	}
+	number(optionDedupWindowMs, window)
+	number(optionDedupMaxEntries, uint64(options.DedupMaxEntries))
 	if options.DeadLetterQueue != "" {
 		out[optionDeadLetterQueue] = options.DeadLetterQueue
 	}
@@ -128,7 +136,7 @@ func setCatalogOption(out *wire.QueueOptions, key, value string) error {
 	case optionOverflow:
 		out.Overflow = wire.Overflow(value)
 		return nil
-	case optionLeaseTimeoutMs, optionMaxDeliveries, optionRedeliveryDelayMs:
+	case optionLeaseTimeoutMs, optionMaxDeliveries, optionRedeliveryDelayMs, optionDedupWindowMs, optionDedupMaxEntries:
 		bits = 32
 	case optionMessageTTLMs, optionMaxLength, optionMaxBytes:
 	default:
@@ -145,6 +153,10 @@ func setCatalogOption(out *wire.QueueOptions, key, value string) error {
 		out.MaxDeliveries = uint32(number)
 	case optionRedeliveryDelayMs:
 		out.RedeliveryDelayMs = uint32(number)
+	case optionDedupWindowMs:
+		out.DedupWindowMs = uint32(number)
+	case optionDedupMaxEntries:
+		out.DedupMaxEntries = uint32(number)
 	case optionMessageTTLMs:
 		out.MessageTTLMs = number
 	case optionMaxLength:

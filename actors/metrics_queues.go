@@ -16,6 +16,7 @@ package actors
 //	fibril_queue_info                                                  1, with mode, policy and owner labels
 //	fibril_queue_replica_lag_records                                   per replica (labels queue, replica):
 //	                                                                   emitted once replication reports progress
+//	fibril_queue_dedup_entries, fibril_queue_dedup_evicted_early_total queues that deduplicate only
 //
 // The replica gauge is described from the start so dashboards and alerts
 // can be written against it; replicaLag is where replication will fill it.
@@ -35,6 +36,7 @@ type queueStateCollector struct {
 	unsyncedRecords, unsyncedBytes    *prometheus.Desc
 	lastSync, fenced, latched, info   *prometheus.Desc
 	replicaLag, copies                *prometheus.Desc
+	dedupEntries, dedupEvictedEarly   *prometheus.Desc
 }
 
 func newQueueStateCollector(m *Metrics) *queueStateCollector {
@@ -64,6 +66,10 @@ func newQueueStateCollector(m *Metrics) *queueStateCollector {
 		copies: desc("fibril_queue_copies",
 			"Copies (owner included) that hold every confirmed message at the boundary; reported by the owner.",
 			"boundary"),
+		dedupEntries: desc("fibril_queue_dedup_entries",
+			"Keys the queue's deduplication table holds (producer pairs and publisher-given message ids); only for queues with a dedup window."),
+		dedupEvictedEarly: desc("fibril_queue_dedup_evicted_early_total",
+			"Deduplication entries that left at dedup_max_entries before their window ended; while it grows the effective window is shorter than declared."),
 	}
 }
 
@@ -71,7 +77,7 @@ func (c *queueStateCollector) setSource(read func() []wire.QueueInfo) { c.source
 
 func (c *queueStateCollector) Describe(descs chan<- *prometheus.Desc) {
 	for _, desc := range []*prometheus.Desc{c.ready, c.leased, c.delayed, c.consumers, c.unsyncedRecords,
-		c.unsyncedBytes, c.lastSync, c.fenced, c.latched, c.info, c.replicaLag, c.copies} {
+		c.unsyncedBytes, c.lastSync, c.fenced, c.latched, c.info, c.replicaLag, c.copies, c.dedupEntries, c.dedupEvictedEarly} {
 		descs <- desc
 	}
 }
@@ -104,6 +110,10 @@ func (c *queueStateCollector) Collect(metrics chan<- prometheus.Metric) {
 		if info.WrittenOn != 0 {
 			gauge(c.copies, float64(info.WrittenOn), name, "written")
 			gauge(c.copies, float64(info.DurableOn), name, "durable")
+		}
+		if d := info.Dedup; d != nil {
+			gauge(c.dedupEntries, float64(d.Entries), name)
+			metrics <- prometheus.MustNewConstMetric(c.dedupEvictedEarly, prometheus.CounterValue, float64(d.EvictedEarly), name)
 		}
 	}
 }

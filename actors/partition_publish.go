@@ -160,10 +160,13 @@ func (p *partition) answerConfirms(ctx actor.Context, confirms []queue.Confirm) 
 		}
 		// Count first: a client that saw its confirm sees it counted.
 		p.metrics.confirms.Add(confirm.Count)
+		p.metrics.duplicates.Add(len(confirm.Duplicates))
 		p.metrics.confirmSeconds.observeSince(now, pending.start)
 		p.appliedSinceSnapshot += uint64(confirm.Count)
 		if pending.replyTo != nil {
-			ctx.Send(pending.replyTo, publishResult{batchID: pending.batchID, confirmed: confirm.Count, boundary: boundary})
+			// Duplicates were stored before: the batch is confirmed whole.
+			ctx.Send(pending.replyTo, publishResult{batchID: pending.batchID, confirmed: confirm.Count + len(confirm.Duplicates),
+				duplicates: confirm.Duplicates, boundary: boundary})
 		} else {
 			p.deadLetterConfirmed(ctx, pending.batchID)
 		}
@@ -277,6 +280,12 @@ func (p *partition) queueInfo() wire.QueueInfo {
 	}
 	if state.Fenced != nil && info.FenceError == "" {
 		info.Fenced, info.FenceError = true, state.Fenced.Error()
+	}
+	if d := state.Dedup; d.Window > 0 {
+		info.Dedup = &wire.DedupStats{Entries: uint64(d.Entries), EvictedEarly: d.EvictedEarly, Refused: d.DuplicatesRefused}
+		if !d.Oldest.IsZero() {
+			info.Dedup.OldestUnixMs = d.Oldest.UnixMilli()
+		}
 	}
 	p.addClusterInfo(&info)
 	return info

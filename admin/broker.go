@@ -134,7 +134,8 @@ func queueStatusOf(info *wire.QueueInfo) QueueStatus {
 			DeadLetterQueue: options.DeadLetterQueue, MessageTTLMs: options.MessageTTLMs,
 			MaxLength: options.MaxLength, MaxBytes: options.MaxBytes, Overflow: string(options.Overflow),
 			RedeliveryDelayMs: uint64(options.RedeliveryDelayMs), Policy: options.Policy,
-			Replicas: uint64(options.Replicas),
+			Replicas: uint64(options.Replicas), DedupWindowMs: uint64(options.DedupWindowMs),
+			DedupMaxEntries: uint64(options.DedupMaxEntries),
 		},
 		Counts: QueueCounts{Ready: info.Ready, Leased: info.Leased, Delayed: info.Delayed,
 			DeadLettered: info.DeadLettered},
@@ -155,7 +156,16 @@ func queueStatusOf(info *wire.QueueInfo) QueueStatus {
 		WrittenOn:       info.WrittenOn,
 		DurableOn:       info.DurableOn,
 		Replicas:        replicaStatusOf(info.Replicas),
+		Dedup:           dedupStatusOf(info.Dedup),
 	}
+}
+
+func dedupStatusOf(stats *wire.DedupStats) *DedupStatus {
+	if stats == nil {
+		return nil
+	}
+	return &DedupStatus{Entries: stats.Entries, EvictedEarly: stats.EvictedEarly, OldestUnixMs: stats.OldestUnixMs,
+		DuplicatesRefused: stats.Refused}
 }
 
 // replicaStatusOf translates the cluster replica list; nil on a single

@@ -127,6 +127,18 @@ type QueueStatus struct {
 	WrittenOn uint32          `json:"written_on,omitempty"`
 	DurableOn uint32          `json:"durable_on,omitempty"`
 	Replicas  []ReplicaStatus `json:"replicas,omitempty"`
+
+	// Dedup is the deduplication table of a queue with a dedup window;
+	// omitted otherwise (docs/protocol.md 6.2).
+	Dedup *DedupStatus `json:"dedup,omitempty"`
+}
+
+// DedupStatus is a queue's deduplication table.
+type DedupStatus struct {
+	Entries           uint64 `json:"entries"`       // keys held (derived from the log)
+	EvictedEarly      uint64 `json:"evicted_early"` // left at dedup_max_entries before their window ended
+	OldestUnixMs      int64  `json:"oldest_unix_ms,omitempty"`
+	DuplicatesRefused uint64 `json:"duplicates_refused"` // since the owner opened the queue
 }
 
 // ReplicaStatus is one copy of a queue in a cluster.
@@ -160,6 +172,8 @@ type QueueOptions struct {
 	RedeliveryDelayMs uint64 `json:"redelivery_delay_ms,omitempty"`
 	Policy            string `json:"policy,omitempty"`
 	Replicas          uint64 `json:"replicas,omitempty"`
+	DedupWindowMs     uint64 `json:"dedup_window_ms,omitempty"`
+	DedupMaxEntries   uint64 `json:"dedup_max_entries,omitempty"`
 }
 
 // ConsumerStatus is one subscription on a queue.

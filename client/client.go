@@ -37,6 +37,10 @@ type Client struct {
 
 	randomMu sync.Mutex
 	random   *rand.Rand
+
+	// producerID names this Client as a publisher when
+	// Options.Idempotent; empty otherwise.
+	producerID string
 }
 
 // Dial connects to the first of options.Addresses that answers hello and
@@ -59,6 +63,9 @@ func Dial(ctx context.Context, options Options) (*Client, error) {
 	if options.Confirms {
 		c.confirms = newConfirmPump(options.MaxPendingPublishes, c.window)
 	}
+	if options.Idempotent {
+		c.producerID = fmt.Sprintf("%016x%016x", c.random.Uint64(), c.random.Uint64())
+	}
 	c.home = newLink(c, options.Addresses)
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
@@ -80,6 +87,11 @@ func Dial(ctx context.Context, options Options) (*Client, error) {
 	}
 	return nil, fmt.Errorf("client: dial: %w", errors.Join(failures...))
 }
+
+// ProducerID returns the producer id this Client's publishes carry
+// (Options.Idempotent), chosen at Dial and kept across reconnects; empty
+// when the Client is not idempotent.
+func (c *Client) ProducerID() string { return c.producerID }
 
 // Session returns the session of the home connection (the one Dial made),
 // and false while it is reconnecting.

@@ -24,6 +24,7 @@ type readerState struct {
 	reader    *wire.Reader
 	bindings  map[uint64]*binding // by subscription id
 	confirm   wire.Confirm
+	confirm2  wire.ConfirmIdempotent
 	reject    wire.NegativeConfirm
 	deliver   wire.Deliver
 	completed []*PublishFuture
@@ -74,6 +75,8 @@ func (c *conn) handleFrame(tag wire.Tag, body []byte) {
 	switch tag {
 	case wire.TagConfirm:
 		c.handleConfirm(body)
+	case wire.TagConfirmIdempotent:
+		c.handleConfirmIdempotent(body)
 	case wire.TagNegativeConfirm:
 		c.handleReject(body)
 	case wire.TagDeliver:
@@ -113,6 +116,23 @@ func (c *conn) handleConfirm(body []byte) {
 		r.completed = c.pending.takePublishRange(confirmed.First, confirmed.Last, r.completed[:0])
 		for _, future := range r.completed {
 			c.client.finishPublish(future, Confirm{Boundary: confirmed.Boundary})
+		}
+	}
+	clear(r.completed)
+}
+
+// handleConfirmIdempotent completes publishes an FCF2 confirms, telling
+// duplicates apart.
+func (c *conn) handleConfirmIdempotent(body []byte) {
+	r := &c.reading
+	if err := r.confirm2.Decode(body); err != nil {
+		c.closeWith(wire.ErrorFrameFor(0, err), connectionLost(err))
+		return
+	}
+	for _, confirmed := range r.confirm2.Ranges {
+		r.completed = c.pending.takePublishRange(confirmed.First, confirmed.Last, r.completed[:0])
+		for _, future := range r.completed {
+			c.client.finishPublish(future, Confirm{Boundary: confirmed.Boundary, Duplicate: confirmed.Duplicate})
 		}
 	}
 	clear(r.completed)

@@ -63,6 +63,10 @@ func hotFrames() map[string][2]Frame {
 	return map[string][2]Frame{
 		"publish": {benchPublish(4), new(Publish)},
 		"deliver": {benchDeliver(4), new(Deliver)},
+		"publish-idempotent": {&PublishIdempotent{Queue: []byte("orders"), ProducerID: []byte("p-1"),
+			Messages: benchPublish(4).Messages}, new(PublishIdempotent)},
+		"confirm-idempotent": {&ConfirmIdempotent{Ranges: []IdempotentRange{{1, 9, BoundaryDurable, false},
+			{11, 11, BoundaryWritten, true}}}, new(ConfirmIdempotent)},
 		"confirm": {&Confirm{Ranges: []ConfirmRange{{1, 9, BoundaryDurable}, {11, 11, BoundaryWritten}}}, new(Confirm)},
 		"ack":     {&Ack{Settle{SubscriptionID: 1, DeliveryTags: []uint64{1, 2, 3}}}, new(Ack)},
 		"nack":    {&Nack{SubscriptionID: 1, Requeue: true, DeliveryTags: []uint64{4}}, new(Nack)},

@@ -62,6 +62,13 @@ func goldenCases() []goldenCase {
 		{"FCF1_confirm", "1-2 durable, 4 written",
 			&Confirm{Ranges: []ConfirmRange{{First: 1, Last: 2, Boundary: BoundaryDurable},
 				{First: 4, Last: 4, Boundary: BoundaryWritten}}}},
+		{"FPB2_publish_idempotent", "producer billing-7: message 41 retried, message 42 new with an id",
+			&PublishIdempotent{Queue: []byte("orders"), ProducerID: []byte("billing-7"), Messages: []PublishMessage{
+				{Seq: 5, ProducerSeq: 41, Payload: []byte("hi")},
+				{Seq: 6, ProducerSeq: 42, MessageID: []byte("m-42"), Headers: jsonHeader, Payload: []byte(`{"id":42}`)}}}},
+		{"FCF2_confirm_idempotent", "5 was a duplicate (stored before), 6 stored now; both durable",
+			&ConfirmIdempotent{Ranges: []IdempotentRange{{First: 5, Last: 5, Boundary: BoundaryDurable, Duplicate: true},
+				{First: 6, Last: 6, Boundary: BoundaryDurable}}}},
 		{"FNC1_negative_confirm", "sequence 3 refused by a full queue",
 			&NegativeConfirm{Ranges: []RejectRange{{First: 3, Last: 3, Code: CodeLimitReached,
 				Message: "queue orders is full (max_length 1000)"}}}},

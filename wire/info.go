@@ -25,6 +25,10 @@
 //	epoch              uint   cluster only; omitted when zero
 //	replicas           array  cluster only; omitted when empty; maps of
 //	                          node str, written_next uint, durable_next uint
+//	dedup_entries      uint   only when the queue deduplicates, with the three below
+//	dedup_evicted_early uint
+//	dedup_oldest_unix_ms int  0 when the table is empty
+//	duplicates_refused uint
 //
 // Limits a reader enforces: name is present and not empty, at most
 // MaxReplicas replicas per queue and MaxQueueListEntries queues per list.
@@ -79,6 +83,18 @@ type QueueInfo struct {
 	// and durable on DurableOn. Set by the owner.
 	WrittenOn uint32
 	DurableOn uint32
+
+	// Dedup is the deduplication table's state; nil when the queue does
+	// not deduplicate.
+	Dedup *DedupStats
+}
+
+// DedupStats describes a queue's deduplication table (docs/protocol.md 6.2).
+type DedupStats struct {
+	Entries      uint64 // dedup_entries: keys held (derived from the log: the same on every copy)
+	EvictedEarly uint64 // dedup_evicted_early: entries that left at dedup_max_entries before their window ended
+	OldestUnixMs int64  // dedup_oldest_unix_ms: publish time of the oldest entry held; 0 when empty
+	Refused      uint64 // duplicates_refused: publishes not stored as duplicates since the owner opened the queue
 }
 
 // ReplicaInfo is one copy of a queue's log as its owner last heard of it.
@@ -106,6 +122,9 @@ func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 		if present {
 			optional++
 		}
+	}
+	if q.Dedup != nil {
+		optional += 4
 	}
 	const always = 16
 	dst = appendMsgpackMapHeader(dst, always+optional)
@@ -168,7 +187,21 @@ func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 			}
 		}
 	}
+	if d := q.Dedup; d != nil {
+		dst = appendMsgpackUint(appendMsgpackString(dst, "dedup_entries"), d.Entries)
+		dst = appendMsgpackUint(appendMsgpackString(dst, "dedup_evicted_early"), d.EvictedEarly)
+		dst = appendMsgpackInt(appendMsgpackString(dst, "dedup_oldest_unix_ms"), d.OldestUnixMs)
+		dst = appendMsgpackUint(appendMsgpackString(dst, "duplicates_refused"), d.Refused)
+	}
 	return dst
+}
+
+// dedupStats returns q.Dedup, allocating it on the first dedup key read.
+func (q *QueueInfo) dedupStats() *DedupStats {
+	if q.Dedup == nil {
+		q.Dedup = new(DedupStats)
+	}
+	return q.Dedup
 }
 
 // parseQueueInfo decodes one queue info map that fills all of b.
@@ -261,6 +294,14 @@ func (r *msgpackReader) queueInfo(q *QueueInfo) error {
 			q.Epoch, err = r.uint(math.MaxUint64)
 		case "replicas":
 			q.Replicas, err = r.replicas(q.Replicas[:0])
+		case "dedup_entries":
+			q.dedupStats().Entries, err = r.uint(math.MaxUint64)
+		case "dedup_evicted_early":
+			q.dedupStats().EvictedEarly, err = r.uint(math.MaxUint64)
+		case "dedup_oldest_unix_ms":
+			q.dedupStats().OldestUnixMs, err = r.int()
+		case "duplicates_refused":
+			q.dedupStats().Refused, err = r.uint(math.MaxUint64)
 		default:
 			err = r.skip()
 		}

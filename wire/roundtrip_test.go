@@ -131,6 +131,8 @@ func (g *generator) options() QueueOptions {
 		DeadLetterQueue: g.text(4), MessageTTLMs: pick(g.rng.Uint64()), MaxLength: pick(g.u64()),
 		MaxBytes: pick(g.u64()), Overflow: overflow, RedeliveryDelayMs: uint32(pick(uint64(g.rng.Uint32()))),
 		Policy: g.text(3), Replicas: uint32(pick(uint64(g.rng.Intn(6)))),
+		Dedup: g.rng.Intn(2) == 0, DedupWindowMs: uint32(pick(uint64(g.rng.Uint32()))),
+		DedupMaxEntries: uint32(pick(uint64(g.rng.Uint32()))),
 	}
 }
 
@@ -145,6 +147,9 @@ func (g *generator) queueInfo() QueueInfo {
 	}
 	for i := g.count(3); i > 0; i-- {
 		info.Replicas = append(info.Replicas, ReplicaInfo{Node: g.text(3), WrittenNext: g.u64(), DurableNext: g.u64()})
+	}
+	if g.rng.Intn(2) == 0 {
+		info.Dedup = &DedupStats{Entries: g.u64(), EvictedEarly: g.u64(), OldestUnixMs: int64(g.u64()), Refused: g.u64()}
 	}
 	return info
 }
@@ -185,6 +190,16 @@ func (g *generator) frame(tag Tag) Frame {
 			Policy: g.text(3), Warnings: warnings}
 	case TagPublish:
 		return g.publish()
+	case TagPublishIdempotent:
+		return g.publishIdempotent()
+	case TagConfirmIdempotent:
+		ranges := make([]IdempotentRange, 1+g.count(5))
+		for i := range ranges {
+			ranges[i].First, ranges[i].Last = g.sequenceRange()
+			ranges[i].Boundary = Boundary(1 + g.rng.Intn(2))
+			ranges[i].Duplicate = g.rng.Intn(2) == 0
+		}
+		return &ConfirmIdempotent{Ranges: ranges}
 	case TagConfirm:
 		ranges := make([]ConfirmRange, 1+g.count(5))
 		for i := range ranges {
@@ -305,6 +320,21 @@ func (g *generator) publish() *Publish {
 		messages[i] = PublishMessage{Seq: seq, MessageID: g.textBytes(4), Headers: g.headers(), Payload: g.blob(64)}
 	}
 	return &Publish{Queue: g.textBytes(5), Messages: messages}
+}
+
+func (g *generator) publishIdempotent() *PublishIdempotent {
+	frame := &PublishIdempotent{Queue: g.textBytes(5), ProducerID: g.textBytes(6)}
+	seq := uint64(g.rng.Intn(1000))
+	for range 1 + g.count(4) {
+		seq += 1 + uint64(g.rng.Intn(3))
+		var producerSeq uint64
+		if len(frame.ProducerID) > 0 && g.rng.Intn(4) > 0 {
+			producerSeq = g.u64()
+		}
+		frame.Messages = append(frame.Messages, PublishMessage{Seq: seq, ProducerSeq: producerSeq,
+			MessageID: g.textBytes(4), Headers: g.headers(), Payload: g.blob(64)})
+	}
+	return frame
 }
 
 func (g *generator) deliver() *Deliver {

@@ -131,6 +131,23 @@ var layouts = map[Tag][]field{
 			u64("last_seq", ">= first_seq"),
 			u8("boundary", "1 = written, 2 = durable")),
 	},
+	TagPublishIdempotent: {
+		str("queue", "queue name"),
+		str("producer_id", "the publisher's name; empty = none"),
+		list32("messages", "at least one",
+			u64("seq", "not 0; increasing in the session"),
+			u64("producer_seq", "the publisher's number; 0 = none"),
+			str("message_id", "empty = the node assigns one"),
+			headersField(),
+			byteString("payload", "")),
+	},
+	TagConfirmIdempotent: {
+		list32("ranges", "at least one",
+			u64("first_seq", "not 0"),
+			u64("last_seq", ">= first_seq"),
+			u8("boundary", "1 = written, 2 = durable"),
+			boolean("duplicate", "1 = stored before; not stored again")),
+	},
 	TagNegativeConfirm: {
 		list32("ranges", "at least one",
 			u64("first_seq", "not 0"),
