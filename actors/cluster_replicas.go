@@ -254,12 +254,25 @@ func (m *queuesManager) hostsPartition(info cluster.QueueInfo) bool {
 	return len(info.Partitions) > 0 && slices.Contains(info.Partitions[0].Replicas, m.cluster.node.ID())
 }
 
-// replicaHomeOf is the cluster part of a partition's home.
+// replicaHomeOf is the cluster part of a partition's home. A queue keeps
+// its failover timeline while this node runs, across reopens.
 func (m *queuesManager) replicaHomeOf(info cluster.QueueInfo) *replicaHome {
 	partition := info.Partitions[0]
+	timeline, _ := m.core.timelines.LoadOrStore(info.Name, &failoverTimeline{})
 	return &replicaHome{shardID: partition.ShardID, replicas: slices.Clone(partition.Replicas),
 		copies: max(info.WriteCopies, 1), node: m.cluster.node, self: m.cluster.node.ID(),
-		instance: m.cluster.node.Instance(), timeline: &failoverTimeline{}}
+		instance: m.cluster.node.Instance(), timeline: timeline.(*failoverTimeline)}
+}
+
+// QueueFailovers returns the recoveries this node ran for a queue since it
+// started, oldest first, each with its stages; false when the node has no
+// copy of the queue.
+func (b *Broker) QueueFailovers(name string) ([]FailoverRecord, bool) {
+	timeline, ok := b.core.timelines.Load(name)
+	if !ok {
+		return nil, false
+	}
+	return timeline.(*failoverTimeline).records(), true
 }
 
 // forwardViews sends every partition whose coordination view changed its

@@ -72,6 +72,10 @@ type brokerCore struct {
 	// peerRoutines counts the goroutines of peer links (accepting, dialing,
 	// handshakes, transports); Close waits for them after the tree stopped.
 	peerRoutines sync.WaitGroup
+	// timelines holds each replicated queue's failover timeline by queue
+	// name (*failoverTimeline), for Broker.QueueFailovers; the manager
+	// writes it, any goroutine reads it.
+	timelines sync.Map
 }
 
 func newBrokerCore(config Config, system *actor.ActorSystem, registry *Registry, metrics *Metrics) *brokerCore {

@@ -357,6 +357,10 @@ func TestFailoverWaitsForALatchedReplicaToReopen(t *testing.T) {
 		if servesHere(c.members[id].broker, name) {
 			t.Fatalf("%s serves %s with one seal of the two a recovery needs", id, name)
 		}
+		health := c.members[id].broker.Health()
+		if health.OK || len(health.Unowned) != 1 || health.Unowned[0].Name != name {
+			t.Fatalf("%s's health while %s has no owner: %+v", id, name, health)
+		}
 	}
 	disks[sick].ClearFaults()
 	if err := c.members[sick].broker.ReopenQueue(name); err != nil {
@@ -364,4 +368,7 @@ func TestFailoverWaitsForALatchedReplicaToReopen(t *testing.T) {
 	}
 	serving := c.servingOwner(name)
 	drainPayloads(t, ctx, c.dialSDKHome(serving, "consumer"), name, confirmed)
+	for _, id := range c.live() {
+		waitUntil(t, id+" is healthy again", func() bool { return c.members[id].broker.Health().OK })
+	}
 }

@@ -557,6 +557,7 @@ func (m *queuesManager) maybeFinishDelete(ctx actor.Context, record *queueRecord
 	}
 	delete(m.queues, record.name)
 	m.core.metrics.dropQueue(record.name)
+	m.core.timelines.Delete(record.name)
 	for _, request := range record.deleters {
 		result := deleteResult{requestID: request.requestID, removed: record.removed}
 		if record.deleteErr != nil {

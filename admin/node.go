@@ -128,6 +128,11 @@ type QueueStatus struct {
 	DurableOn uint32          `json:"durable_on,omitempty"`
 	Replicas  []ReplicaStatus `json:"replicas,omitempty"`
 
+	// Failovers are the recoveries of the queue this node ran (it became
+	// the owner), oldest first, each with its stages in microseconds from
+	// its start; omitted when none.
+	Failovers []FailoverStatus `json:"failovers,omitempty"`
+
 	// Dedup is the deduplication table of a queue with a dedup window;
 	// omitted otherwise (docs/protocol.md 6.2).
 	Dedup *DedupStatus `json:"dedup,omitempty"`
@@ -139,6 +144,25 @@ type DedupStatus struct {
 	EvictedEarly      uint64 `json:"evicted_early"` // left at dedup_max_entries before their window ended
 	OldestUnixMs      int64  `json:"oldest_unix_ms,omitempty"`
 	DuplicatesRefused uint64 `json:"duplicates_refused"` // since the owner opened the queue
+}
+
+// FailoverStatus is one recovery of a queue: the epoch it claimed, when it
+// started, its stages and how it ended ("serving" or "failed: ...").
+type FailoverStatus struct {
+	Epoch     uint64          `json:"epoch"`
+	StartedAt time.Time       `json:"started_at"`
+	Outcome   string          `json:"outcome"`
+	Stages    []FailoverStage `json:"stages"`
+}
+
+// FailoverStage is one step of a recovery: claimed, sealed (per peer),
+// source chosen, truncated, transfer, promoted, installed, activated,
+// serving.
+type FailoverStage struct {
+	Stage  string `json:"stage"`
+	Peer   string `json:"peer,omitempty"`
+	Micros int64  `json:"micros"` // since the recovery started (monotonic)
+	Detail string `json:"detail,omitempty"`
 }
 
 // ReplicaStatus is one copy of a queue in a cluster.
@@ -199,6 +223,9 @@ type ActorInfo struct {
 type Health struct {
 	Fatal  string // a failure the node could not contain; empty when none
 	Fenced []FencedPartition
+	// Unowned lists, in a cluster, the partitions this node replicates
+	// that no node serves now, with why (Error).
+	Unowned []FencedPartition
 }
 
 // FencedPartition is one queue partition that refuses publishes.

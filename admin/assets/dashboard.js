@@ -216,6 +216,12 @@
     fill("replicas", (q.replicas || []).map((r) => row([{text: r.node, cls: "text"}, {text: r.state || "", cls: "text"},
       r.written_next, r.durable_next])), "a single node: one copy", 4);
     text("q-committed", q.committed_next === undefined ? "" : q.committed_next);
+    fill("failovers", (q.failovers || []).slice().reverse().map((f) => {
+      const stages = f.stages || [];
+      const took = stages.length ? (stages[stages.length - 1].micros / 1000).toFixed(1) + " ms" : "";
+      const line = stages.map((s) => s.stage + (s.peer ? " " + s.peer : "") + " " + (s.micros / 1000).toFixed(1)).join(" · ");
+      return row([{text: f.started_at, cls: "text"}, f.epoch, {text: f.outcome, cls: "text"}, took, {text: line, cls: "text mono"}]);
+    }), "none run by this node since it started", 5);
   }
   async function refreshCluster() {
     const overview = await getJSON("/api/cluster/overview");

@@ -35,7 +35,7 @@ type clusterProcess struct {
 	id, clientAddress, httpAddress string
 	dataDir                        string
 	cmd                            *exec.Cmd
-	stderr                         *bytes.Buffer
+	stderr                         *lockedBuffer
 }
 
 type binaryCluster struct {
@@ -131,7 +131,7 @@ func (c *binaryCluster) start(node *clusterProcess) {
 // launch runs one node and returns the wait for its "serving clients" line.
 func (c *binaryCluster) launch(node *clusterProcess) func() {
 	c.t.Helper()
-	node.stderr = &bytes.Buffer{}
+	node.stderr = &lockedBuffer{buffer: &bytes.Buffer{}}
 	node.cmd = exec.Command(c.binary, "serve", "--config", c.configFile, "--node", node.id)
 	node.cmd.Stderr = node.stderr
 	stdout, err := node.cmd.StdoutPipe()
