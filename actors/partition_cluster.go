@@ -117,11 +117,15 @@ type replication struct {
 
 	// Replica: the owner's link to answer on, the progress last reported,
 	// and the fetch in flight.
-	ownerReply peerReply
-	ownerNode  string
-	ownerEpoch uint64
-	reported   [2]uint64 // durable, written last sent
-	fetch      *fetchState
+	ownerReply   peerReply
+	ownerNode    string
+	ownerEpoch   uint64
+	ownerHeardAt time.Time // the owner's last push (records or keepalive)
+	// leadershipOfferedAt rate-limits giving the coordination leadership
+	// back to a live owner.
+	leadershipOfferedAt time.Time
+	reported            [2]uint64 // durable, written last sent
+	fetch               *fetchState
 	// appendsInFlight counts batches handed to the log whose completion
 	// has not arrived; pendingEnd and pendingHistory are the log's end and
 	// epoch history once they are staged (replicaLogView).
@@ -342,9 +346,13 @@ func (p *partition) followView(ctx actor.Context, view cluster.PartitionView) {
 	serving := view.State.Serving(home.self, home.instance)
 	switch r.role {
 	case roleOwner:
-		if !view.SelfLeads || !serving {
-			p.stepDown(ctx, fmt.Sprintf("the coordination shard's leader is %q and its owner %s (epoch %d, %s)",
-				view.Leader, view.State.Owner, view.State.Epoch, view.State.Phase))
+		// Authority is the epoch, not the Raft leadership: a follower that
+		// took the leadership while this owner was slow gives it back (or,
+		// if it finds the owner silent, claims a newer epoch and seals the
+		// followers, which fences this owner).
+		if !serving {
+			p.stepDown(ctx, fmt.Sprintf("the coordination shard names owner %s (epoch %d, %s); its leader is %q",
+				view.State.Owner, view.State.Epoch, view.State.Phase, view.Leader))
 		}
 	case roleRecovering:
 		if !view.SelfLeads {
@@ -356,11 +364,46 @@ func (p *partition) followView(ctx actor.Context, view cluster.PartitionView) {
 			// The first epoch of a partition nobody served: nothing to
 			// recover, this process claimed it.
 			p.becomeOwner(ctx, view.State)
+		case view.SelfLeads && p.ownerAlive(view.State):
+			// The leadership moved but the owner is alive (it pushed a
+			// moment ago on a live link): hand the leadership back rather
+			// than fail over a working owner; look again shortly.
+			p.maybeReturnLeadership(ctx, view)
 		case view.SelfLeads:
 			p.startRecovery(ctx)
 		}
 	}
 	p.publishSummary()
+}
+
+// ownerSilenceMax is how long a replica that leads the coordination shard
+// waits for word from the serving owner before it takes the partition
+// over: twice an idle owner's keepalive interval.
+const ownerSilenceMax = 2 * linkKeepalive
+
+// ownerAlive reports whether the serving owner of state pushed to this
+// replica within ownerSilenceMax, on a link that is still open.
+func (p *partition) ownerAlive(state cluster.CoordState) bool {
+	r := p.repl
+	return state.Phase == cluster.PhaseActive && r.ownerNode == state.Owner && r.ownerEpoch == state.Epoch &&
+		r.ownerReply != nil && r.ownerReply.alive() && time.Since(r.ownerHeardAt) < ownerSilenceMax
+}
+
+// maybeReturnLeadership asks the coordination shard to move its leadership
+// to the live owner (at most once per linkProbeRetry) and looks at the
+// view again once the owner's silence would exceed ownerSilenceMax.
+func (p *partition) maybeReturnLeadership(ctx actor.Context, view cluster.PartitionView) {
+	r, home := p.repl, p.home.replication
+	self, system := ctx.Self(), ctx.ActorSystem()
+	if time.Since(r.leadershipOfferedAt) >= linkProbeRetry {
+		r.leadershipOfferedAt = time.Now()
+		node, shardID, owner := home.node, home.shardID, view.State.Owner
+		p.core.logger.Info("the coordination leader is not the owner, which is alive; handing the leadership back",
+			"queue", p.home.name, "owner", owner, "epoch", view.State.Epoch)
+		go func() { _ = node.TransferLeadership(shardID, owner) }()
+	}
+	recheck := max(ownerSilenceMax-time.Since(r.ownerHeardAt), 10*time.Millisecond)
+	time.AfterFunc(min(recheck, linkProbeRetry), func() { system.Root.Send(self, recheckCoordination{}) })
 }
 
 // becomeOwner promotes the queue if it is still a replica, starts the

@@ -171,7 +171,7 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 	end, history := p.replicaLogView()
 	if r.fetch != nil && !r.fetch.recovery && push.Epoch >= r.fence {
 		if push.StartOffset != end || r.fetch.appending || r.fetch.requestID != 0 {
-			r.ownerReply, r.ownerNode, r.ownerEpoch = msg.reply, msg.from, push.Epoch
+			r.ownerReply, r.ownerNode, r.ownerEpoch, r.ownerHeardAt = msg.reply, msg.from, push.Epoch, time.Now()
 			p.refusePush(msg, wire.RefusedBehind, fmt.Sprintf("catching up: fetching from %d", r.fetch.next))
 			return
 		}
@@ -196,7 +196,7 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 		p.refusePush(msg, wire.RefusedLatched, "the replica could not record its fence")
 		return
 	}
-	r.ownerReply, r.ownerNode, r.ownerEpoch = msg.reply, msg.from, push.Epoch
+	r.ownerReply, r.ownerNode, r.ownerEpoch, r.ownerHeardAt = msg.reply, msg.from, push.Epoch, time.Now()
 	switch action {
 	case cluster.PushBehind:
 		p.refusePush(msg, wire.RefusedBehind, fmt.Sprintf("this log ends at %d", end))
@@ -498,6 +498,9 @@ func (p *partition) fetchAnswered(ctx actor.Context, msg peerAnswer) {
 		return // the answer to a fetch this partition gave up
 	}
 	fetch.requestID = 0
+	if fetch.source == p.repl.ownerNode {
+		p.repl.ownerHeardAt = time.Now() // a catching-up replica hears its owner through pages
+	}
 	switch frame := msg.frame.(type) {
 	case *wire.Page:
 		p.pageArrived(ctx, frame)

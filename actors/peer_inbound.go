@@ -32,6 +32,8 @@ import (
 // link; *peerTransport implements it.
 type peerReply interface {
 	sendFrame(frame wire.Frame) error
+	// alive reports whether the link can still carry frames.
+	alive() bool
 }
 
 // Requests an inbound link hands to a partition.

@@ -112,6 +112,13 @@ func (t *peerTransport) send(frame []byte) error {
 // sendFrame encodes frame and queues it.
 func (t *peerTransport) sendFrame(frame wire.Frame) error { return t.send(frame.Encode(nil)) }
 
+// alive reports whether the link is still open.
+func (t *peerTransport) alive() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.closed
+}
+
 // start runs the reader and writer goroutines; handle sees every frame.
 // onEnd runs once, after both ended and the socket is closed, with the
 // first error.

@@ -116,6 +116,8 @@ type localReply struct {
 	node   string
 }
 
+func (r localReply) alive() bool { return true }
+
 func (r localReply) sendFrame(frame wire.Frame) error {
 	var requestID uint64
 	switch f := frame.(type) {

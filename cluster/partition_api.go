@@ -95,6 +95,18 @@ func (n *Node) ActivateEpoch(ctx context.Context, shardID, epoch, firstOffset ui
 	return n.coordinate(ctx, shardID, command)
 }
 
+// TransferLeadership asks a coordination shard's Raft leadership to move
+// to node: best effort, the request is queued and the call returns; the
+// next view says whether it moved. A leader that finds the serving owner
+// alive gives the leadership back instead of taking the partition over.
+func (n *Node) TransferLeadership(shardID uint64, node string) error {
+	replicaID, found := n.replicaIDOf(node)
+	if !found {
+		return fmt.Errorf("%w: %q", ErrUnknownNode, node)
+	}
+	return n.nodeHost.RequestLeaderTransfer(shardID, replicaID)
+}
+
 // ReadCoordination is a linearizable read of a partition's ownership
 // record. Blocks on Raft.
 func (n *Node) ReadCoordination(ctx context.Context, shardID uint64) (CoordState, error) {

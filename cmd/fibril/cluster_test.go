@@ -63,7 +63,8 @@ func freeAddresses(t *testing.T, n int) []string {
 }
 
 // writeClusterConfig writes a three-node config with free ports and data
-// dirs under dir; rtt is the Raft tick.
+// dirs under dir; rtt is the Raft tick (with elections of 10 ticks), or 0
+// for the config's defaults.
 func writeClusterConfig(t *testing.T, dir string, rtt time.Duration) (string, []*clusterProcess) {
 	t.Helper()
 	type nodeJSON struct {
@@ -85,12 +86,15 @@ func writeClusterConfig(t *testing.T, dir string, rtt time.Duration) (string, []
 		processes = append(processes, &clusterProcess{id: node.ID, clientAddress: node.ClientAddress,
 			httpAddress: node.HTTPAddress, dataDir: node.DataDir})
 	}
+	raft := map[string]any{"rtt": rtt.String(), "election_rtt": 10, "heartbeat_rtt": 1,
+		"coordination_election_rtt": 10, "coordination_heartbeat_rtt": 1, "log_level": "error"}
+	if rtt == 0 {
+		raft = map[string]any{"log_level": "error"} // the defaults, as a deployment gets them
+	}
 	config := map[string]any{
 		"cluster": map[string]any{
 			"deployment_id": 1, "default_replicas": 3, "background_sync_interval": "100ms",
-			"secret": "test-cluster-secret",
-			"raft": map[string]any{"rtt": rtt.String(), "election_rtt": 10, "heartbeat_rtt": 1,
-				"coordination_election_rtt": 10, "coordination_heartbeat_rtt": 1, "log_level": "error"},
+			"secret": "test-cluster-secret", "raft": raft,
 		},
 		"nodes": nodes,
 	}

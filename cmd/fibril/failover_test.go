@@ -30,9 +30,10 @@ type queueStatusView struct {
 		WrittenNext uint64 `json:"written_next"`
 	} `json:"replicas"`
 	Failovers []struct {
-		Epoch   uint64 `json:"epoch"`
-		Outcome string `json:"outcome"`
-		Stages  []struct {
+		Epoch     uint64    `json:"epoch"`
+		StartedAt time.Time `json:"started_at"`
+		Outcome   string    `json:"outcome"`
+		Stages    []struct {
 			Stage  string `json:"stage"`
 			Micros int64  `json:"micros"`
 		} `json:"stages"`
