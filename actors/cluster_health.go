@@ -4,7 +4,7 @@ package actors
 // partition this node replicates that has no serving owner as this node
 // sees it: its coordination shard has no active epoch (a recovery runs, or
 // the first owner is not chosen yet), or the active owner's node is
-// unreachable from here, or this node is the owner and its copy does not
+// unreachable from here (its Raft transport or its peer link says so), or this node is the owner and its copy does not
 // serve (it restarted and waits for a recovery). Reads local state only.
 
 import (
@@ -33,7 +33,7 @@ func (b *Broker) unownedQueues() []QueueHealth {
 			reason = "no owner chosen yet"
 		case state.Phase != cluster.PhaseActive:
 			reason = fmt.Sprintf("%s is recovering it under epoch %d", state.Owner, state.Epoch)
-		case unreachable[state.Owner]:
+		case unreachable[state.Owner] || b.core.peerUnreachable(state.Owner):
 			reason = fmt.Sprintf("its owner %s (epoch %d) is unreachable from this node", state.Owner, state.Epoch)
 		case state.Owner == node.ID() && !b.servesHere(view.Queue):
 			reason = fmt.Sprintf("this node owns epoch %d but its copy does not serve (it restarted; a recovery will choose the owner)", state.Epoch)

@@ -140,10 +140,13 @@ func (m *queuesManager) partitionNotServing(msg partitionNotServing) {
 
 // ownedElsewhere reports whether the coordination shard (as this node
 // last saw it) names another node the partition's owner (claimed or
-// serving). While it names none, or this node, requests wait here.
+// serving), and that node is reachable. While it names none, this node,
+// or a node whose peer link is down (its owner is likely gone and a
+// failover is under way), requests wait here rather than follow a
+// redirect to a dead address.
 func (m *queuesManager) ownedElsewhere(name string) bool {
 	owner, err := m.cluster.node.Owner(name, 0)
-	return err == nil && !owner.IsSelf
+	return err == nil && !owner.IsSelf && !m.core.peerUnreachable(owner.NodeID)
 }
 
 // settled reports whether what waits on a record can be answered now.

@@ -72,6 +72,11 @@ type brokerCore struct {
 	// peerRoutines counts the goroutines of peer links (accepting, dialing,
 	// handshakes, transports); Close waits for them after the tree stopped.
 	peerRoutines sync.WaitGroup
+	// peersDown names the nodes whose outbound peer link is down (a dial
+	// failed or the link ended) by node id; peer links write it, sessions
+	// and the manager read it to hold requests for an owner that is gone
+	// rather than redirect clients to it (peerUnreachable).
+	peersDown sync.Map
 	// timelines holds each replicated queue's failover timeline by queue
 	// name (*failoverTimeline), for Broker.QueueFailovers; the manager
 	// writes it, any goroutine reads it.
@@ -254,4 +259,10 @@ func (c *closingDirs) all() []chan struct{} {
 		running = append(running, dir...)
 	}
 	return running
+}
+
+// peerUnreachable reports whether this node's peer link to node is down.
+func (c *brokerCore) peerUnreachable(node string) bool {
+	_, down := c.peersDown.Load(node)
+	return down
 }

@@ -289,6 +289,7 @@ func (l *peerLink) dialed(ctx actor.Context, msg peerDialed) {
 		return
 	}
 	l.state = peerUp
+	l.core.peersDown.Delete(l.node)
 	l.transport = msg.transport
 	l.instance = msg.transport.remote.Instance
 	l.backoff = peerRedialMin
@@ -308,6 +309,7 @@ func (l *peerLink) becomeDown(ctx actor.Context, cause error) {
 	}
 	wasUp := l.state == peerUp
 	l.state = peerDown
+	l.core.peersDown.Store(l.node, true)
 	l.generation++
 	for id, replyTo := range l.requests {
 		ctx.Send(replyTo, peerRequestFailed{node: l.node, requestID: id, err: fmt.Errorf("%w: %v", errPeerClosed, cause)})

@@ -76,9 +76,11 @@ func (s *Subscription) rebind(l *link) {
 			s.finish(err)
 			continue
 		case l != client.home && (errors.Is(err, ErrConnectionLost) || CodeOf(err) == wire.CodeNotOwner):
-			// The queue's owner went away or moved: ask where it lives now.
+			// The queue's owner went away or moved: ask where it lives now,
+			// soon (the first backoff step), since the cluster is moving it.
 			l.forget(s)
 			l = client.dropRoute(s.queue, l)
+			failures = 0
 		}
 		delay := backoffDelay(failures, client.options.Backoff.Initial, client.options.Backoff.Max, client.randomFloat)
 		failures++
