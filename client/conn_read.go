@@ -151,6 +151,12 @@ func (c *conn) handleReject(body []byte) {
 			continue
 		}
 		refusal := &ServerError{Code: rejected.Code, Message: rejected.Message}
+		if rejected.Code == wire.CodeOutcomeUnknown {
+			// The queue changed owner or restarted with these appended:
+			// like a lost connection, a deduplicating queue may take them
+			// again (Options.RetryUnknownPublishes).
+			futures = c.client.splitRetries(c.link, futures, refusal)
+		}
 		for _, future := range futures {
 			c.client.finishPublish(future, Confirm{Err: refusal})
 		}
