@@ -372,3 +372,118 @@ func TestFailoverWaitsForALatchedReplicaToReopen(t *testing.T) {
 		waitUntil(t, id+" is healthy again", func() bool { return c.members[id].broker.Health().OK })
 	}
 }
+
+// memCluster starts three brokers on in-memory filesystems (each node's
+// Raft state stays on the OS disk), with background sync off unless a
+// test syncs, so what a power loss keeps is exactly what was synced.
+func memCluster(t *testing.T, wrap func(id string, mem *vfs.Mem) vfs.FS) (*brokerCluster, map[string]*vfs.Mem) {
+	t.Helper()
+	disks := map[string]*vfs.Mem{}
+	options := []brokerClusterOption{withBrokerConfig(func(_ string, config *Config) { config.SyncInterval = time.Hour })}
+	for i := 1; i <= 3; i++ {
+		id := fmt.Sprintf("node%d", i)
+		disks[id] = vfs.NewMem()
+		var fs vfs.FS = disks[id]
+		if wrap != nil {
+			fs = wrap(id, disks[id])
+		}
+		options = append(options, withBrokerFS(id, fs))
+	}
+	return startBrokerCluster(t, 3, options...), disks
+}
+
+// The owner of a buffered queue loses power: its log restarts shorter
+// than its followers' (nothing was synced), under a new process instance.
+// It does not serve again as it was: a recovery chooses the longer
+// history the followers hold, every confirmed message is delivered, and
+// the restarted node catches up as a follower.
+func TestFailoverOwnerPowerLossWithAShorterLog(t *testing.T) {
+	c, disks := memCluster(t, nil)
+	ctx := testContext(t)
+	name := "power"
+	owner, followers := c.declareServed(name, client.QueueConfig{Mode: client.ModeBuffered, Policy: "replica_buffered:2"})
+	confirmed := confirmedPayloads(t, ctx, c.dialSDKHome(followers[0], "publisher"), name, "m", 200)
+	image := disks[owner].CrashClone(vfs.CrashOptions{})
+	c.stop(owner)
+	c.fs[owner] = image
+	c.restart(owner)
+	serving := c.servingOwner(name)
+	if serving == owner {
+		t.Fatalf("%s serves %s again from the log its power loss left", owner, name)
+	}
+	drainPayloads(t, ctx, c.dialSDKHome(serving, "consumer"), name, confirmed)
+	waitUntil(t, owner+" catches up", func() bool {
+		info := c.copyAt(serving, name)
+		replica, ok := replicaOf(info, owner)
+		return ok && replica.State == "in sync" && c.copyAt(owner, name).WrittenNext == info.WrittenNext
+	})
+}
+
+// The owner holds a record nobody else has (its followers' disks held the
+// write, and then lost power with it): the followers recover without it
+// under a new epoch, and when the old owner comes back its divergent
+// suffix is cut. The record was never confirmed and is never delivered;
+// everything confirmed is.
+func TestFailoverCutsTheOldOwnersDivergentSuffix(t *testing.T) {
+	gates := map[string]*gateFS{}
+	c, disks := memCluster(t, func(id string, mem *vfs.Mem) vfs.FS {
+		gates[id] = newGateFS(mem)
+		return gates[id]
+	})
+	t.Cleanup(func() {
+		for _, gate := range gates {
+			gate.release()
+		}
+	})
+	ctx := testContext(t)
+	name := "divergent"
+	owner, followers := c.declareServed(name, client.QueueConfig{Mode: client.ModeBuffered, Policy: "replica_buffered:2"})
+	sdk := c.dialSDKHome(owner, "publisher")
+	confirmed := confirmedPayloads(t, ctx, sdk, name, "m", 100)
+	written := c.copyAt(owner, name).WrittenNext
+	for _, id := range followers {
+		gates[id].hold(gateWrites)
+	}
+	if _, err := sdk.PublishAsync(ctx, name, client.Message{Payload: []byte("only on the owner")}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the owner wrote the record", func() bool { return c.copyAt(owner, name).WrittenNext > written })
+	for _, id := range followers {
+		waitUntil(t, id+"'s write is held", func() bool { return gates[id].held() > 0 })
+	}
+	// The followers lose power with the record's write held: their images
+	// keep everything written before it, synced or not.
+	images := map[string]*vfs.Mem{}
+	for _, id := range followers {
+		images[id] = disks[id].CrashClone(vfs.CrashOptions{KeepUnsynced: true})
+		gates[id].release()
+	}
+	for _, id := range c.order {
+		c.stop(id)
+	}
+	for _, id := range followers {
+		c.fs[id] = images[id]
+		c.restart(id)
+	}
+	serving := c.servingOwner(name)
+	if serving == owner {
+		t.Fatalf("the old owner serves")
+	}
+	c.restart(owner) // on its own disk, with the record
+	waitUntil(t, owner+" cuts its suffix and rejoins", func() bool {
+		info := c.copyAt(serving, name)
+		replica, ok := replicaOf(info, owner)
+		return ok && replica.State == "in sync" && c.copyAt(owner, name).WrittenNext == info.WrittenNext
+	})
+	consumer := c.dialSDKHome(serving, "consumer")
+	drainPayloads(t, ctx, consumer, name, confirmed)
+	subscription, err := consumer.Subscribe(ctx, name, client.SubscribeOptions{Prefetch: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case delivery := <-subscription.Deliveries():
+		t.Fatalf("delivered %q, which no copy the recovery chose held", delivery.Payload)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
