@@ -56,6 +56,7 @@ type Metrics struct {
 	confirmSeconds, deliverySeconds, syncSeconds           *prometheus.HistogramVec
 	logWriteSeconds, logFsyncSeconds                       *prometheus.HistogramVec
 	queueState                                             *queueStateCollector
+	replication                                            *replicationMetrics
 	restartsTotal                                          func() uint64
 	mu                                                     sync.Mutex
 	queues                                                 map[string]*queueMetrics
@@ -157,6 +158,7 @@ func newMetrics(restartsTotal func() uint64) *Metrics {
 	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fibril_actor_restarts_total",
 		Help: "Restarts of any actor of the node since it started."}, func() float64 { return float64(m.restartsTotal()) }))
 	m.queueState = newQueueStateCollector(m)
+	m.replication = newReplicationMetrics(m.registry)
 	m.registry.MustRegister(m.queueState)
 	return m
 }
@@ -262,6 +264,7 @@ func (m *Metrics) dropQueue(name string) {
 		m.logWriteSeconds, m.logFsyncSeconds} {
 		vec.DeletePartialMatch(labels)
 	}
+	m.replication.dropQueue(name)
 }
 
 // countRefusal counts what the node refuses a client: an error frame (by

@@ -299,7 +299,8 @@ func removeTree(fs vfs.FS, name string) error {
 func gatherInfos(system *actor.ActorSystem, routes []queueRoute) []wire.QueueInfo {
 	futures := make([]*actor.Future, len(routes))
 	for i, route := range routes {
-		if !route.failure.failed() {
+		// A cluster replica (routed not_owner) answers with its own copy.
+		if !route.failure.failed() || route.failure.code == wire.CodeNotOwner {
 			futures[i] = system.Root.RequestFuture(route.pid, infoRequest{}, infoTimeout)
 		}
 	}

@@ -166,8 +166,9 @@ func (s *session) partitionStopped(partition *actor.PID) {
 			continue
 		}
 		delete(s.pending, batchID)
-		s.answerBatch(batch, 0, 0, requestFailure{code: wire.CodeUnknownQueue,
-			message: fmt.Sprintf("queue %q stopped (deleted, restarted, or the node is shutting down) before answering the publish; it may have been stored", batch.queue)})
+		s.answerBatch(batch, 0, 0, requestFailure{code: wire.CodeOutcomeUnknown,
+			message: fmt.Sprintf("queue %q stopped (deleted, restarted, or the node is shutting down) before answering "+
+				"the publish; it may or may not have been stored", batch.queue)})
 	}
 	for id, subscription := range s.subscriptions {
 		if subscription.partition.Id != partition.Id {

@@ -254,9 +254,29 @@ func (c *Client) roundTrip(ctx context.Context, request call) (reply, error) {
 }
 
 // linkFor returns the link that serves a queue: its owner's, once a
-// redirect has named one, and home otherwise.
+// redirect has named one and while that node answers, and home otherwise.
+// A route whose link lost its connection is dropped: the owner may have
+// failed over, and home (or the next node home reaches) redirects to the
+// new one.
 func (c *Client) linkFor(queue string) *link {
 	if routed := c.routedLink(queue); routed != nil {
+		if !routed.lost() {
+			return routed
+		}
+		return c.dropRoute(queue, routed)
+	}
+	return c.home
+}
+
+// dropRoute forgets that dead serves queue (its node stopped answering, or
+// said it no longer owns the queue) and returns the link to ask next.
+func (c *Client) dropRoute(queue string, dead *link) *link {
+	c.routesMu.Lock()
+	defer c.routesMu.Unlock()
+	if c.routes[queue] == dead {
+		delete(c.routes, queue)
+	}
+	if routed := c.routes[queue]; routed != nil {
 		return routed
 	}
 	return c.home

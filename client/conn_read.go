@@ -151,6 +151,12 @@ func (c *conn) handleReject(body []byte) {
 			continue
 		}
 		refusal := &ServerError{Code: rejected.Code, Message: rejected.Message}
+		if rejected.Code == wire.CodeOutcomeUnknown {
+			// The queue changed owner or restarted with these appended:
+			// like a lost connection, a deduplicating queue may take them
+			// again (Options.RetryUnknownPublishes).
+			futures = c.client.splitRetries(c.link, futures, refusal)
+		}
 		for _, future := range futures {
 			c.client.finishPublish(future, Confirm{Err: refusal})
 		}
@@ -242,6 +248,12 @@ func (c *conn) handleSubscriptionEnded(body []byte) {
 	b.ended.Store(true)
 	if s := b.subscription; s != nil && s.boundTo(c) {
 		c.link.forget(s)
+		if frame.Code == wire.CodeNotOwner {
+			// The queue's owner stepped down (a failover): subscribe again
+			// wherever the queue is served now.
+			s.startRebind(c.client.dropRoute(s.queue, c.link))
+			return
+		}
 		s.finish(&ServerError{Code: frame.Code, Message: frame.Message})
 	}
 }

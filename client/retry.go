@@ -67,7 +67,7 @@ func (c *Client) retryUnknown(l *link, futures []*PublishFuture, cause error) {
 		}
 		window, known := windows[future.queue]
 		if !known {
-			window = c.dedupWindowOf(l, future.queue)
+			window = c.dedupWindowOf(future.queue)
 			windows[future.queue] = window
 		}
 		if window <= 0 || time.Since(future.firstSent) >= window/2 {
@@ -91,14 +91,16 @@ func (c *Client) retryUnknown(l *link, futures []*PublishFuture, cause error) {
 	}
 }
 
-// dedupWindowOf waits for l to be connected again and reads the queue's
-// dedup window from its info; 0 when the queue does not deduplicate, or
+// dedupWindowOf waits for the link that serves the queue now to be
+// connected and reads the queue's dedup window from its info; 0 when the queue does not deduplicate, or
 // when the info cannot be had (the Client closed, the queue is gone).
-func (c *Client) dedupWindowOf(l *link, queue string) time.Duration {
+func (c *Client) dedupWindowOf(queue string) time.Duration {
 	ctx, cancel := context.WithTimeout(c.ctx, retryInfoTimeout)
 	defer cancel()
 	for ctx.Err() == nil {
-		if err := l.awaitConnected(ctx); err != nil {
+		// The queue's current link: a route whose node is gone is dropped
+		// (the queue may have failed over), so this asks home instead.
+		if err := c.linkFor(queue).awaitConnected(ctx); err != nil {
 			return 0
 		}
 		info, err := c.QueueInfo(ctx, queue)

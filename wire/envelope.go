@@ -71,6 +71,17 @@ const (
 	TagPush              Tag = 'F'<<24 | 'Q'<<16 | 'R'<<8 | '1' // FQR1 node (owner to follower)
 	TagProgress          Tag = 'F'<<24 | 'Q'<<16 | 'P'<<8 | '1' // FQP1 node (follower to owner)
 	TagProgressWritten   Tag = 'F'<<24 | 'Q'<<16 | 'P'<<8 | '2' // FQP2 node (follower to owner)
+	TagPushRefused       Tag = 'F'<<24 | 'Q'<<16 | 'N'<<8 | '1' // FQN1 node (follower to owner)
+	TagFetch             Tag = 'F'<<24 | 'Q'<<16 | 'F'<<8 | '1' // FQF1 node (asks a source for records)
+	TagPage              Tag = 'F'<<24 | 'Q'<<16 | 'G'<<8 | '1' // FQG1 node (answers a fetch)
+	TagSeal              Tag = 'F'<<24 | 'Q'<<16 | 'S'<<8 | '1' // FQS1 node (recovery to a replica)
+	TagSealed            Tag = 'F'<<24 | 'Q'<<16 | 'T'<<8 | '1' // FQT1 node (answers a seal)
+	TagPeerHello         Tag = 'F'<<24 | 'X'<<16 | 'H'<<8 | '1' // FXH1 node (opens a peer link)
+	TagPeerChallenge     Tag = 'F'<<24 | 'X'<<16 | 'C'<<8 | '1' // FXC1 node (answers a peer hello)
+	TagPeerAuth          Tag = 'F'<<24 | 'X'<<16 | 'A'<<8 | '1' // FXA1 node (completes the handshake)
+	TagMemberQuery       Tag = 'F'<<24 | 'X'<<16 | 'Q'<<8 | '1' // FXQ1 node (what is my replica id?)
+	TagReplaceMember     Tag = 'F'<<24 | 'X'<<16 | 'R'<<8 | '1' // FXR1 node (replace my replica)
+	TagMember            Tag = 'F'<<24 | 'X'<<16 | 'M'<<8 | '1' // FXM1 node (answers both)
 )
 
 // TagSubscriptionEnded names FSE1, the node's notice that it ended a
@@ -146,6 +157,17 @@ var kinds = []kind{
 	{TagPush, "push", sentByNode, func() Frame { return new(Push) }},
 	{TagProgress, "progress", sentByNode, func() Frame { return new(Progress) }},
 	{TagProgressWritten, "progress-written", sentByNode, func() Frame { return new(ProgressWritten) }},
+	{TagPushRefused, "push-refused", sentByNode, func() Frame { return new(PushRefused) }},
+	{TagFetch, "fetch", sentByNode, func() Frame { return new(Fetch) }},
+	{TagPage, "page", sentByNode, func() Frame { return new(Page) }},
+	{TagSeal, "seal", sentByNode, func() Frame { return new(Seal) }},
+	{TagSealed, "sealed", sentByNode, func() Frame { return new(Sealed) }},
+	{TagPeerHello, "peer-hello", sentByNode, func() Frame { return new(PeerHello) }},
+	{TagPeerChallenge, "peer-challenge", sentByNode, func() Frame { return new(PeerChallenge) }},
+	{TagPeerAuth, "peer-auth", sentByNode, func() Frame { return new(PeerAuth) }},
+	{TagMemberQuery, "member-query", sentByNode, func() Frame { return new(MemberQuery) }},
+	{TagReplaceMember, "replace-member", sentByNode, func() Frame { return new(ReplaceMember) }},
+	{TagMember, "member", sentByNode, func() Frame { return new(Member) }},
 }
 
 // kindByTag indexes kinds; it is built once and only read afterwards.

@@ -121,6 +121,17 @@ func FuzzDecodeRedirect(f *testing.F)          { fuzzDecoder(f, TagRedirect) }
 func FuzzDecodePush(f *testing.F)              { fuzzDecoder(f, TagPush) }
 func FuzzDecodeProgress(f *testing.F)          { fuzzDecoder(f, TagProgress) }
 func FuzzDecodeProgressWritten(f *testing.F)   { fuzzDecoder(f, TagProgressWritten) }
+func FuzzDecodePushRefused(f *testing.F)       { fuzzDecoder(f, TagPushRefused) }
+func FuzzDecodeFetch(f *testing.F)             { fuzzDecoder(f, TagFetch) }
+func FuzzDecodePage(f *testing.F)              { fuzzDecoder(f, TagPage) }
+func FuzzDecodeSeal(f *testing.F)              { fuzzDecoder(f, TagSeal) }
+func FuzzDecodeSealed(f *testing.F)            { fuzzDecoder(f, TagSealed) }
+func FuzzDecodePeerHello(f *testing.F)         { fuzzDecoder(f, TagPeerHello) }
+func FuzzDecodePeerChallenge(f *testing.F)     { fuzzDecoder(f, TagPeerChallenge) }
+func FuzzDecodePeerAuth(f *testing.F)          { fuzzDecoder(f, TagPeerAuth) }
+func FuzzDecodeMemberQuery(f *testing.F)       { fuzzDecoder(f, TagMemberQuery) }
+func FuzzDecodeReplaceMember(f *testing.F)     { fuzzDecoder(f, TagReplaceMember) }
+func FuzzDecodeMember(f *testing.F)            { fuzzDecoder(f, TagMember) }
 
 func FuzzDecodeSubscriptionEnded(f *testing.F) { fuzzDecoder(f, TagSubscriptionEnded) }
 

@@ -72,6 +72,17 @@ type QueueInfo struct {
 	Owner    string        // node id of the owner
 	Epoch    uint64        // ownership epoch
 	Replicas []ReplicaInfo // every copy, owner included
+	// CommittedNext is the quorum frontier: the log offset below which the
+	// policy's copies hold every record at the queue's boundary (written
+	// for a buffered queue, durable for a durable one). Confirms,
+	// deliveries and settles apply only below it. Set by the owner.
+	CommittedNext uint64
+	// WrittenOn and DurableOn count the copies (owner included, of
+	// len(Replicas)) whose written and durable positions are at or past
+	// CommittedNext: every confirmed message is written on WrittenOn copies
+	// and durable on DurableOn. Set by the owner.
+	WrittenOn uint32
+	DurableOn uint32
 
 	// Dedup is the deduplication table's state; nil when the queue does
 	// not deduplicate.
@@ -89,8 +100,13 @@ type DedupStats struct {
 // ReplicaInfo is one copy of a queue's log as its owner last heard of it.
 type ReplicaInfo struct {
 	Node        string
-	WrittenNext uint64
-	DurableNext uint64
+	WrittenNext uint64 // offset after the copy's last written record
+	DurableNext uint64 // offset after the copy's last fsynced record
+	// State is the copy's replication state as the owner sees it: "owner",
+	// or a follower's link state ("in sync", "catching up", "probing",
+	// "unreachable", "latched", "stale", with a reason in parentheses).
+	// Empty when the answering node is not the owner.
+	State string
 }
 
 // String gives a one-line summary, for logs.
@@ -102,7 +118,7 @@ func (q *QueueInfo) String() string {
 func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 	optional := 0
 	for _, present := range []bool{q.Policy != "", q.LastSyncError != "", q.FenceError != "",
-		q.Owner != "", q.Epoch != 0, len(q.Replicas) != 0} {
+		q.Owner != "", q.Epoch != 0, len(q.Replicas) != 0, q.CommittedNext != 0, q.WrittenOn != 0, q.DurableOn != 0} {
 		if present {
 			optional++
 		}
@@ -143,16 +159,32 @@ func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 	if q.Epoch != 0 {
 		dst = appendMsgpackUint(appendMsgpackString(dst, "epoch"), q.Epoch)
 	}
+	if q.CommittedNext != 0 {
+		dst = appendMsgpackUint(appendMsgpackString(dst, "committed_next"), q.CommittedNext)
+	}
+	if q.WrittenOn != 0 {
+		dst = appendMsgpackUint(appendMsgpackString(dst, "written_on"), uint64(q.WrittenOn))
+	}
+	if q.DurableOn != 0 {
+		dst = appendMsgpackUint(appendMsgpackString(dst, "durable_on"), uint64(q.DurableOn))
+	}
 	if len(q.Replicas) > MaxReplicas {
 		panic(fieldTooLong{field: "replicas", length: len(q.Replicas), limit: MaxReplicas})
 	}
 	if len(q.Replicas) != 0 {
 		dst = appendMsgpackArrayHeader(appendMsgpackString(dst, "replicas"), len(q.Replicas))
 		for _, replica := range q.Replicas {
-			dst = appendMsgpackMapHeader(dst, 3)
+			fields := 3
+			if replica.State != "" {
+				fields++
+			}
+			dst = appendMsgpackMapHeader(dst, fields)
 			dst = appendMsgpackString(appendMsgpackString(dst, "node"), replica.Node)
 			dst = appendMsgpackUint(appendMsgpackString(dst, "written_next"), replica.WrittenNext)
 			dst = appendMsgpackUint(appendMsgpackString(dst, "durable_next"), replica.DurableNext)
+			if replica.State != "" {
+				dst = appendMsgpackString(appendMsgpackString(dst, "state"), replica.State)
+			}
 		}
 	}
 	if d := q.Dedup; d != nil {
@@ -250,6 +282,12 @@ func (r *msgpackReader) queueInfo(q *QueueInfo) error {
 			q.Fenced, err = r.boolean()
 		case "fence_error":
 			q.FenceError, err = r.str()
+		case "committed_next":
+			q.CommittedNext, err = r.uint(math.MaxUint64)
+		case "written_on":
+			q.WrittenOn, err = r.uint32()
+		case "durable_on":
+			q.DurableOn, err = r.uint32()
 		case "owner":
 			q.Owner, err = r.str()
 		case "epoch":
@@ -293,6 +331,8 @@ func (r *msgpackReader) replicas(dst []ReplicaInfo) ([]ReplicaInfo, error) {
 				replica.WrittenNext, err = r.uint(math.MaxUint64)
 			case "durable_next":
 				replica.DurableNext, err = r.uint(math.MaxUint64)
+			case "state":
+				replica.State, err = r.str()
 			default:
 				err = r.skip()
 			}
