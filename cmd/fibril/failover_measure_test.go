@@ -173,10 +173,14 @@ func mapValues(m map[string]string) []string {
 // catalogLeader reads the catalog leader from any live node.
 func catalogLeader(t *testing.T, c *binaryCluster) string {
 	t.Helper()
-	for _, node := range c.nodes {
-		var view clusterView
-		if err := tryGetJSON(node, "/api/cluster", &view); err == nil && view.CatalogLeader != "" {
-			return view.CatalogLeader
+	// A node that just restarted, or an election after it, may leave every
+	// node without a known leader for a moment.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, node := range c.nodes {
+			var view clusterView
+			if err := tryGetJSON(node, "/api/cluster", &view); err == nil && view.CatalogLeader != "" {
+				return view.CatalogLeader
+			}
 		}
 	}
 	t.Fatal("no node knows the catalog leader")
