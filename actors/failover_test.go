@@ -373,6 +373,23 @@ func TestFailoverWaitsForALatchedReplicaToReopen(t *testing.T) {
 	}
 }
 
+// gatedMemCluster is memCluster with a gate (gatefs_test.go) on every
+// node's filesystem, all opened again when the test ends.
+func gatedMemCluster(t *testing.T) (*brokerCluster, map[string]*vfs.Mem, map[string]*gateFS) {
+	t.Helper()
+	gates := map[string]*gateFS{}
+	c, disks := memCluster(t, func(id string, mem *vfs.Mem) vfs.FS {
+		gates[id] = newGateFS(mem)
+		return gates[id]
+	})
+	t.Cleanup(func() {
+		for _, gate := range gates {
+			gate.release()
+		}
+	})
+	return c, disks, gates
+}
+
 // memCluster starts three brokers on in-memory filesystems (each node's
 // Raft state stays on the OS disk), with background sync off unless a
 // test syncs, so what a power loss keeps is exactly what was synced.
@@ -425,16 +442,7 @@ func TestFailoverOwnerPowerLossWithAShorterLog(t *testing.T) {
 // suffix is cut. The record was never confirmed and is never delivered;
 // everything confirmed is.
 func TestFailoverCutsTheOldOwnersDivergentSuffix(t *testing.T) {
-	gates := map[string]*gateFS{}
-	c, disks := memCluster(t, func(id string, mem *vfs.Mem) vfs.FS {
-		gates[id] = newGateFS(mem)
-		return gates[id]
-	})
-	t.Cleanup(func() {
-		for _, gate := range gates {
-			gate.release()
-		}
-	})
+	c, disks, gates := gatedMemCluster(t)
 	ctx := testContext(t)
 	name := "divergent"
 	owner, followers := c.declareServed(name, client.QueueConfig{Mode: client.ModeBuffered, Policy: "replica_buffered:2"})
@@ -494,16 +502,7 @@ func TestFailoverCutsTheOldOwnersDivergentSuffix(t *testing.T) {
 // and takes the new owner's, so the recovery can install W copies and
 // serve. Before, its pushes were refused as "catching up" for ever.
 func TestFailoverWhileAReplicaCatchesUpFromTheDeadOwner(t *testing.T) {
-	gates := map[string]*gateFS{}
-	c, _ := memCluster(t, func(id string, mem *vfs.Mem) vfs.FS {
-		gates[id] = newGateFS(mem)
-		return gates[id]
-	})
-	t.Cleanup(func() {
-		for _, gate := range gates {
-			gate.release()
-		}
-	})
+	c, _, gates := gatedMemCluster(t)
 	ctx := testContext(t)
 	name := "catching-up"
 	owner, followers := c.declareServed(name, client.QueueConfig{Mode: client.ModeDurable, Policy: "majority_durable"})

@@ -109,6 +109,19 @@ func writeClusterConfig(t *testing.T, dir string, rtt time.Duration) (string, []
 	return file, processes
 }
 
+// startBinaryClusterWithCtl builds both binaries and starts three nodes
+// (RTT 10 ms); it skips under -short.
+func startBinaryClusterWithCtl(t *testing.T) (*binaryCluster, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binaries")
+	}
+	dir := t.TempDir()
+	server := buildBinary(t, dir, "./cmd/fibril", "fibril")
+	ctl := buildBinary(t, dir, "./cmd/fibrilctl", "fibrilctl")
+	return startBinaryCluster(t, server, 10*time.Millisecond), ctl
+}
+
 func startBinaryCluster(t *testing.T, binary string, rtt time.Duration) *binaryCluster {
 	t.Helper()
 	dir := t.TempDir()
@@ -238,13 +251,7 @@ type clusterView struct {
 // names the owner and the replica set, /api/cluster and /api/queues/{name}
 // report the cluster, and SIGTERM stops every node cleanly.
 func TestBinaryClusterServesThroughANonOwner(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binaries")
-	}
-	dir := t.TempDir()
-	server := buildBinary(t, dir, "./cmd/fibril", "fibril")
-	ctl := buildBinary(t, dir, "./cmd/fibrilctl", "fibrilctl")
-	c := startBinaryCluster(t, server, 10*time.Millisecond)
+	c, ctl := startBinaryClusterWithCtl(t)
 	runCtl := func(node *clusterProcess, args ...string) string {
 		t.Helper()
 		output, err := exec.Command(ctl, append(args, "--server", node.clientAddress)...).CombinedOutput()

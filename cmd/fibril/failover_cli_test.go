@@ -20,13 +20,7 @@ import (
 )
 
 func TestBinaryFailoverFibrilctlRidesThrough(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binaries")
-	}
-	dir := t.TempDir()
-	server := buildBinary(t, dir, "./cmd/fibril", "fibril")
-	ctl := buildBinary(t, dir, "./cmd/fibrilctl", "fibrilctl")
-	c := startBinaryCluster(t, server, 10*time.Millisecond)
+	c, ctl := startBinaryClusterWithCtl(t)
 	name := "ridden"
 	owner, _ := c.declareAndFindOwner(name, client.QueueConfig{Mode: client.ModeDurable})
 	others := c.others(owner)
