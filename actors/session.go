@@ -37,7 +37,6 @@ package actors
 // partition it has publishes or subscriptions with).
 
 import (
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +45,7 @@ import (
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/access"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -53,6 +53,7 @@ type pendingBatch struct {
 	partition *actor.PID
 	queue     string
 	seqs      []uint64
+	credit    publishCredit
 }
 
 // partitionEnded is sent by the session to itself when a watched partition
@@ -63,7 +64,8 @@ type sessionSubscription struct {
 	id        uint64
 	queue     string
 	partition *actor.PID
-	ready     bool // subscribe-ok was sent
+	requestID uint64 // the subscribe's
+	ready     bool   // subscribe-ok was sent
 }
 
 type session struct {
@@ -74,6 +76,7 @@ type session struct {
 
 	id         string
 	helloDone  bool
+	identity   access.Identity // the hello's user (empty without Config.Users)
 	closing    bool
 	clientName string
 	// clientMaxBodyBytes is the largest body the client accepts, from its
@@ -123,6 +126,8 @@ func (s *session) Receive(ctx actor.Context) {
 		s.keepaliveTick(ctx)
 	case drainSession:
 		s.beginDrain()
+	case usersReloaded:
+		s.maybeRevoked()
 	default:
 		if s.closing {
 			s.returnCreditOf(msg)
@@ -175,7 +180,7 @@ func (s *session) start(ctx actor.Context) {
 // receiveOpen handles a message while the connection is open.
 func (s *session) receiveOpen(ctx actor.Context, message any) {
 	if hello, ok := message.(inHello); ok {
-		s.hello(ctx, hello.frame)
+		s.hello(ctx, hello)
 		return
 	}
 	if !s.helloDone && isClientFrame(message) {
@@ -211,7 +216,9 @@ func isClientFrame(message any) bool {
 	return false
 }
 
-func (s *session) hello(ctx actor.Context, frame *wire.Hello) {
+func (s *session) hello(ctx actor.Context, msg inHello) {
+	frame := msg.frame
+	identity, authErr := msg.identity, msg.authErr
 	if s.helloDone {
 		s.refuse(wire.CodeProtocolViolation, "a second hello on one connection")
 		return
@@ -226,12 +233,13 @@ func (s *session) hello(ctx actor.Context, frame *wire.Hello) {
 			"(0 means the default of %d)", frame.MaxBodyBytes, wire.MinMaxBodyBytes, wire.DefaultMaxBodyBytes))
 		return
 	}
-	if token := s.core.config.AuthToken; token != "" &&
-		subtle.ConstantTimeCompare(frame.AuthToken, []byte(token)) != 1 {
-		s.refuse(wire.CodeUnauthorized, "the auth token does not match")
+	if authErr != nil {
+		s.core.metrics.authFailed("hello")
+		s.refuse(wire.CodeUnauthorized, authErr.Error())
 		return
 	}
 	s.helloDone = true
+	s.identity = identity
 	s.clientName = clipName(frame.ClientName)
 	s.clientMaxBodyBytes = frame.MaxBodyBytes
 	if s.clientMaxBodyBytes == 0 {
@@ -310,11 +318,22 @@ func endFrameFor(msg connectionEnded) *wire.ErrorFrame {
 // disconnected.
 func (s *session) push(frames ...wire.Frame) {
 	frames = s.fitToClient(frames)
+	answered := 0
 	for _, frame := range frames {
-		s.core.metrics.countRefusal(frame) // fibril_refusals_total; other frames cost a type switch
+		// fibril_refusals_total and the request credit; other frames cost
+		// a type switch.
+		if s.core.metrics.countRefusal(frame) {
+			answered++
+		}
 	}
+	s.conn.releaseRequests(answered)
 	if err := s.conn.box.push(frames...); err != nil {
-		s.core.logger.Warn("closing session", "session", s.id, "err", err)
+		limit := limitOutboxSession
+		if errors.Is(err, errOutboxNodeBytes) {
+			limit = limitOutboxNode
+		}
+		s.core.metrics.limitReached(limit)
+		s.core.logger.Warn("closing session", "session", s.id, "err", err, "held_bytes", s.conn.box.heldBytes())
 		s.closing = true
 		s.conn.closeNow()
 	}
