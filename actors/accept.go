@@ -146,6 +146,27 @@ func writeRefusal(conn net.Conn, refusal *wire.ErrorFrame, config *tlsconfig.Ser
 	}
 }
 
+// DialInternal opens a client connection to this node from inside the
+// process (an in-memory pipe): the session it starts is the node's own,
+// with every permission, no TLS and no token, and it does not count in
+// the connection limits. The HTTP endpoint's queue actions use it, so
+// they are authorized by the HTTP endpoint's rules (its token), not by
+// the users file. It fits client.Options.Dialer.
+func (b *Broker) DialInternal(ctx context.Context, _ string) (net.Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case <-b.core.listening.Done():
+		return nil, fmt.Errorf("actors: the node is shutting down: %w", net.ErrClosed)
+	default:
+	}
+	local, remote := net.Pipe()
+	sessions := actor.NewPID(b.core.system.Address(), b.node.Id+"/sessions")
+	b.core.system.Root.Send(sessions, acceptedConnection{conn: remote, acceptedAt: time.Now(), internal: true})
+	return local, nil
+}
+
 // checkListenSecurity refuses a listener address other than loopback that
 // would take plain text or unauthenticated clients, unless allowed.
 func checkListenSecurity(config Config, bound net.Addr) error {

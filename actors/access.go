@@ -26,7 +26,9 @@ package actors
 // identity (a reload removed the user or changed its token) is closed
 // with unauthorized at its next request, and at once when the reload
 // happens (Broker.ReloadUsers sends every session usersReloaded).
-// Without Config.Users every request is allowed.
+// Without Config.Users every request is allowed, and so is every request
+// of the node's own sessions (Broker.DialInternal: the HTTP endpoint's
+// actions, authorized by its own token).
 
 import (
 	"context"
@@ -80,7 +82,7 @@ func (s *session) permit(requestID uint64, operation access.Operation, queue str
 // permitVisible is permit for get-queue-info: any permission will do.
 func (s *session) permitVisible(requestID uint64, queue string) bool {
 	users := s.core.config.Users
-	if users == nil {
+	if users == nil || s.conn.settings.internal {
 		return true
 	}
 	if err := users.Revoked(s.identity); err != nil {
@@ -100,7 +102,7 @@ func (s *session) permitVisible(requestID uint64, queue string) bool {
 // session (and the failure is not to be sent).
 func (s *session) checkAccess(operation access.Operation, queue string) (requestFailure, bool) {
 	users := s.core.config.Users
-	if users == nil {
+	if users == nil || s.conn.settings.internal {
 		return requestFailure{}, true
 	}
 	err := users.Check(s.identity, operation, queue)
@@ -119,7 +121,7 @@ func (s *session) checkAccess(operation access.Operation, queue string) (request
 // filter) without users.
 func (s *session) visibleFilter() func(string) bool {
 	users, identity := s.core.config.Users, s.identity
-	if users == nil {
+	if users == nil || s.conn.settings.internal {
 		return nil
 	}
 	return func(queue string) bool { return users.Visible(identity, queue) }
@@ -128,7 +130,7 @@ func (s *session) visibleFilter() func(string) bool {
 // maybeRevoked closes the session when a reload revoked its identity.
 func (s *session) maybeRevoked() {
 	users := s.core.config.Users
-	if users == nil || !s.helloDone || s.closing {
+	if users == nil || s.conn.settings.internal || !s.helloDone || s.closing {
 		return
 	}
 	if err := users.Revoked(s.identity); err != nil {

@@ -80,7 +80,7 @@ func newBrokerCore(config Config, system *actor.ActorSystem, registry *Registry,
 		directory:   newDirectory(),
 		incarnation: uint64(config.Clock().UnixNano()),
 		ready:       newSignal(), sessionsDrained: newSignal(),
-		limiter:     newConnectionLimiter(config.Limits),
+		limiter: newConnectionLimiter(config.Limits),
 	}
 	core.listening, core.stopListening = context.WithCancel(context.Background())
 	core.nextID.Store(core.incarnation)

@@ -230,10 +230,14 @@ func (m *Metrics) authFailed(reason string) { m.authFailures.WithLabelValues(rea
 
 // LimitReached returns fibril_limit_reached_total for one limit (tests
 // and the dashboard read it).
-func (m *Metrics) LimitReached(limit string) float64 { return counterValue(m.limits.WithLabelValues(limit)) }
+func (m *Metrics) LimitReached(limit string) float64 {
+	return counterValue(m.limits.WithLabelValues(limit))
+}
 
 // Denials returns fibril_denials_total for one operation.
-func (m *Metrics) Denials(operation string) float64 { return counterValue(m.denials.WithLabelValues(operation)) }
+func (m *Metrics) Denials(operation string) float64 {
+	return counterValue(m.denials.WithLabelValues(operation))
+}
 
 func (m *Metrics) newCounter(name, help string) counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})

@@ -89,6 +89,7 @@ type acceptedConnection struct {
 	conn       net.Conn
 	slot       *connectionSlot
 	acceptedAt time.Time
+	internal   bool // Broker.DialInternal: the node's own session
 }
 
 // drainSessions starts the sessions' part of a shutdown; drainSession is
@@ -154,7 +155,7 @@ func (s *sessionsSupervisor) spawnSession(ctx actor.Context, accepted acceptedCo
 	config := &s.core.config
 	settings := connectionSettings{maxBodyBytes: config.MaxBodyBytes, limits: config.Limits,
 		auth:       authenticator{token: config.AuthToken, users: config.Users},
-		acceptedAt: accepted.acceptedAt, helloTimeout: config.HelloTimeout}
+		acceptedAt: accepted.acceptedAt, helloTimeout: config.HelloTimeout, internal: accepted.internal}
 	conn := newConnection(number, accepted.conn, ctx.ActorSystem(), settings, s.core.outboxBounds(), config.Trace,
 		accepted.slot, s.core.metrics)
 	props := s.core.registry.props("session", s.core.logger, func(entry *Entry) actor.Actor {

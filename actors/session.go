@@ -280,6 +280,9 @@ func (s *session) becomeClosing(final *wire.ErrorFrame) {
 // answered before the connection closes.
 func (s *session) connectionEnded(ctx actor.Context, msg connectionEnded) {
 	if !s.closing {
+		if !s.helloDone && errors.Is(msg.err, wire.ErrFrameTooLarge) {
+			s.core.metrics.limitReached(limitHelloFrame)
+		}
 		if frame := endFrameFor(msg); frame != nil {
 			s.core.metrics.ProtocolErrors.Inc()
 			s.core.logger.Info("closing session", "session", s.id, "code", frame.Code.String(), "reason", frame.Message)

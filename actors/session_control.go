@@ -54,7 +54,7 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 		}
 		s.push(&wire.QueueInfoReply{RequestID: msg.requestID, Info: s.core.withClusterInfo(msg.info)})
 	case inListQueues:
-		if users := s.core.config.Users; users != nil {
+		if users := s.core.config.Users; users != nil && !s.conn.settings.internal {
 			if err := users.Revoked(s.identity); err != nil {
 				s.becomeRevoked(err)
 				return
