@@ -42,7 +42,11 @@ func checkClusterFlags(set *flag.FlagSet, f serveFlags) error {
 	}
 	var err error
 	set.Visit(func(given *flag.Flag) {
-		if field, owned := clusterOwnedFlags[given.Name]; owned && err == nil {
+		field, owned := clusterOwnedFlags[given.Name]
+		if !owned {
+			field, owned = clusterOwnedSecurityFlags[given.Name]
+		}
+		if owned && err == nil {
 			err = fmt.Errorf("--%s cannot be combined with --config: the cluster config sets it (%s)", given.Name, field)
 		}
 	})
