@@ -35,6 +35,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -274,6 +275,8 @@ func (c *connection) readLoop(session *actor.PID) {
 			message = hello
 		}
 		if !c.awaitRoom(credit) {
+			// The session is closing: it stops once the reader reports.
+			c.system.Root.Send(session, connectionEnded{err: net.ErrClosed})
 			break
 		}
 		c.system.Root.Send(session, message)
@@ -311,6 +314,10 @@ func (c *connection) writeLoop(writer *wire.Writer, failed func(error)) {
 		clear(batch)
 		c.box.written()
 		if err != nil {
+			if isTimeout(err) {
+				c.metrics.limitReached(limitWriteTimeout)
+				err = fmt.Errorf("%w: the client read nothing for %v", err, c.settings.limits.WriteTimeout)
+			}
 			failed(err)
 			c.closeNow()
 			return
@@ -320,6 +327,32 @@ func (c *connection) writeLoop(writer *wire.Writer, failed func(error)) {
 			return
 		}
 	}
+}
+
+// deadlineWriter is the socket as the writer's wire.Writer sees it: each
+// write(2) it makes (one per 64 KiB gathered, or one per larger frame)
+// must finish within Limits.WriteTimeout, plus a second per MiB it holds,
+// so a client that stops reading is cut off, and one that reads at least
+// 1 MiB/s never is.
+type deadlineWriter struct {
+	conn    net.Conn
+	timeout time.Duration
+}
+
+func (w deadlineWriter) Write(p []byte) (int, error) {
+	_ = w.conn.SetWriteDeadline(time.Now().Add(w.timeout + time.Duration(len(p)>>20)*time.Second))
+	return w.conn.Write(p)
+}
+
+// socketWriter is what the session's wire.Writer writes to.
+func (c *connection) socketWriter() io.Writer {
+	return deadlineWriter{conn: c.conn, timeout: c.settings.limits.WriteTimeout}
+}
+
+// isTimeout reports whether a write failed on its deadline.
+func isTimeout(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr) && netErr.Timeout()
 }
 
 // writeBatch writes and flushes one batch; the error is a broken socket.

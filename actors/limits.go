@@ -25,12 +25,16 @@ package actors
 //	                       FER1 resource_limit (215)
 //	queues                 per node: a declare that would create a queue over
 //	                       it is answered FER1 resource_limit (215)
-//	outbox_bytes_session   frames waiting for a client that does not read,
-//	                       per session: the connection is closed (an error
-//	                       frame would wait behind them)
+//	outbox_bytes_session   frames queued behind the batch being written to a
+//	                       client that does not read, per session: the
+//	                       connection is closed (an error frame would wait
+//	                       behind them)
 //	outbox_bytes_node      the same, all sessions together: a session whose
 //	                       push takes the node over it is closed if it holds
 //	                       at least outboxFairShareBytes itself
+//	write_timeout          a write to the socket the client has not read
+//	                       within Limits.WriteTimeout (plus a second per MiB
+//	                       it holds): the connection is closed
 //
 // List requests gather their answer off the queues manager, at most
 // Limits.MaxConcurrentLists at once node-wide; the others wait, in order.
@@ -44,6 +48,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 )
 
 // Defaults of Limits.
@@ -58,6 +63,7 @@ const (
 	DefaultMaxOutboxBytes           = 64 << 20
 	DefaultMaxOutboxBytesTotal      = 1 << 30
 	DefaultMaxConcurrentLists       = 4
+	DefaultWriteTimeout             = 30 * time.Second
 )
 
 // publishCreditMessages is the most MaxPublishesInFlight may be: a
@@ -108,13 +114,17 @@ type Limits struct {
 	MaxOutboxBytesTotal int64
 	// MaxConcurrentLists bounds the list-queues answers gathered at once.
 	MaxConcurrentLists int
+	// WriteTimeout bounds how long one write to a client's socket may
+	// wait for the client to read (plus a second per MiB it holds); a
+	// client that reads nothing for that long is disconnected.
+	WriteTimeout time.Duration
 }
 
 // withDefaults fills zero values and refuses negative ones.
 func (l Limits) withDefaults() (Limits, error) {
 	if l.MaxConnections < 0 || l.MaxConnectionsPerAddress < 0 || l.MaxPublishBytesInFlight < 0 ||
 		l.MaxPublishesInFlight < 0 || l.MaxRequestsInFlight < 0 || l.MaxSubscriptions < 0 || l.MaxQueues < 0 ||
-		l.MaxOutboxBytes < 0 || l.MaxOutboxBytesTotal < 0 || l.MaxConcurrentLists < 0 {
+		l.MaxOutboxBytes < 0 || l.MaxOutboxBytesTotal < 0 || l.MaxConcurrentLists < 0 || l.WriteTimeout < 0 {
 		return l, fmt.Errorf("%w: a negative limit: %+v", ErrInvalidConfig, l)
 	}
 	if l.MaxPublishesInFlight > publishCreditMessages {
@@ -131,6 +141,7 @@ func (l Limits) withDefaults() (Limits, error) {
 	l.MaxOutboxBytes = cmp.Or(l.MaxOutboxBytes, DefaultMaxOutboxBytes)
 	l.MaxOutboxBytesTotal = cmp.Or(l.MaxOutboxBytesTotal, DefaultMaxOutboxBytesTotal)
 	l.MaxConcurrentLists = cmp.Or(l.MaxConcurrentLists, DefaultMaxConcurrentLists)
+	l.WriteTimeout = cmp.Or(l.WriteTimeout, DefaultWriteTimeout)
 	return l, nil
 }
 
@@ -147,12 +158,13 @@ const (
 	limitQueues             = "queues"
 	limitOutboxSession      = "outbox_bytes_session"
 	limitOutboxNode         = "outbox_bytes_node"
+	limitWriteTimeout       = "write_timeout"
 )
 
 // limitNames lists them, so every series exists from the start.
 var limitNames = []string{limitConnectionsNode, limitConnectionsAddress, limitHelloFrame, limitHelloDeadline,
 	limitPublishBytes, limitPublishes, limitRequestsInFlight, limitSubscriptions, limitQueues,
-	limitOutboxSession, limitOutboxNode}
+	limitOutboxSession, limitOutboxNode, limitWriteTimeout}
 
 // connectionLimiter counts open client connections, per node and per
 // source address. The accept loop acquires; a connection's close releases.

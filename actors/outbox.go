@@ -11,6 +11,14 @@ package actors
 //
 // The outbox is bounded in bytes (an estimate of the frames' encoded size,
 // frameBytes) and in frames, per session and, for bytes, across the node.
+// The session's bound counts the frames queued behind the batch the
+// writer is writing: a push that finds the outbox empty always goes (a
+// subscription's prefetch may deliver a large burst at once to a client
+// that reads), and frames that pile up behind it while the client does
+// not read are what the bound stops. The node's bound counts everything,
+// the batch being written included. A client that reads nothing at all
+// is also stopped by the writer's deadline (connection.go): a write(2)
+// not done within Limits.WriteTimeout (plus a second per MiB) closes it.
 // The flow control upstream (publish credit in the reader, prefetch in the
 // partitions, one reply per request) keeps it far below its bounds while
 // the client reads; reaching one means the client stopped reading (or
@@ -79,7 +87,7 @@ func (o *outbox) push(frames ...wire.Frame) error {
 	}
 	held := o.queuedBytes + o.writingBytes
 	switch {
-	case len(o.frames)+len(frames) > outboxFramesMax || held+bytes > o.bounds.maxBytes && held > 0:
+	case len(o.frames)+len(frames) > outboxFramesMax || o.queuedBytes+bytes > o.bounds.maxBytes && o.queuedBytes > 0:
 		o.mu.Unlock()
 		return errOutboxFull
 	case o.bounds.total.Load()+bytes > o.bounds.maxTotalBytes && held >= min(outboxFairShareBytes, o.bounds.maxBytes):

@@ -160,7 +160,7 @@ func (s *session) start(ctx actor.Context) {
 	s.core.metrics.sessionsOpen.Add(1)
 	s.core.metrics.SessionsOpened.Inc()
 	s.publishSummary()
-	writer := wire.NewWriter(s.conn.conn, s.core.config.MaxBodyBytes+deliverFrameSlackBytes)
+	writer := wire.NewWriter(s.conn.socketWriter(), s.core.config.MaxBodyBytes+deliverFrameSlackBytes)
 	writer.SetTrace(s.core.config.Trace, s.conn.id)
 	self := ctx.Self()
 	s.core.connections.Add(2)
