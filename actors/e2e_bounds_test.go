@@ -37,12 +37,29 @@ func wellBehaved(t *testing.T, b *Broker, queueName string) {
 	}
 }
 
+// attackWait bounds the waits of these tests: a safety net against a
+// hang, never a measurement (under the race detector on a loaded machine
+// an attack takes many seconds to play out).
+const attackWait = 2 * time.Minute
+
+// waitLong is waitUntil with attackWait.
+func waitLong(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(attackWait)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // waitQuiet waits until the node holds only the remaining well-behaved
 // connections (the attackers' sessions finished closing), so "after"
 // measures what stays.
 func waitQuiet(t *testing.T, b *Broker, remaining int) {
 	t.Helper()
-	waitUntil(t, "every attacking connection is gone", func() bool {
+	waitLong(t, "every attacking connection is gone", func() bool {
 		return b.core.limiter.openConnections() == remaining && b.core.metrics.sessionsOpen.Load() == int64(remaining)
 	})
 }
@@ -50,7 +67,7 @@ func waitQuiet(t *testing.T, b *Broker, remaining int) {
 // readErrors reads a raw connection until it ends and returns its error
 // frames.
 func readErrors(conn net.Conn) ([]*wire.ErrorFrame, error) {
-	_ = conn.SetReadDeadline(time.Now().Add(testWait))
+	_ = conn.SetReadDeadline(time.Now().Add(attackWait))
 	reader := wire.NewReader(conn, 0)
 	var errs []*wire.ErrorFrame
 	for {
@@ -183,6 +200,11 @@ func rawSession(t *testing.T, b *Broker) (net.Conn, *wire.Writer) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	// A small receive buffer, so the kernel does not absorb the answers
+	// the attacker does not read (loopback autotunes up to tens of MiB).
+	if err := conn.(*net.TCPConn).SetReadBuffer(16 << 10); err != nil {
+		t.Fatal(err)
+	}
 	writer := wire.NewWriter(conn, 0)
 	_ = writer.WriteFrame(&wire.Hello{Versions: []uint16{wire.ProtocolVersion}, ClientName: "attacker"})
 	_ = writer.Flush()
@@ -200,7 +222,7 @@ func rawSession(t *testing.T, b *Broker) (net.Conn, *wire.Writer) {
 // answers are gathered a few at a time, and its unread answers are capped
 // in bytes: the node closes it. Goroutines stay bounded.
 func TestAttackSessionFloodingListAndInfo(t *testing.T) {
-	b := startBroker(t, func(c *Config) { c.Limits.MaxOutboxBytes = 4 << 20 })
+	b := startBroker(t, func(c *Config) { c.Limits.MaxOutboxBytes = 2 << 20 })
 	setup := connect(t, b)
 	for i := range 50 {
 		setup.mustDeclare(fmt.Sprintf("flood-%02d", i), wire.ModeBuffered, wire.QueueOptions{})
@@ -209,7 +231,7 @@ func TestAttackSessionFloodingListAndInfo(t *testing.T) {
 	conn, writer := rawSession(t, b)
 	written := make(chan error, 1)
 	go func() {
-		_ = conn.SetWriteDeadline(time.Now().Add(3 * testWait))
+		_ = conn.SetWriteDeadline(time.Now().Add(attackWait))
 		for id := uint64(1); id <= 200_000; id++ {
 			var frame wire.Frame = &wire.ListQueues{RequestID: id, Limit: 1000}
 			if id%2 == 0 {
@@ -222,7 +244,7 @@ func TestAttackSessionFloodingListAndInfo(t *testing.T) {
 		}
 		written <- writer.Flush()
 	}()
-	waitUntil(t, "the node closes the flooding session", func() bool {
+	waitLong(t, "the node closes the flooding session", func() bool {
 		return b.Metrics().LimitReached(limitOutboxSession) >= 1
 	})
 	probe.during()
@@ -287,7 +309,7 @@ func TestAttackSubscriberThatNeverReads(t *testing.T) {
 			if !c.publishBefore {
 				publishBig(t, producer, "big", messages, size)
 			}
-			waitUntil(t, "the node closes the subscriber that does not read", func() bool {
+			waitLong(t, "the node closes the subscriber that does not read", func() bool {
 				return b.Metrics().LimitReached(c.limit) >= 1
 			})
 			probe.during()
@@ -303,7 +325,7 @@ func TestAttackSubscriberThatNeverReads(t *testing.T) {
 					received++
 				}
 			}
-			waitUntil(t, "the node's outboxes are empty again", func() bool { return b.core.outboxBytes.Load() < 1<<20 })
+			waitLong(t, "the node's outboxes are empty again", func() bool { return b.core.outboxBytes.Load() < 1<<20 })
 		})
 	}
 }
