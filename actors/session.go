@@ -146,7 +146,12 @@ func (s *session) stopping(ctx actor.Context) {
 		ctx.Unwatch(partition) // partitions outlive sessions: keep their watcher sets small
 	}
 	s.stopTimers()
-	s.conn.linger.Store(int64(shutdownLinger))
+	if s.entry.StopCause() != stopDone {
+		// A session that ended by itself already queued its last frame;
+		// cutting its linger could close the socket before the writer
+		// sends it (under load, with many sessions closing at once).
+		s.conn.linger.Store(int64(shutdownLinger))
+	}
 	message := "the node is shutting down: reconnect, possibly to another node"
 	if s.entry.StopCause() == stopFailed {
 		message = "the session failed after an internal error in the node: reconnect"
