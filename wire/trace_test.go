@@ -286,3 +286,40 @@ func TestRecorderRedactsHelloTokens(t *testing.T) {
 		t.Fatalf("a malformed hello was recorded with %d body bytes", len(records[3].Body))
 	}
 }
+
+// FuzzRedactHello: whatever a hello body holds, what a trace records of
+// it never holds its auth token: nothing (a body that does not decode),
+// the body itself (no token), or a hello that decodes to the same fields
+// with the token replaced.
+func FuzzRedactHello(f *testing.F) {
+	f.Add((&Hello{Versions: []uint16{1}, ClientName: "app", AuthToken: []byte("user:secret-token-0001")}).Encode(nil)[HeaderBytes:])
+	f.Add((&Hello{Versions: []uint16{1}}).Encode(nil)[HeaderBytes:])
+	f.Add([]byte{0, 1, 0, 1})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		redacted := redactHello(body)
+		var original Hello
+		if err := original.Decode(body); err != nil {
+			if redacted != nil {
+				t.Fatalf("an undecodable hello recorded %d bytes", len(redacted))
+			}
+			return
+		}
+		if len(original.AuthToken) == 0 {
+			if !bytes.Equal(redacted, body) {
+				t.Fatal("a hello without a token was changed")
+			}
+			return
+		}
+		var got Hello
+		if err := got.Decode(redacted); err != nil {
+			t.Fatalf("the redacted hello does not decode: %v", err)
+		}
+		if string(got.AuthToken) != RedactedAuthToken {
+			t.Fatalf("the redacted hello carries %q", got.AuthToken)
+		}
+		got.AuthToken = original.AuthToken
+		if fmt.Sprint(got) != fmt.Sprint(original) {
+			t.Fatalf("redaction changed other fields: %+v vs %+v", got, original)
+		}
+	})
+}
