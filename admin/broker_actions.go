@@ -137,9 +137,31 @@ func (n *BrokerNode) PeekQueue(ctx context.Context, name string, count int) (pee
 			}
 			break
 		}
-		return sub.Unsubscribe(ctx)
+		if err := sub.Unsubscribe(ctx); err != nil {
+			return err
+		}
+		return awaitReleased(ctx, c, name, info.Leased)
 	})
 	return peeked, err
+}
+
+// awaitReleased waits (at most peekWait) until the queue's leased count
+// is back to what it was before a peek: an unsubscribe's releases apply at
+// the queue's boundary a moment after its answer, and a peek leaves the
+// messages ready, so the next peek or consume sees them.
+func awaitReleased(ctx context.Context, c *client.Client, name string, leasedBefore uint64) error {
+	deadline := time.Now().Add(peekWait)
+	for {
+		info, err := c.QueueInfo(ctx, name)
+		if err != nil || info.Leased <= leasedBefore || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 func peekedOf(d *client.Delivery) PeekedMessage {
