@@ -7,7 +7,10 @@ package actors
 // (outbox.go). The session never touches the socket or storage.
 //
 // Rules it enforces: hello first and once, within the hello deadline; the
-// auth token, when the node has one; queue names; publish sequence numbers
+// hello's credentials, as the reader's authentication judged them, and
+// each request against the user's permissions (access.go); queue names;
+// the caps on subscriptions (the reader enforces publish and request
+// credit, connection.go; the outbox its byte bounds); publish sequence numbers
 // above every earlier one (checked by the reader, inbound.go);
 // subscriptions are this session's own; one order per connection and the
 // keepalive (session_order.go). A broken stream or a refused hello gets an
@@ -35,6 +38,9 @@ package actors
 // or, if the partition stops first (deleted, shut down, failed), by a
 // negative confirm when the session learns of its end (it watches every
 // partition it has publishes or subscriptions with).
+//
+// Every request with an id is answered exactly once, by a frame carrying
+// that id; push counts those frames and gives the request credit back.
 
 import (
 	"errors"

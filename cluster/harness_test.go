@@ -85,13 +85,17 @@ func newTestCluster(t *testing.T, nodeCount int, useTCP bool, options ...cluster
 	if useTCP {
 		cluster.dataDir = t.TempDir()
 	}
+	var ports []string
+	if useTCP {
+		ports = freePorts(t, 4*nodeCount)
+	}
 	for index := range nodeCount {
 		id := fmt.Sprintf("node%d", index+1)
 		node := NodeConfig{ID: id, DataDir: "/" + id}
 		if useTCP {
 			node.DataDir = filepath.Join(cluster.dataDir, id)
-			node.ClientAddress, node.PeerAddress = freePort(t), freePort(t)
-			node.RaftAddress, node.HTTPAddress = freePort(t), freePort(t)
+			port := ports[4*index:]
+			node.ClientAddress, node.PeerAddress, node.RaftAddress, node.HTTPAddress = port[0], port[1], port[2], port[3]
 		} else {
 			base := fakePorts.Add(4)
 			node.ClientAddress = fmt.Sprintf("127.0.0.1:%d", base)
@@ -113,15 +117,21 @@ func newTestCluster(t *testing.T, nodeCount int, useTCP bool, options ...cluster
 	return cluster
 }
 
-// freePort returns a loopback address whose port was free a moment ago.
-func freePort(t testing.TB) string {
+// freePorts returns n distinct loopback addresses whose ports were free a
+// moment ago: every listener stays open until all are chosen, so the
+// kernel cannot hand out one port twice.
+func freePorts(t testing.TB, n int) []string {
 	t.Helper()
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	addresses := make([]string, 0, n)
+	for range n {
+		listener, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		defer listener.Close()
+		addresses = append(addresses, listener.Addr().String())
 	}
-	defer listener.Close()
-	return listener.Addr().String()
+	return addresses
 }
 
 func testLogger() *slog.Logger {
