@@ -27,6 +27,10 @@ package actors
 //	          delete is answered once the partition actor terminated and
 //	          its files are gone; declares of the name that arrive meanwhile
 //	          wait and then create a fresh queue
+//	replica   cluster mode: open here as a replica (or recovering), served
+//	          by another node or not yet by this one; the directory marks
+//	          it not_owner so sessions route its requests by the
+//	          coordination shard (cluster_replicas.go)
 //
 // Messages taken: declareRequest, deleteRequest, listRequest, reopenRequest
 // (sessions, Broker), partitionReady, partitionOpenFailed, deleteCounted,
@@ -62,6 +66,10 @@ const (
 	queueReady
 	queueFailed
 	queueDeleting
+	// queueReplica: a cluster partition open as a replica (or recovering)
+	// on this node; the directory sends its requests the cluster way
+	// (cluster_replicas.go).
+	queueReplica
 )
 
 type queueRecord struct {
@@ -284,6 +292,7 @@ func (m *queuesManager) answerAllWaiting(failure requestFailure) {
 		m.core.system.Root.Send(request.replyTo, listResult{requestID: request.requestID, failure: failure})
 	}
 	m.listsWaiting = nil
+	m.failClusterWaiters(failure)
 }
 
 // scan lists the queues on disk on its own goroutine, once every close of
@@ -310,6 +319,12 @@ func (m *queuesManager) recover(ctx actor.Context, msg recoveredQueues) {
 	}
 	// Routes of an earlier instance whose queue is gone from disk go.
 	m.core.directory.keepOnly(func(name string) bool { _, found := msg.declarations[name]; return found })
+	if m.cluster != nil {
+		// The catalog decides what opens in a cluster (cluster_replicas.go).
+		m.keepFoundOnDisk(msg.declarations)
+		m.maybeRecovered()
+		return
+	}
 	for name, options := range msg.declarations {
 		if record := m.spawnQueue(ctx, name, options); record.state == queueOpening {
 			record.recovering = true
@@ -344,11 +359,19 @@ func (m *queuesManager) maybeRecovered() {
 // snapshot of an older version, say) leaves a failed record and touches
 // no file.
 func (m *queuesManager) spawnQueue(ctx actor.Context, name string, options queue.Options) *queueRecord {
+	return m.spawnQueueReplicated(ctx, name, options, nil)
+}
+
+// spawnQueueReplicated is spawnQueue for a cluster partition (replication
+// set) or a single-node queue (nil).
+func (m *queuesManager) spawnQueueReplicated(ctx actor.Context, name string, options queue.Options,
+	replication *replicaHome) *queueRecord {
 	options = options.WithDefaults()
 	dir, dirErr := partitionDir(m.core.config.DataDir, name)
 	home := &partitionHome{
 		name: name, dir: dir, options: options,
 		declared: wireOptions(options), manager: ctx.Self(), subscribers: newSubscriptionSet(),
+		replication: replication,
 	}
 	record := &queueRecord{name: name, home: home}
 	m.queues[name] = record
@@ -381,6 +404,9 @@ func (m *queuesManager) spawnPartition(ctx actor.Context, record *queueRecord) {
 		return
 	}
 	record.pid = pid
+	if home.replication != nil {
+		m.core.shards.set(home.replication.shardID, pid) // peer links route by shard (shards.go)
+	}
 }
 
 func (m *queuesManager) partitionReady(ctx actor.Context, msg partitionReady) {
@@ -471,6 +497,9 @@ func (m *queuesManager) partitionTerminated(ctx actor.Context, pid *actor.PID) {
 		return
 	}
 	record.terminated = true
+	if record.home.replication != nil {
+		m.core.shards.remove(record.home.replication.shardID, pid)
+	}
 	switch {
 	case record.state == queueDeleting:
 		m.removeFiles(ctx, record)
@@ -551,6 +580,7 @@ func (m *queuesManager) maybeFinishDelete(ctx actor.Context, record *queueRecord
 	}
 	delete(m.queues, record.name)
 	m.core.metrics.dropQueue(record.name)
+	m.core.timelines.Delete(record.name)
 	for _, request := range record.deleters {
 		result := deleteResult{requestID: request.requestID, removed: record.removed}
 		if record.deleteErr != nil {
@@ -723,8 +753,9 @@ func (m *queuesManager) publishSummary() {
 	for _, record := range m.queues {
 		counts[record.state]++
 	}
-	m.entry.SetSummary(fmt.Sprintf("queues=%d ready=%d opening=%d failed=%d deleting=%d recovered=%v",
-		len(m.queues), counts[queueReady], counts[queueOpening], counts[queueFailed], counts[queueDeleting], m.recovered))
+	m.entry.SetSummary(fmt.Sprintf("queues=%d ready=%d replica=%d opening=%d failed=%d deleting=%d recovered=%v",
+		len(m.queues), counts[queueReady], counts[queueReplica], counts[queueOpening], counts[queueFailed],
+		counts[queueDeleting], m.recovered))
 }
 
 // offsetsOf lists the offsets of dead letters.

@@ -56,10 +56,11 @@ import (
 )
 
 type pendingBatch struct {
-	partition *actor.PID
-	queue     string
-	seqs      []uint64
-	credit    publishCredit
+	partition  *actor.PID
+	queue      string
+	seqs       []uint64
+	credit     publishCredit
+	idempotent bool // published with FPB2: confirmed with FCF2
 }
 
 // partitionEnded is sent by the session to itself when a watched partition
