@@ -244,11 +244,24 @@ func (c *connection) fullBound(credit readCredit) string {
 	return ""
 }
 
+// refuseFramesClientsMayNotSend is the client reader's tag check: a
+// frame kind only a node sends (a server frame, or a node-to-node frame
+// of replication or the peer handshake) ends the connection with
+// protocol_violation on its header, before its body is read. Unknown tags
+// pass, for the decoder to answer with unknown_frame.
+func refuseFramesClientsMayNotSend(tag wire.Tag) error {
+	if tag.Known() && !tag.ClientMaySend() {
+		return fmt.Errorf("%w: a client may not send %s (%s)", errProtocolViolation, tag, tag.Name())
+	}
+	return nil
+}
+
 // readLoop is the reader goroutine: it sends every frame to session as a
 // message, and a connectionEnded when the stream ends or breaks.
 func (c *connection) readLoop(session *actor.PID) {
 	reader := wire.NewReader(c.conn, wire.MaxHelloBodyBytes)
 	reader.SetTrace(c.trace, c.id)
+	reader.SetTagCheck(refuseFramesClientsMayNotSend)
 	decoder := newInboundDecoder()
 	authenticated := false
 	for {
