@@ -143,7 +143,7 @@ func TestNodeTLSConfigChecks(t *testing.T) {
 	ca := tlstest.NewCA(t, t.TempDir(), "cluster CA")
 	files := ca.Issue(t, "node1")
 	base := func() *Config {
-		return &Config{Nodes: []NodeConfig{
+		return &Config{Cluster: ClusterSettings{Secret: testSecret}, Nodes: []NodeConfig{
 			{ID: "node1", ClientAddress: "127.0.0.1:1", PeerAddress: "127.0.0.1:2", RaftAddress: "127.0.0.1:3",
 				HTTPAddress: "127.0.0.1:4", DataDir: "d1",
 				TLS: &NodeTLSFiles{CAFile: ca.CertFile, CertFile: files.CertFile, KeyFile: files.KeyFile}},
