@@ -74,6 +74,9 @@ func maybeStartClusterNode(config *actors.Config, flags serveFlags, logger *slog
 	if err != nil {
 		return nil, fmt.Errorf("--node: %w", err)
 	}
+	if err := checkNodeLinkSecurity(self, flags.security.allowInsecureListen, logger); err != nil {
+		return nil, err
+	}
 	routeStandardLog(logger)
 	identityCtx, cancel := context.WithTimeout(context.Background(), identityDecisionTimeout)
 	defer cancel()

@@ -65,7 +65,8 @@ func (f *securityFlags) register(set *flag.FlagSet) {
 	set.StringVar(&f.tlsClientCA, "tls-client-ca", "", "CAs that sign client certificates; a certificate a client presents must verify")
 	set.BoolVar(&f.tlsRequireClientCert, "tls-require-client-cert", false, "refuse clients without a certificate (needs --tls-client-ca)")
 	set.BoolVar(&f.allowInsecureListen, "allow-insecure-listen", false,
-		"allow a non-loopback --listen without TLS and authentication (logs a warning)")
+		"allow a non-loopback --listen without TLS and authentication, and in a cluster a non-loopback "+
+			"peer_address or raft_address without tls files (logs a warning)")
 	limits := &f.limits
 	set.IntVar(&limits.MaxConnections, "max-connections", actors.DefaultMaxConnections, "client connections open at once")
 	set.IntVar(&limits.MaxConnectionsPerAddress, "max-connections-per-address", actors.DefaultMaxConnectionsPerAddress,
