@@ -18,11 +18,13 @@ type scriptedConn struct {
 	written int
 }
 
-func (c *scriptedConn) Read(p []byte) (int, error)       { return c.script.Read(p) }
-func (c *scriptedConn) Write(p []byte) (int, error)      { c.written += len(p); return len(p), nil }
-func (c *scriptedConn) Close() error                     { return nil }
-func (c *scriptedConn) LocalAddr() net.Addr              { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1} }
-func (c *scriptedConn) RemoteAddr() net.Addr             { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 2} }
+func (c *scriptedConn) Read(p []byte) (int, error)  { return c.script.Read(p) }
+func (c *scriptedConn) Write(p []byte) (int, error) { c.written += len(p); return len(p), nil }
+func (c *scriptedConn) Close() error                { return nil }
+func (c *scriptedConn) LocalAddr() net.Addr         { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1} }
+func (c *scriptedConn) RemoteAddr() net.Addr {
+	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 2}
+}
 func (c *scriptedConn) SetDeadline(time.Time) error      { return nil }
 func (c *scriptedConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *scriptedConn) SetWriteDeadline(time.Time) error { return nil }
