@@ -210,3 +210,57 @@ func TestDialPeerRefusesAnAcceptorOutsideTheCluster(t *testing.T) {
 	default:
 	}
 }
+
+// A renewed certificate reaches the peer listener with Node.ReloadTLS
+// (what SIGHUP calls): the next handshake presents it, while the links
+// already up stay up.
+func TestPeerListenerPresentsARenewedCertificateAfterReload(t *testing.T) {
+	ca := tlstest.NewCA(t, t.TempDir(), "cluster")
+	c := startBrokerCluster(t, 3, withNodeTLS(t, ca))
+	target := c.members["node1"]
+	for _, id := range c.order {
+		broker := c.members[id].broker
+		waitUntil(t, id+"'s peer links up over TLS", func() bool {
+			up, inbound := peerLinksUp(broker)
+			return up == 2 && inbound == 2
+		})
+	}
+	ctx := testContext(t)
+	presented := func() string {
+		t.Helper()
+		trust, err := tlsconfig.NewClient(tlsconfig.ClientSettings{CAFile: ca.CertFile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dialer := foreignNode(t, ca, "node2", tlstest.IssueOptions{FileSuffix: "-probe"})
+		config := trust.Config(target.config.PeerAddress)
+		config.GetClientCertificate = dialer.ClientConfig("127.0.0.1").GetClientCertificate
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", target.config.PeerAddress)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		secured := tls.Client(conn, config)
+		if err := secured.HandshakeContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return secured.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	before := presented()
+	files := target.config.TLS
+	renewed := ca.Issue(t, "node1", tlstest.IssueOptions{FileSuffix: "-renewed"})
+	tlstest.Replace(t, renewed, tlstest.Files{CertFile: files.CertFile, KeyFile: files.KeyFile})
+	if after := presented(); after != before {
+		t.Fatalf("the listener presented the renewed certificate before the reload (%s, was %s)", after, before)
+	}
+	if err := target.node.ReloadTLS(); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	after := presented()
+	if after == before {
+		t.Fatalf("after the reload the peer listener still presents certificate %s", before)
+	}
+	if up, inbound := peerLinksUp(target.broker); up != 2 || inbound < 2 {
+		t.Fatalf("after the reload node1 has %d links up and %d inbound", up, inbound)
+	}
+}
