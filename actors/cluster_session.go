@@ -90,7 +90,7 @@ func (s *session) maybeClusterRoute(ctx actor.Context, name string, message any)
 func (s *session) redirect(message any, name string, owner cluster.OwnerInfo) {
 	redirect := wire.Redirect{Queue: name, NodeID: owner.NodeID, Address: owner.ClientAddress}
 	if publish, ok := message.(inPublish); ok {
-		s.rejectSeqs(publish.seqs, requestFailure{code: wire.CodeNotOwner, message: fmt.Sprintf(
+		s.rejectPublish(publish, requestFailure{code: wire.CodeNotOwner, message: fmt.Sprintf(
 			"queue %q is owned by node %s at %s", name, owner.NodeID, owner.ClientAddress)})
 	} else {
 		redirect.RequestID = routedRequestID(message)
@@ -105,7 +105,7 @@ func (s *session) redirect(message any, name string, owner cluster.OwnerInfo) {
 // failMessage answers a request with a failure.
 func (s *session) failMessage(message any, failure requestFailure) {
 	if publish, ok := message.(inPublish); ok {
-		s.rejectSeqs(publish.seqs, failure)
+		s.rejectPublish(publish, failure)
 		return
 	}
 	s.push(failure.frame(routedRequestID(message)))

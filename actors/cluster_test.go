@@ -45,8 +45,11 @@ type brokerCluster struct {
 	fs map[string]vfs.FS
 	// configure, when set, adjusts each broker's config before it starts.
 	configure func(id string, config *Config)
-	config    *cluster.Config
-	logger    *slog.Logger
+	// configureCluster, when set, adjusts the cluster config before any
+	// node starts.
+	configureCluster func(config *cluster.Config)
+	config           *cluster.Config
+	logger           *slog.Logger
 }
 
 // brokerClusterOption adjusts a test cluster before it starts.
@@ -60,6 +63,11 @@ func withBrokerFS(id string, fs vfs.FS) brokerClusterOption {
 // withBrokerConfig adjusts every broker's config.
 func withBrokerConfig(configure func(id string, config *Config)) brokerClusterOption {
 	return func(c *brokerCluster) { c.configure = configure }
+}
+
+// withClusterConfig adjusts the cluster config before the nodes start.
+func withClusterConfig(configure func(config *cluster.Config)) brokerClusterOption {
+	return func(c *brokerCluster) { c.configureCluster = configure }
 }
 
 // freeLoopbackAddresses returns n distinct loopback addresses whose ports
@@ -110,6 +118,9 @@ func startBrokerCluster(t *testing.T, nodeCount int, options ...brokerClusterOpt
 	c := &brokerCluster{t: t, members: map[string]*clusterMember{}, fs: map[string]vfs.FS{}}
 	for _, option := range options {
 		option(c)
+	}
+	if c.configureCluster != nil {
+		c.configureCluster(config)
 	}
 	logger := clusterTestLogger(t)
 	c.config, c.logger = config, logger

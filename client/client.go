@@ -55,6 +55,13 @@ func Dial(ctx context.Context, options Options) (*Client, error) {
 	if len(options.Addresses) == 0 {
 		return nil, ErrNoAddresses
 	}
+	if options.TLS != nil {
+		dialer, err := options.tlsDialer()
+		if err != nil {
+			return nil, err
+		}
+		options.Dialer = dialer
+	}
 	options = options.withDefaults()
 	clientCtx, cancel := context.WithCancel(context.Background())
 	c := &Client{

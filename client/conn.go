@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fibrilmq/fibril/tlsconfig"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -84,6 +85,9 @@ func (c *Client) connect(ctx context.Context, l *link, address, previousSession 
 	}
 	if err != nil {
 		netConn.Close()
+		if c.options.TLS != nil {
+			err = explainTLS(err, address)
+		}
 		return nil, fmt.Errorf("hello with %s: %w", address, err)
 	}
 	netConn.SetDeadline(time.Time{})
@@ -108,6 +112,21 @@ func (c *Client) connect(ctx context.Context, l *link, address, previousSession 
 	go cn.readLoop()
 	go cn.writeLoop()
 	return cn, nil
+}
+
+// explainTLS explains an error of the hello's first read that is a TLS
+// failure: under TLS 1.3 a node's refusal of the client's certificate
+// arrives there, after the handshake. Other errors come back unchanged.
+func explainTLS(err error, address string) error {
+	var alert *net.OpError
+	if !errors.As(err, &alert) || alert.Op != "remote error" {
+		return err // only an alert from the node is a TLS verdict here
+	}
+	var handshake *tlsconfig.HandshakeError
+	if explained := tlsconfig.ExplainHandshakeError(err, address, false); errors.As(explained, &handshake) {
+		return explained
+	}
+	return err
 }
 
 func maxBody(limit uint32) uint32 {

@@ -18,6 +18,18 @@
 // unless Options.WaitForReconnect makes them wait (bounded by their
 // context).
 //
+// A node with TLS and users (docs/security.md) takes Options.TLS (the CA
+// file that signs its certificate, optionally a client certificate, the
+// server name) and the user's credential as the auth token:
+//
+//	c, err := client.Dial(ctx, client.Options{Addresses: []string{"node1:7420"},
+//		AuthToken: []byte("billing:" + token), TLS: &client.TLSOptions{CAFile: "ca.pem"}})
+//
+// A TLS failure comes back explained (tlsconfig.ErrUntrustedCertificate,
+// ErrCertificateName, ErrCertificateRefused, ErrNotTLS; test with
+// errors.Is), and a node that refuses a request for want of permission
+// answers it with code forbidden (214).
+//
 // # Declaring
 //
 // Declare takes a QueueConfig; its zero value declares a durable queue,

@@ -213,6 +213,15 @@ func (t Tag) Known() bool {
 	return ok
 }
 
+// ClientMaySend reports whether a client may send a frame of this kind:
+// a client frame, or one either side sends (ping, pong, error). Server
+// frames and node-to-node frames (replication, the peer handshake) are
+// not, and neither is a tag this package does not know.
+func (t Tag) ClientMaySend() bool {
+	k, ok := kindByTag[t]
+	return ok && (k.from == sentByClient || k.from == sentByEither)
+}
+
 // Name returns the frame kind's name ("publish"), or "unknown".
 func (t Tag) Name() string {
 	if k, ok := kindByTag[t]; ok {
