@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/storage/log"
+	"github.com/fibrilmq/fibril/storage/vfs"
 )
 
 type brokerCore struct {
@@ -62,6 +64,13 @@ type brokerCore struct {
 	sessionNumbers atomic.Uint64
 	// sessions lists the live client sessions (sessions_table.go).
 	sessions sessionTable
+
+	// syncs counts every file and directory sync the node makes: config.FS
+	// is wrapped in it once, in newBrokerCore (fibril_fsyncs_total).
+	syncs vfs.SyncCounter
+	// budget is the node's one log budget (tail-cache memory, descriptors
+	// of sealed segments), shared by every queue log.
+	budget *log.Budget
 }
 
 func newBrokerCore(config Config, system *actor.ActorSystem, registry *Registry, metrics *Metrics) *brokerCore {
@@ -71,6 +80,9 @@ func newBrokerCore(config Config, system *actor.ActorSystem, registry *Registry,
 		incarnation: uint64(config.Clock().UnixNano()),
 		ready:       newSignal(), sessionsDrained: newSignal(),
 	}
+	core.config.FS = vfs.CountSyncs(config.FS, &core.syncs)
+	core.budget = log.NewBudget(log.BudgetOptions{TailCacheBytes: config.TailCacheBytes,
+		OpenSegmentFiles: config.OpenSegmentFiles})
 	core.nextID.Store(core.incarnation)
 	core.syncIntervalNanos.Store(int64(config.SyncInterval))
 	return core

@@ -85,7 +85,6 @@ func (p *partition) reopen(ctx actor.Context) {
 	p.core.metrics.fencedQueues.Add(-1)
 	p.metrics.latched.Store(false)
 	p.state, p.fenceErr = partitionOpening, nil
-	p.stopStatusTick()
 	p.closeQueueAsync()
 	for _, child := range []*actor.PID{p.logPID, p.syncPID} {
 		if child != nil {
