@@ -346,7 +346,7 @@ func (p *partition) becomeOpening(ctx actor.Context) {
 func (p *partition) logOptions() log.Options {
 	options := log.DefaultOptions()
 	options.FS = newTimedFS(p.core.config.FS, p.metrics) // fibril_log_write_seconds, fibril_log_fsync_seconds
-	options.Budget = p.core.budget                // the node's tail cache and descriptors
+	options.Budget = p.core.budget                       // the node's tail cache and descriptors
 	options.SegmentBytes = p.core.config.SegmentBytes
 	options.SyncInterval = p.core.syncInterval()
 	options.Clock = p.core.config.Clock
