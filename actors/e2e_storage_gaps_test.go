@@ -107,3 +107,42 @@ func TestSyncQueueMakesWrittenRecordsDurable(t *testing.T) {
 		t.Fatalf("sync of a fenced queue: %v", err)
 	}
 }
+
+// Queues with nothing unsynced schedule no sync work: once a durable and a
+// buffered queue are idle and synced, their sync schedulers arm no timer
+// and tick no more, and the node makes no fsync, over a hundred sync
+// intervals. Counted, not timed: the wait only gives timers the chance.
+func TestIdleQueuesScheduleNoSyncWork(t *testing.T) {
+	b := startBroker(t, func(config *Config) {
+		config.FS = vfs.NewMem()
+		config.DataDir = "/data"
+		config.SyncInterval = 2 * time.Millisecond
+	})
+	c := connect(t, b)
+	c.mustDeclare("steady", wire.ModeDurable, wire.QueueOptions{})
+	c.mustDeclare("clicks", wire.ModeBuffered, wire.QueueOptions{})
+	c.mustConfirm("steady", wire.BoundaryDurable, "a", "b")
+	c.mustConfirm("clicks", wire.BoundaryWritten, "c", "d")
+	waitFor(t, "the buffered queue's background sync", func() bool { return c.info("clicks").UnsyncedRecords == 0 })
+	idle := func(name string) bool {
+		info, ok := b.Registry().Lookup("node/queues/" + name + "/0/sync")
+		return ok && !strings.Contains(info.Summary, "armed")
+	}
+	waitFor(t, "both schedulers to fall idle", func() bool { return idle("steady") && idle("clicks") })
+	summaries := func() [2]string {
+		var out [2]string
+		for i, name := range []string{"steady", "clicks"} {
+			info, _ := b.Registry().Lookup("node/queues/" + name + "/0/sync")
+			out[i] = info.Summary
+		}
+		return out
+	}
+	before, syncs := summaries(), b.core.syncs.Total()
+	time.Sleep(100 * 2 * time.Millisecond)
+	if after := summaries(); after != before {
+		t.Fatalf("idle schedulers moved: %q then %q", before, after)
+	}
+	if after := b.core.syncs.Total(); after != syncs {
+		t.Fatalf("the idle node made %d syncs", after-syncs)
+	}
+}

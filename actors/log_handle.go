@@ -84,6 +84,9 @@ type logHandle struct {
 	kicked   bool   // the owner has been kicked and not yet found the list empty
 	kick     func() // nil while opening
 	closing  bool
+	// closeCalled: Close was called (the queue's close); later calls
+	// return ErrClosed.
+	closeCalled bool
 
 	// ownerWake is the attached owner's wake-up for a finished sync; nil
 	// while opening, when wake carries it to the goroutine running Open.
@@ -403,17 +406,23 @@ func (h *logHandle) Seal(ctx context.Context) (log.SealState, error) {
 
 // Close closes the log: at once when the caller owns the appender (an
 // open that failed or was abandoned), otherwise through the log actor,
-// waiting until the log is closed.
+// waiting until the log is closed (by this request, or by the log actor's
+// stop if that came first). The first Close returns how the close went;
+// later ones return log.ErrClosed.
 func (h *logHandle) Close() error {
 	h.mu.Lock()
-	attached := h.kick != nil
+	attached, again := h.kick != nil, h.closeCalled
+	h.closeCalled = true
 	h.mu.Unlock()
+	if again {
+		<-h.closed
+		return log.ErrClosed
+	}
 	if !attached {
-		if !h.beginShutDown() {
-			<-h.closed
-			return log.ErrClosed
+		if h.beginShutDown() {
+			h.shutDown()
 		}
-		h.shutDown()
+		<-h.closed
 		return h.closeErr
 	}
 	if _, err := h.submit(logRequest{kind: requestClose}); err != nil && !errors.Is(err, log.ErrClosed) {

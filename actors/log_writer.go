@@ -109,27 +109,39 @@ func newLogWriter(entry *Entry, core *brokerCore, handle *logHandle, partition, 
 		notify: notify, metrics: metrics, clock: core.config.Clock}
 }
 
-// spawnLogWriter starts the log actor under the partition and hands it the
-// appender; the partition makes no request of the queue before this returns.
-func spawnLogWriter(ctx actor.Context, core *brokerCore, handle *logHandle, scheduler *actor.PID,
-	notify func(), metrics *queueMetrics) (*actor.PID, error) {
-	partition := ctx.Self()
-	props := core.registry.props("log", core.logger, func(entry *Entry) actor.Actor {
-		return newLogWriter(entry, core, handle, partition, scheduler, notify, metrics)
+// spawnLogActors starts a partition's sync scheduler and log actor as
+// children of ctx, and hands the log actor the appender: ctx makes no
+// request of the queue before this returns. A spawn that fails is a bug
+// (the names are the partition's own), so it panics.
+func spawnLogActors(ctx actor.Context, core *brokerCore, handle *logHandle, interval time.Duration,
+	notify func(), metrics *queueMetrics) (logPID, syncPID *actor.PID) {
+	logName := actor.NewPID(ctx.Self().Address, ctx.Self().Id+"/log") // spawned next: the ticks go there
+	props := core.registry.props("sync", core.logger, func(entry *Entry) actor.Actor {
+		scheduler := newSyncScheduler(entry, handle, logName, interval, core.config.Clock)
+		scheduler.syncSeconds = metrics.syncSeconds
+		return scheduler
 	})
-	pid, err := ctx.SpawnNamed(props, "log")
+	syncPID, err := ctx.SpawnNamed(props, "sync")
 	if err != nil {
-		return nil, err
+		panic(fmt.Errorf("actors: spawn the sync scheduler of %s: %w", ctx.Self().Id, err))
+	}
+	partition := ctx.Self()
+	props = core.registry.props("log", core.logger, func(entry *Entry) actor.Actor {
+		return newLogWriter(entry, core, handle, partition, syncPID, notify, metrics)
+	})
+	logPID, err = ctx.SpawnNamed(props, "log")
+	if err != nil {
+		panic(fmt.Errorf("actors: spawn the log actor of %s: %w", ctx.Self().Id, err))
 	}
 	system := ctx.ActorSystem()
 	handle.attach(
-		func() { system.Root.Send(pid, logKick{}) },
+		func() { system.Root.Send(logPID, logKick{}) },
 		func() {
 			if handle.woken.CompareAndSwap(false, true) {
-				system.Root.Send(pid, logSyncFinished{})
+				system.Root.Send(logPID, logSyncFinished{})
 			}
 		})
-	return pid, nil
+	return logPID, syncPID
 }
 
 func (w *logWriter) Receive(ctx actor.Context) {
@@ -279,12 +291,12 @@ func (w *logWriter) close() {
 // when read (registry.go). A latch is rare and carries its error text.
 func (w *logWriter) publishSummary(status log.Status) {
 	values := [SummaryValuesMax]int64{int64(status.Frontiers.Written), int64(status.Frontiers.Durable),
-		int64(status.DurableLagRecords), status.DurableLagBytes, 0}
+		int64(status.DurableLagRecords), status.DurableLagBytes, 0, int64(w.syncWants)}
 	if status.SyncPending {
 		values[4] = 1
 	}
 	if !status.Latched {
-		w.entry.SetSummaryValues(&logWriterSummary, values[:5]...)
+		w.entry.SetSummaryValues(&logWriterSummary, values[:6]...)
 		return
 	}
 	w.entry.SetSummary(fmt.Sprintf("latched: %v; %s", status.LastError, logWriterSummary(values)))
@@ -292,5 +304,6 @@ func (w *logWriter) publishSummary(status log.Status) {
 
 // logWriterSummary formats publishSummary's values.
 var logWriterSummary SummaryFormat = func(v [SummaryValuesMax]int64) string {
-	return fmt.Sprintf("written=%d durable=%d lag=%d records/%d bytes sync_pending=%v", v[0], v[1], v[2], v[3], v[4] != 0)
+	return fmt.Sprintf("written=%d durable=%d lag=%d records/%d bytes sync_pending=%v sync_ticks_asked=%d",
+		v[0], v[1], v[2], v[3], v[4] != 0, v[5])
 }

@@ -397,22 +397,7 @@ func (p *partition) drainWaiting(ctx actor.Context) {
 // hands the log actor the queue log's appender: from here on every append
 // the queue makes goes through it.
 func (p *partition) spawnStorageActors(ctx actor.Context, handle *logHandle, notify func()) {
-	interval, clock, syncSeconds := p.syncInterval, p.core.config.Clock, p.metrics.syncSeconds
-	logPID := actor.NewPID(ctx.Self().Address, ctx.Self().Id+"/log") // spawned next: the scheduler's ticks go there
-	props := p.core.registry.props("sync", p.core.logger, func(entry *Entry) actor.Actor {
-		scheduler := newSyncScheduler(entry, handle, logPID, interval, clock)
-		scheduler.syncSeconds = syncSeconds
-		return scheduler
-	})
-	pid, err := ctx.SpawnNamed(props, "sync")
-	if err != nil {
-		panic(fmt.Errorf("actors: spawn sync scheduler of %s: %w", p.home.name, err))
-	}
-	p.syncPID = pid
-	p.logPID, err = spawnLogWriter(ctx, p.core, handle, p.syncPID, notify, p.metrics)
-	if err != nil {
-		panic(fmt.Errorf("actors: spawn log actor of %s: %w", p.home.name, err))
-	}
+	p.logPID, p.syncPID = spawnLogActors(ctx, p.core, handle, p.syncInterval, notify, p.metrics)
 }
 
 // becomeFenced stops serving after a storage failure.
