@@ -97,6 +97,7 @@ func Start(config Config) (*Broker, error) {
 	metrics := newMetrics(registry.RestartsTotal)
 	b.core = newBrokerCore(config, system, registry, metrics)
 	metrics.setQueueInfos(b.Queues) // queue gauges are read from fresh infos at scrape time
+	metrics.setStorage(b.core.budget, &b.core.syncs)
 	if err := b.startTree(); err != nil {
 		b.shutdownTree(time.Now().Add(config.ShutdownTimeout), &shutdownSteps{})
 		unlock()
