@@ -91,20 +91,20 @@ type Result struct {
 	CPUSeconds           *float64 `json:"broker_cpu_seconds,omitempty"`
 	CPUSecondsPerMillion *float64 `json:"broker_cpu_seconds_per_million,omitempty"`
 	// The benchmark process's own CPU over the same span, when metered.
-	ClientCPUSeconds           *float64      `json:"client_cpu_seconds,omitempty"`
-	ClientCPUSecondsPerMillion *float64      `json:"client_cpu_seconds_per_million,omitempty"`
+	ClientCPUSeconds           *float64 `json:"client_cpu_seconds,omitempty"`
+	ClientCPUSecondsPerMillion *float64 `json:"client_cpu_seconds_per_million,omitempty"`
 	// The server's fdatasyncs and directory fsyncs (fibril_fsyncs_total)
 	// and the data disk's flushes over the whole run, warm-up included,
 	// and per publish; absent without a meter.
-	ServerSyncs             *uint64  `json:"server_fsyncs,omitempty"`
-	ServerSyncsPerMessage   *float64 `json:"server_fsyncs_per_message,omitempty"`
-	DeviceFlushes           *uint64  `json:"device_flushes,omitempty"`
-	DeviceFlushesPerMessage *float64 `json:"device_flushes_per_message,omitempty"`
-	RunFor                     time.Duration `json:"run_for_ns"`
-	StopReason                 StopReason    `json:"stop_reason"`
-	DrainTimedOut              bool          `json:"drain_timed_out"`
-	Notes                      []string      `json:"notes,omitempty"`
-	Error                      string        `json:"error,omitempty"`
+	ServerSyncs             *uint64       `json:"server_fsyncs,omitempty"`
+	ServerSyncsPerMessage   *float64      `json:"server_fsyncs_per_message,omitempty"`
+	DeviceFlushes           *uint64       `json:"device_flushes,omitempty"`
+	DeviceFlushesPerMessage *float64      `json:"device_flushes_per_message,omitempty"`
+	RunFor                  time.Duration `json:"run_for_ns"`
+	StopReason              StopReason    `json:"stop_reason"`
+	DrainTimedOut           bool          `json:"drain_timed_out"`
+	Notes                   []string      `json:"notes,omitempty"`
+	Error                   string        `json:"error,omitempty"`
 }
 
 func (r *Result) failed(err error) (Result, error) {
