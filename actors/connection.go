@@ -63,6 +63,9 @@ type connection struct {
 	writer *wire.Writer
 	sink   *socketSink
 	failed func(error)
+	// lastWrite is when the socket was last written (nanotime), by either
+	// writer.
+	lastWrite atomic.Int64
 	trace  *wire.TraceSwitch
 	system *actor.ActorSystem
 
@@ -115,16 +118,33 @@ func (c *connection) startWriting(maxBodyBytes uint32, failed func(error)) {
 // nobody writes and nothing is queued, else through the writer goroutine.
 // It never blocks; it reports errOutboxFull when the client stopped
 // reading.
+//
+// A send goes direct only when the socket was last written more than
+// burstWindow ago: a send right after another (a partition answering many
+// publishes in one pass) queues instead, so the burst leaves in one write
+// by the writer goroutine rather than one write(2) per frame.
 func (c *connection) send(frames ...wire.Frame) error {
-	if c.sink.raw == nil || !directSocketWrites || !c.box.claimPen() {
+	if c.sink.raw == nil || !directSocketWrites || time.Duration(nanotime()-c.lastWrite.Load()) < burstWindow ||
+		!c.box.claimPen() {
 		return c.box.push(frames...)
 	}
 	c.sink.direct = true
 	c.writeFrames(frames)
 	c.sink.direct = false
+	c.lastWrite.Store(nanotime())
 	c.box.releasePen(len(c.sink.residual) > 0)
 	return nil
 }
+
+// burstWindow: a send within it of the last write joins the writer
+// goroutine's next batch instead of writing alone.
+const burstWindow = 50 * time.Microsecond
+
+// clockStart anchors nanotime.
+var clockStart = time.Now()
+
+// nanotime is a monotonic clock reading in nanoseconds.
+func nanotime() int64 { return int64(time.Since(clockStart)) }
 
 // writeFrames encodes frames and flushes them, by the pen's holder; it
 // reports false when the stream failed (the connection is closed then).
@@ -287,6 +307,7 @@ func (c *connection) writeLoop() {
 			return
 		}
 		ok := c.writeFrames(batch)
+		c.lastWrite.Store(nanotime())
 		clear(batch)
 		if !ok {
 			return
@@ -317,6 +338,13 @@ type socketSink struct {
 	raw      syscall.RawConn // nil: the connection cannot write without blocking (no direct sends)
 	direct   bool
 	residual []byte
+
+	// One non-blocking write: attempt writes pending and records the
+	// outcome (made once, so a direct send allocates nothing).
+	attempt  func(fd uintptr) bool
+	pending  []byte
+	written  int
+	writeErr error
 }
 
 func newSocketSink(conn net.Conn) *socketSink {
@@ -325,6 +353,10 @@ func newSocketSink(conn net.Conn) *socketSink {
 		if raw, err := socket.SyscallConn(); err == nil {
 			sink.raw = raw
 		}
+	}
+	sink.attempt = func(fd uintptr) bool {
+		sink.written, sink.writeErr = unix.Write(int(fd), sink.pending)
+		return true // one attempt; never wait for room
 	}
 	return sink
 }
@@ -340,12 +372,10 @@ func (s *socketSink) Write(p []byte) (int, error) {
 		s.residual = append(s.residual, p...)
 		return len(p), nil
 	}
-	var written int
-	var writeErr error
-	err := s.raw.Write(func(fd uintptr) bool {
-		written, writeErr = unix.Write(int(fd), p)
-		return true // one attempt; never wait for room
-	})
+	s.pending = p
+	err := s.raw.Write(s.attempt)
+	written, writeErr := s.written, s.writeErr
+	s.pending, s.writeErr = nil, nil
 	if err != nil {
 		return 0, err
 	}
