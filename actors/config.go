@@ -88,6 +88,9 @@ type Config struct {
 	// DefaultOpenSegmentFiles); each log's active segment keeps its own
 	// four outside it.
 	OpenSegmentFiles int
+	// CheckpointEveryRecords is how many applied records make a queue
+	// checkpoint its state (and compact its log after); 0 means 100,000.
+	CheckpointEveryRecords int
 	// Trace, when set, records every client frame while a recorder runs.
 	Trace *wire.TraceSwitch
 	// Logger receives the broker's log lines (nil means discard).

@@ -148,8 +148,8 @@ func TestIdleQueuesScheduleNoSyncWork(t *testing.T) {
 	}
 }
 
-// metricValue reads one unlabelled series from the broker's metrics.
-func metricValue(t *testing.T, b *Broker, name string) float64 {
+// nodeMetric reads one unlabelled series from the broker's metrics.
+func nodeMetric(t *testing.T, b *Broker, name string) float64 {
 	t.Helper()
 	var text bytes.Buffer
 	b.Metrics().WritePrometheus(&text)
@@ -186,14 +186,14 @@ func TestNodeBudgetsBoundEveryLogAndShowInMetrics(t *testing.T) {
 	for start := 0; start < len(payloads); start += 20 {
 		c.mustConfirm("long", wire.BoundaryDurable, payloads[start:start+20]...)
 	}
-	fsyncs, logFsyncs := metricValue(t, first, "fibril_fsyncs_total"), metricValue(t, first, "fibril_log_fsyncs_total")
+	fsyncs, logFsyncs := nodeMetric(t, first, "fibril_fsyncs_total"), nodeMetric(t, first, "fibril_log_fsyncs_total")
 	if logFsyncs < 10 || fsyncs < logFsyncs {
 		t.Fatalf("fsyncs: node %v, logs %v, after ten durable batches", fsyncs, logFsyncs)
 	}
-	if got := metricValue(t, first, "fibril_tail_cache_limit_bytes"); got != DefaultTailCacheBytes {
+	if got := nodeMetric(t, first, "fibril_tail_cache_limit_bytes"); got != DefaultTailCacheBytes {
 		t.Fatalf("tail-cache limit %v", got)
 	}
-	if got := metricValue(t, first, "fibril_tail_cache_bytes"); got <= 0 {
+	if got := nodeMetric(t, first, "fibril_tail_cache_bytes"); got <= 0 {
 		t.Fatalf("tail-cache bytes %v with a log open", got)
 	}
 	if err := first.Close(); err != nil {
@@ -210,18 +210,18 @@ func TestNodeBudgetsBoundEveryLogAndShowInMetrics(t *testing.T) {
 			t.Fatalf("message %.3s not read back (%d of %d)", want, len(got), len(payloads))
 		}
 	}
-	if limit := metricValue(t, second, "fibril_segment_files_limit"); limit != 2 {
+	if limit := nodeMetric(t, second, "fibril_segment_files_limit"); limit != 2 {
 		t.Fatalf("segment files limit %v", limit)
 	}
-	if open := metricValue(t, second, "fibril_segment_files_open"); open > 2 {
+	if open := nodeMetric(t, second, "fibril_segment_files_open"); open > 2 {
 		t.Fatalf("%v sealed-segment descriptors open, bound 2", open)
 	}
-	misses, evictions := metricValue(t, second, "fibril_segment_file_misses_total"),
-		metricValue(t, second, "fibril_segment_file_evictions_total")
+	misses, evictions := nodeMetric(t, second, "fibril_segment_file_misses_total"),
+		nodeMetric(t, second, "fibril_segment_file_evictions_total")
 	if misses < 3 || evictions < 1 {
 		t.Fatalf("reads of more sealed segments than the bound: %v misses, %v evictions", misses, evictions)
 	}
-	if metricValue(t, second, "fibril_tail_cache_misses_total") < float64(len(payloads)) {
+	if nodeMetric(t, second, "fibril_tail_cache_misses_total") < float64(len(payloads)) {
 		t.Fatal("a cold cache served the messages")
 	}
 }

@@ -104,6 +104,8 @@ type partitionHome struct {
 	declared    wire.QueueOptions // as the first declare named them, for info
 	manager     *actor.PID
 	subscribers *subscriptionSet
+	// replication is set in a cluster (partition_cluster.go).
+	replication *replicaHome
 }
 
 // partition is one instance of the partition actor.
@@ -118,6 +120,7 @@ type partition struct {
 	q        *queue.Queue
 	opening  *openAttempt // the open in flight, while opening
 	logPID   *actor.PID   // the log actor: owns the queue log's appender (log_writer.go)
+	handle   *logHandle   // the queue's log seam, while the log actor has it
 	syncPID  *actor.PID   // the sync scheduler: the log's background sync timer and explicit syncs
 	// reopenWaits counts the children a reopen waits for before it opens.
 	reopenWaits int
@@ -148,6 +151,11 @@ type partition struct {
 	deleteTimer *time.Timer
 
 	offers []queue.Offer // reused by each publish (partition_publish.go)
+
+	// Cluster mode only (partition_cluster.go): the role and replication
+	// state, and what follower links share with the partition.
+	repl       *replication
+	linkShared *linkShared
 }
 
 type pendingPublish struct {
@@ -171,6 +179,7 @@ type openAttempt struct {
 	done   chan struct{} // closed when Open returned
 	q      *queue.Queue
 	handle *logHandle // the queue's log seam, once the log opened
+	fence  uint64     // a cluster partition's fence (fence.go)
 	err    error
 }
 
@@ -262,6 +271,9 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 	if p.deleting && p.refuseWhileDeleting(ctx, message) {
 		return
 	}
+	if p.refuseUnlessOwner(ctx, message) {
+		return
+	}
 	switch msg := message.(type) {
 	case infoRequest: // held while opening
 		p.info(ctx, msg)
@@ -305,6 +317,9 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 		p.core.logger.Warn("deleted queue's appends did not finish in time; it stops without them", "queue", p.home.name)
 		p.stopDeleted(ctx)
 	default:
+		if p.receiveCluster(ctx, message) {
+			return
+		}
 		p.core.logger.Error("partition got an unexpected message", "queue", p.home.name,
 			"type", fmt.Sprintf("%T", message))
 	}
@@ -319,6 +334,7 @@ func (p *partition) becomeOpening(ctx actor.Context) {
 	p.syncInterval = logOptions.SyncInterval
 	clock := p.core.config.Clock
 	previous := p.core.closing.pending(dir) // a close of this directory still running
+	replication, fs, dataDir, name, unique := p.home.replication, p.core.config.FS, p.core.config.DataDir, p.home.name, p.core.newID()
 	attempt := &openAttempt{done: make(chan struct{})}
 	p.opening = attempt
 	p.core.storageClosers.Add(1) // an open in flight must finish before Close returns
@@ -327,15 +343,20 @@ func (p *partition) becomeOpening(ctx actor.Context) {
 		for _, closing := range previous {
 			<-closing
 		}
-		openLog := func(dir string, options log.Options) (queue.Log, error) {
+		openLog := queue.WithLogOpener(func(dir string, options log.Options) (queue.Log, error) {
 			handle, err := openLogHandle(dir, options)
 			if err != nil {
 				return nil, err
 			}
 			attempt.handle = handle
 			return handle, nil
+		})
+		if replication != nil {
+			attempt.q, attempt.fence, attempt.err = openReplicated(fs, dataDir, dir, name, replication.shardID, unique,
+				options, logOptions, queue.Clock(clock), openLog)
+		} else {
+			attempt.q, attempt.err = queue.Open(dir, options, logOptions, queue.Clock(clock), openLog)
 		}
-		attempt.q, attempt.err = queue.Open(dir, options, logOptions, queue.Clock(clock), queue.WithLogOpener(openLog))
 		close(attempt.done)
 		system.Root.Send(self, queueOpened{attempt: attempt})
 	}()
@@ -378,6 +399,15 @@ func (p *partition) opened(ctx actor.Context, attempt *openAttempt) {
 		p.core.logger.Info("queue opened", "queue", p.home.name, "log_end", recovery.LogEnd,
 			"expired_leases", recovery.ExpiredLeases, "replayed", recovery.Replayed)
 	}
+	if p.isReplicated() {
+		// A cluster partition opens as a replica and serves only once the
+		// coordination shard names it (partition_cluster.go).
+		ctx.Send(p.home.manager, partitionReplicaOpened{name: p.home.name, pid: ctx.Self()})
+		p.clusterOpened(ctx, attempt.fence)
+		p.drainWaiting(ctx)
+		p.publishSummary()
+		return
+	}
 	p.drainWaiting(ctx)
 	p.advance(ctx)
 	p.publishSummary()
@@ -398,6 +428,7 @@ func (p *partition) drainWaiting(ctx actor.Context) {
 // the queue makes goes through it.
 func (p *partition) spawnStorageActors(ctx actor.Context, handle *logHandle, notify func()) {
 	p.logPID, p.syncPID = spawnLogActors(ctx, p.core, handle, p.syncInterval, notify, p.metrics)
+	p.handle = handle
 }
 
 // becomeFenced stops serving after a storage failure.
@@ -440,9 +471,8 @@ func fencedFailureOf(name string, cause error) requestFailure {
 func (p *partition) restarting(ctx actor.Context) {
 	p.metrics.restarts.Inc()
 	failure := requestFailure{code: wire.CodeInternal, message: fmt.Sprintf(
-		"queue %q restarted after an internal failure before confirming this publish; it may have been stored: "+
-			"publish again if needed (consumers deduplicate on message id)", p.home.name)}
-	p.refuseOwed(ctx, failure)
+		"queue %q restarted after an internal failure", p.home.name)}
+	p.refuseOwedUnknown(ctx, failure)
 	p.home.subscribers.forgetHeld()
 	notice := partitionNotice{queue: p.home.name, failure: requestFailure{code: wire.CodeInternal,
 		message: "the queue restarted after an internal failure; held deliveries are stale and will be delivered again"}}
@@ -465,7 +495,11 @@ func (p *partition) stopping(ctx actor.Context) {
 	if p.deleteTimer != nil {
 		p.deleteTimer.Stop()
 	}
-	p.refuseOwed(ctx, failure)
+	if cause == stopDelete {
+		p.refuseOwed(ctx, failure) // the queue is gone: nothing of it is stored
+	} else {
+		p.refuseOwedUnknown(ctx, failure)
+	}
 	p.home.subscribers.endAll(ctx, failure)
 	p.closeQueueAsync()
 	p.publishSummary()
@@ -478,14 +512,13 @@ func (p *partition) stoppedFailure(cause stopReason) requestFailure {
 		return requestFailure{code: wire.CodeUnknownQueue, message: fmt.Sprintf("queue %q was deleted", p.home.name)}
 	case stopRestart:
 		return requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
-			"queue %q is reopening after an internal failure of the node; a publish it had not confirmed may have "+
-				"been stored: publish again if needed (consumers deduplicate on message id)", p.home.name)}
+			"queue %q is reopening after an internal failure of the node; retry", p.home.name)}
 	case stopFailed:
 		return requestFailure{code: wire.CodeInternal, message: fmt.Sprintf(
 			"queue %q stopped after repeated internal failures; %s", p.home.name, reopenAdvice(p.home.name))}
 	}
 	return requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
-		"queue %q stopped: the node is shutting down; a publish it had not confirmed may have been stored", p.home.name)}
+		"queue %q stopped: the node is shutting down", p.home.name)}
 }
 
 // ReceiveStopping answers what arrives once the partition stops, without
@@ -506,13 +539,27 @@ func (p *partition) ReceiveStopping(ctx actor.Context) {
 	}
 }
 
-// refuseOwed answers every publish and purge this instance still owes.
+// refuseOwed answers every publish and purge this instance still owes
+// with failure.
 func (p *partition) refuseOwed(ctx actor.Context, failure requestFailure) {
+	p.refuseOwedAs(ctx, failure, failure)
+}
+
+// refuseOwedUnknown is refuseOwed when the queue stays (it restarts, the
+// node shuts down, or another node takes it over): a publish that reached
+// the log (it has a ticket) gets outcome_unknown with failure's reason,
+// since it may or may not be in the log the queue reopens with; the others
+// were not stored and get failure itself.
+func (p *partition) refuseOwedUnknown(ctx actor.Context, failure requestFailure) {
+	p.refuseOwedAs(ctx, outcomeUnknown(failure), failure)
+}
+
+func (p *partition) refuseOwedAs(ctx actor.Context, appended, failure requestFailure) {
 	for ticket, pending := range p.tickets {
 		delete(p.tickets, ticket)
 		p.metrics.rejects.Add(pending.count)
 		if pending.replyTo != nil {
-			ctx.Send(pending.replyTo, publishResult{batchID: pending.batchID, failure: failure})
+			ctx.Send(pending.replyTo, publishResult{batchID: pending.batchID, failure: appended})
 		} else if batch, ok := p.deadLetterBatches[pending.batchID]; ok {
 			delete(p.deadLetterBatches, pending.batchID)
 			ctx.Send(batch.source, deadLettersRefused{offsets: batch.offsets, failure: failure})
@@ -534,6 +581,17 @@ func (p *partition) refuseOwed(ctx actor.Context, failure requestFailure) {
 	p.deadline.stop()
 }
 
+// outcomeUnknown is the failure of a publish that reached the log and was
+// not confirmed, for the reason failure says.
+func outcomeUnknown(failure requestFailure) requestFailure {
+	if failure.code == wire.CodeOutcomeUnknown {
+		return failure
+	}
+	return requestFailure{code: wire.CodeOutcomeUnknown, message: fmt.Sprintf(
+		"%s; this publish had reached the queue's log unconfirmed, so it may or may not have been stored: "+
+			"publish again if it must arrive (a copy may then be delivered twice)", failure.message)}
+}
+
 // closeQueueAsync closes the queue on a goroutine (Close flushes and syncs,
 // which is I/O). Whatever touches the same directory next (the restarted
 // instance, a reopen, a partition of a restarted manager, the removal of a
@@ -542,6 +600,7 @@ func (p *partition) refuseOwed(ctx actor.Context, failure requestFailure) {
 func (p *partition) closeQueueAsync() {
 	q, attempt, checkpoint := p.q, p.opening, p.checkpointRunning
 	p.q, p.opening, p.checkpointRunning = nil, nil, nil
+	p.handle = nil // the close stages whatever is still listed
 	closed := p.core.closing.begin(p.home.dir)
 	name, logger, core, dir := p.home.name, p.core.logger, p.core, p.home.dir
 	p.core.storageClosers.Add(1)
@@ -624,8 +683,20 @@ func (p *partition) publishSummary() {
 			p.home.options.Mode, len(p.tickets), len(p.busy), p.home.subscribers.len(), p.fenceErr.Error()))
 		return
 	}
+	if p.repl != nil {
+		p.entry.SetSummaryValues(&clusterPartitionSummary, int64(p.state), int64(p.home.options.Mode),
+			int64(len(p.tickets)), int64(len(p.busy)), int64(p.home.subscribers.len()), int64(p.repl.role),
+			int64(p.repl.epoch), int64(p.repl.fence), int64(p.repl.committed))
+		return
+	}
 	p.entry.SetSummaryValues(&partitionSummary, int64(p.state), int64(p.home.options.Mode),
 		int64(len(p.tickets)), int64(len(p.busy)), int64(p.home.subscribers.len()))
+}
+
+// clusterPartitionSummary adds the replication role to partitionSummary.
+var clusterPartitionSummary SummaryFormat = func(v [SummaryValuesMax]int64) string {
+	return fmt.Sprintf("%s %s tickets=%d busy=%d subscriptions=%d role=%s epoch=%d fence=%d committed=%d",
+		partitionState(v[0]), queue.Mode(v[1]), v[2], v[3], v[4], partitionRole(v[5]), v[6], v[7], v[8])
 }
 
 // partitionSummary formats publishSummary's values.
