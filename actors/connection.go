@@ -11,12 +11,8 @@ package actors
 //     behind a request that must be answered first (session.go, ordering),
 //     so a client that pipelines without end behind a declare is slowed the
 //     same way. It marks every frame heard, for the keepalive.
-//   - The writer goroutine drains the outbox (outbox.go). It and a session
-//     sending when the outbox is empty (send) are the only writers of the
-//     socket, one at a time: whoever holds the outbox's pen. A direct send
-//     saves the hand-off to the writer goroutine; it never blocks: its
-//     write(2) is non-blocking, and what the socket does not take at once
-//     is left to the writer goroutine (socketSink).
+//   - The writer goroutine drains the outbox (outbox.go) and is the only
+//     writer of the socket.
 //
 // Closing follows one order so a final error frame reaches the client:
 // the writer flushes its last frames and half-closes the socket (FIN); the
@@ -31,12 +27,10 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/fibrilmq/fibril/wire"
-	"golang.org/x/sys/unix"
 )
 
 // closeLinger bounds how long a closing connection keeps draining input
@@ -58,14 +52,6 @@ type connection struct {
 	id     uint64
 	conn   net.Conn
 	box    *outbox
-	// writer and sink are the socket's write side, used by the pen's
-	// holder only (outbox.go); set by startWriting.
-	writer *wire.Writer
-	sink   *socketSink
-	failed func(error)
-	// lastWrite is when the socket was last written (nanotime), by either
-	// writer.
-	lastWrite atomic.Int64
 	trace  *wire.TraceSwitch
 	system *actor.ActorSystem
 
@@ -103,71 +89,6 @@ func newConnection(id uint64, conn net.Conn, system *actor.ActorSystem, maxBodyB
 		closed:       make(chan struct{}),
 		writerDone:   make(chan struct{}),
 	}
-}
-
-// startWriting sets up the socket's write side; failed learns of write
-// errors. It runs before any send.
-func (c *connection) startWriting(maxBodyBytes uint32, failed func(error)) {
-	c.sink = newSocketSink(c.conn)
-	c.writer = wire.NewWriter(c.sink, maxBodyBytes)
-	c.writer.SetTrace(c.trace, c.id)
-	c.failed = failed
-}
-
-// send writes frames to the client: at once on the caller's goroutine when
-// nobody writes and nothing is queued, else through the writer goroutine.
-// It never blocks; it reports errOutboxFull when the client stopped
-// reading.
-//
-// A send goes direct only when the socket was last written more than
-// burstWindow ago: a send right after another (a partition answering many
-// publishes in one pass) queues instead, so the burst leaves in one write
-// by the writer goroutine rather than one write(2) per frame.
-func (c *connection) send(frames ...wire.Frame) error {
-	if c.sink.raw == nil || !directSocketWrites || time.Duration(nanotime()-c.lastWrite.Load()) < burstWindow ||
-		!c.box.claimPen() {
-		return c.box.push(frames...)
-	}
-	c.sink.direct = true
-	c.writeFrames(frames)
-	c.sink.direct = false
-	c.lastWrite.Store(nanotime())
-	c.box.releasePen(len(c.sink.residual) > 0)
-	return nil
-}
-
-// burstWindow: a send within it of the last write joins the writer
-// goroutine's next batch instead of writing alone.
-const burstWindow = 50 * time.Microsecond
-
-// clockStart anchors nanotime.
-var clockStart = time.Now()
-
-// nanotime is a monotonic clock reading in nanoseconds.
-func nanotime() int64 { return int64(time.Since(clockStart)) }
-
-// writeFrames encodes frames and flushes them, by the pen's holder; it
-// reports false when the stream failed (the connection is closed then).
-func (c *connection) writeFrames(frames []wire.Frame) bool {
-	for _, frame := range frames {
-		if err := c.writer.WriteFrame(frame); err != nil {
-			var frameErr *wire.FrameError
-			if !errors.As(err, &frameErr) {
-				c.failed(err)
-				c.closeNow()
-				return false
-			}
-			// An encoding refusal means the node built a frame over a
-			// limit: a bug, reported; the stream itself is intact.
-			c.failed(err)
-		}
-	}
-	if err := c.writer.Flush(); err != nil {
-		c.failed(err)
-		c.closeNow()
-		return false
-	}
-	return true
 }
 
 // closeAfter queues last frames (an error, typically), then closes the
@@ -286,8 +207,8 @@ func (c *connection) drainThenClose() {
 	c.closeNow()
 }
 
-// writeLoop is the writer goroutine (startWriting ran before it).
-func (c *connection) writeLoop() {
+// writeLoop is the writer goroutine. failed learns of write errors.
+func (c *connection) writeLoop(writer *wire.Writer, failed func(error)) {
 	defer close(c.writerDone)
 	var batch []wire.Frame
 	for {
@@ -296,113 +217,32 @@ func (c *connection) writeLoop() {
 		case <-c.closed:
 			return
 		}
-		var closing, held bool
-		batch, closing, held = c.box.take(batch[:0])
-		if held {
-			continue // a direct send writes; it kicks again when it lets go
+		var closing bool
+		batch, closing = c.box.take(batch[:0])
+		for _, frame := range batch {
+			if err := writer.WriteFrame(frame); err != nil {
+				var frameErr *wire.FrameError
+				if !errors.As(err, &frameErr) {
+					failed(err)
+					c.closeNow()
+					return
+				}
+				// An encoding refusal means the node built a frame over a
+				// limit: a bug, reported; the stream itself is intact.
+				failed(err)
+			}
 		}
-		if err := c.sink.flushResidual(); err != nil {
-			c.failed(err)
-			c.closeNow()
-			return
-		}
-		ok := c.writeFrames(batch)
-		c.lastWrite.Store(nanotime())
 		clear(batch)
-		if !ok {
+		if err := writer.Flush(); err != nil {
+			failed(err)
+			c.closeNow()
 			return
 		}
 		if closing {
 			c.halfClose()
 			return
 		}
-		c.box.releasePen(false)
 	}
-}
-
-// directSocketWrites turns direct sends on (connection.send).
-var directSocketWrites = directWritesSetting != "off"
-
-// directWritesSetting is "off" in a build made to compare without direct
-// sends (-ldflags "-X github.com/fibrilmq/fibril/actors.directWritesSetting=off").
-var directWritesSetting = "on"
-
-// socketSink is the wire.Writer's destination. The writer goroutine writes
-// through it as through the socket, blocking, after any bytes a direct
-// send left behind. A direct send (direct set) writes without blocking:
-// one write(2) of what the socket takes now; the rest is kept as residual
-// for the writer goroutine, and the wire.Writer is told it all went.
-// Touched only by the holder of the outbox's pen.
-type socketSink struct {
-	conn     net.Conn
-	raw      syscall.RawConn // nil: the connection cannot write without blocking (no direct sends)
-	direct   bool
-	residual []byte
-
-	// One non-blocking write: attempt writes pending and records the
-	// outcome (made once, so a direct send allocates nothing).
-	attempt  func(fd uintptr) bool
-	pending  []byte
-	written  int
-	writeErr error
-}
-
-func newSocketSink(conn net.Conn) *socketSink {
-	sink := &socketSink{conn: conn}
-	if socket, ok := conn.(syscall.Conn); ok {
-		if raw, err := socket.SyscallConn(); err == nil {
-			sink.raw = raw
-		}
-	}
-	sink.attempt = func(fd uintptr) bool {
-		sink.written, sink.writeErr = unix.Write(int(fd), sink.pending)
-		return true // one attempt; never wait for room
-	}
-	return sink
-}
-
-func (s *socketSink) Write(p []byte) (int, error) {
-	if !s.direct {
-		if err := s.flushResidual(); err != nil {
-			return 0, err
-		}
-		return s.conn.Write(p)
-	}
-	if len(s.residual) > 0 {
-		s.residual = append(s.residual, p...)
-		return len(p), nil
-	}
-	s.pending = p
-	err := s.raw.Write(s.attempt)
-	written, writeErr := s.written, s.writeErr
-	s.pending, s.writeErr = nil, nil
-	if err != nil {
-		return 0, err
-	}
-	switch {
-	case writeErr == unix.EAGAIN || writeErr == unix.EINTR:
-		written = 0
-	case writeErr != nil:
-		return 0, writeErr
-	}
-	if written < len(p) {
-		s.residual = append(s.residual, p[written:]...)
-	}
-	return len(p), nil
-}
-
-// flushResidual writes what a direct send left, blocking (the writer
-// goroutine's way).
-func (s *socketSink) flushResidual() error {
-	if len(s.residual) == 0 {
-		return nil
-	}
-	_, err := s.conn.Write(s.residual)
-	s.residual = s.residual[:0]
-	if cap(s.residual) > 1<<20 {
-		s.residual = nil // do not keep a buffer grown for one large backlog
-	}
-	return err
 }
 
 // halfClose sends FIN after the last frame and lets the reader finish the

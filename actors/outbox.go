@@ -2,26 +2,16 @@ package actors
 
 // A connection has two goroutines besides its session actor. The reader
 // decodes frames and sends them to the session actor (reader.go); the
-// writer (connection.go) drains this outbox onto the socket.
+// writer (this file) owns the socket's write side and a wire.Writer.
 //
-// The socket's write side, with its wire.Writer, belongs to whoever holds
-// the pen (writing): the writer goroutine while it writes what it took,
-// or a session sending frames when the outbox is empty and nobody writes
-// (connection.send), which then writes them itself, without waking the
-// writer goroutine, and never blocks (connection.go, socketSink). Frames
-// pushed while someone holds the pen queue here; the writer goroutine
-// takes everything queued at once, encodes it into one buffer and writes
-// it with a single flush, so a burst of confirms and deliveries leaves in
-// one write(2). The outbox is bounded by a frame count; the flow control
-// upstream (publish credit in the reader, prefetch in the partitions, one
-// reply per request) keeps it far below the bound, so reaching it means
-// the client stopped reading, and the session closes the connection
-// instead of buffering without end.
-//
-// Invariant: frames leave in the order they were pushed: a direct write
-// takes the pen only when nothing is queued, and whoever releases the pen
-// with frames queued (or bytes a direct write could not send) kicks the
-// writer goroutine.
+// The session actor never writes to the socket: it pushes finished frames
+// into the outbox, and the writer goroutine takes everything queued at once,
+// encodes it into one buffer and writes it with a single flush, so a burst
+// of confirms and deliveries leaves in one write(2). The outbox is bounded
+// by a frame count; the flow control upstream (publish credit in the reader,
+// prefetch in the partitions, one reply per request) keeps it far below the
+// bound, so reaching it means the client stopped reading, and the session
+// closes the connection instead of buffering without end.
 
 import (
 	"errors"
@@ -42,7 +32,6 @@ type outbox struct {
 	frames  []wire.Frame // waiting; owned by the writer once taken
 	closing bool         // write what is queued, then close the connection
 	closed  bool         // push refuses everything
-	writing bool         // the pen: someone writes to the socket now
 	kick    chan struct{}
 }
 
@@ -80,49 +69,18 @@ func (o *outbox) closeAfter(frames ...wire.Frame) {
 	o.maybeKick()
 }
 
-// take moves every waiting frame into into (reused), takes the pen, and
-// reports whether the connection should close after writing them; held
-// is true (and nothing taken) when a direct write holds the pen, which
-// kicks again when it lets go.
-func (o *outbox) take(into []wire.Frame) (frames []wire.Frame, closing, held bool) {
+// take moves every waiting frame into into (reused) and reports whether the
+// connection should close after writing them.
+func (o *outbox) take(into []wire.Frame) ([]wire.Frame, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.writing {
-		return into, false, true
-	}
-	o.writing = true
 	into = append(into, o.frames...)
 	clear(o.frames)
 	o.frames = o.frames[:0]
 	if o.closing {
 		o.closed = true
 	}
-	return into, o.closing, false
-}
-
-// claimPen gives the caller the pen for a direct write: only when nothing
-// is queued, nobody writes and the connection is not closing.
-func (o *outbox) claimPen() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.writing || o.closing || o.closed || len(o.frames) > 0 {
-		return false
-	}
-	o.writing = true
-	return true
-}
-
-// releasePen lets the pen go; the writer goroutine is kicked when frames
-// were queued meanwhile, when leftover bytes wait, or when a close was
-// asked for.
-func (o *outbox) releasePen(leftover bool) {
-	o.mu.Lock()
-	o.writing = false
-	more := leftover || len(o.frames) > 0 || (o.closing && !o.closed)
-	o.mu.Unlock()
-	if more {
-		o.maybeKick()
-	}
+	return into, o.closing
 }
 
 func (o *outbox) maybeKick() {

@@ -156,10 +156,8 @@ func (s *session) start(ctx actor.Context) {
 	s.core.metrics.sessionsOpen.Add(1)
 	s.core.metrics.SessionsOpened.Inc()
 	s.publishSummary()
-	id, logger := s.id, s.core.logger
-	s.conn.startWriting(s.core.config.MaxBodyBytes+deliverFrameSlackBytes, func(err error) {
-		logger.Debug("session write failed", "session", id, "err", err)
-	})
+	writer := wire.NewWriter(s.conn.conn, s.core.config.MaxBodyBytes+deliverFrameSlackBytes)
+	writer.SetTrace(s.core.config.Trace, s.conn.id)
 	self := ctx.Self()
 	s.core.connections.Add(2)
 	go func() {
@@ -168,7 +166,9 @@ func (s *session) start(ctx actor.Context) {
 	}()
 	go func() {
 		defer s.core.connections.Done()
-		s.conn.writeLoop()
+		s.conn.writeLoop(writer, func(err error) {
+			s.core.logger.Debug("session write failed", "session", s.id, "err", err)
+		})
 	}()
 	s.armHelloDeadline(ctx)
 }
@@ -314,7 +314,7 @@ func (s *session) push(frames ...wire.Frame) {
 	for _, frame := range frames {
 		s.core.metrics.countRefusal(frame) // fibril_refusals_total; other frames cost a type switch
 	}
-	if err := s.conn.send(frames...); err != nil {
+	if err := s.conn.box.push(frames...); err != nil {
 		s.core.logger.Warn("closing session", "session", s.id, "err", err)
 		s.closing = true
 		s.conn.closeNow()
