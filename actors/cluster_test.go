@@ -95,8 +95,10 @@ func startBrokerCluster(t *testing.T, nodeCount int, options ...brokerClusterOpt
 		t.Skip("starts a three-node cluster on loopback ports")
 	}
 	dir := t.TempDir()
-	config := &cluster.Config{Cluster: cluster.ClusterSettings{Secret: "test-cluster-secret", Raft: cluster.RaftSettings{
-		RTT: cluster.Duration(10 * time.Millisecond), ElectionRTT: 10, HeartbeatRTT: 1, CoordinationElectionRTT: 10}}}
+	// The Raft timing is the default a deployment gets: shorter elections
+	// made leaderships churn under -race on a loaded machine, and with them
+	// claims and catalog writes timed out.
+	config := &cluster.Config{Cluster: cluster.ClusterSettings{Secret: "test-cluster-secret"}}
 	ports := freeLoopbackAddresses(t, 4*nodeCount)
 	for i := 1; i <= nodeCount; i++ {
 		id, port := fmt.Sprintf("node%d", i), ports[4*(i-1):]
