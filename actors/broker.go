@@ -101,6 +101,7 @@ func Start(config Config) (*Broker, error) {
 	b.core = newBrokerCore(config, system, registry, metrics)
 	metrics.setQueueInfos(b.Queues) // queue gauges are read from fresh infos at scrape time
 	metrics.setBoundGauges(b.core)
+	metrics.setStorage(b.core.budget, &b.core.syncs)
 	if err := b.core.listenForPeers(); err != nil {
 		unlock()
 		return nil, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fibrilmq/fibril/access"
 	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/storage/vfs"
 	"github.com/fibrilmq/fibril/tlsconfig"
 	"github.com/fibrilmq/fibril/wire"
@@ -36,6 +37,12 @@ const (
 	// closes the connection: with the defaults a silent client is closed
 	// 45 to 60 seconds after its last frame.
 	DefaultKeepaliveMissedMax = 3
+	// DefaultTailCacheBytes is the node-wide tail-cache budget of the
+	// queue logs.
+	DefaultTailCacheBytes = log.DefaultBudgetTailCacheBytes
+	// DefaultOpenSegmentFiles is the node-wide bound on descriptors of
+	// sealed log segments.
+	DefaultOpenSegmentFiles = log.DefaultOpenSegmentFiles
 )
 
 // Version is the server software version reported in hello-ok.
@@ -93,6 +100,15 @@ type Config struct {
 	FS vfs.FS
 	// SegmentBytes is the log segment size (0 means the log's default).
 	SegmentBytes int64
+	// TailCacheBytes bounds the memory every queue log's tail cache holds
+	// together, node-wide (0 means DefaultTailCacheBytes). Each log also
+	// keeps to its own cap of 8 MiB.
+	TailCacheBytes int64
+	// OpenSegmentFiles bounds the descriptors kept open for the sealed
+	// segments of every queue log together (0 means
+	// DefaultOpenSegmentFiles); each log's active segment keeps its own
+	// four outside it.
+	OpenSegmentFiles int
 	// CheckpointEveryRecords is how many applied records make a queue
 	// checkpoint its state (and compact its log after); 0 means 100,000.
 	CheckpointEveryRecords int
@@ -173,6 +189,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
+	if c.TailCacheBytes < 0 || c.OpenSegmentFiles < 0 {
+		return c, fmt.Errorf("%w: negative tail-cache budget %d or open segment files %d", ErrInvalidConfig,
+			c.TailCacheBytes, c.OpenSegmentFiles)
+	}
+	c.TailCacheBytes = cmp.Or(c.TailCacheBytes, DefaultTailCacheBytes)
+	c.OpenSegmentFiles = cmp.Or(c.OpenSegmentFiles, DefaultOpenSegmentFiles)
 	if c.ShutdownTimeout < 0 || c.HelloTimeout < 0 || c.KeepaliveInterval < 0 || c.KeepaliveMissedMax < 0 {
 		return c, fmt.Errorf("%w: negative shutdown, hello or keepalive setting", ErrInvalidConfig)
 	}

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/storage/log"
+	"github.com/fibrilmq/fibril/storage/vfs"
 )
 
 type brokerCore struct {
@@ -74,6 +76,12 @@ type brokerCore struct {
 	listening     context.Context
 	stopListening context.CancelFunc
 
+	// syncs counts every file and directory sync the node makes: config.FS
+	// is wrapped in it once, in newBrokerCore (fibril_fsyncs_total).
+	syncs vfs.SyncCounter
+	// budget is the node's one log budget (tail-cache memory, descriptors
+	// of sealed segments), shared by every queue log.
+	budget *log.Budget
 	// Cluster mode only: the peer listener (bound by Start), this node's
 	// identity on peer links, and the partitions by coordination shard.
 	peerListener net.Listener
@@ -103,6 +111,9 @@ func newBrokerCore(config Config, system *actor.ActorSystem, registry *Registry,
 		limiter: newConnectionLimiter(config.Limits),
 	}
 	core.listening, core.stopListening = context.WithCancel(context.Background())
+	core.config.FS = vfs.CountSyncs(config.FS, &core.syncs)
+	core.budget = log.NewBudget(log.BudgetOptions{TailCacheBytes: config.TailCacheBytes,
+		OpenSegmentFiles: config.OpenSegmentFiles})
 	core.nextID.Store(core.incarnation)
 	core.syncIntervalNanos.Store(int64(config.SyncInterval))
 	return core

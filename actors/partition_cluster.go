@@ -175,7 +175,7 @@ func (p *partition) isReplicated() bool { return p.home.replication != nil }
 // partition opened for the first time records its shard in a fence of
 // epoch 0. It returns the fence's epoch.
 func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64, options queue.Options,
-	logOptions log.Options, clock queue.Clock) (*queue.Queue, uint64, error) {
+	logOptions log.Options, clock queue.Clock, open ...queue.OpenOption) (*queue.Queue, uint64, error) {
 	fence, exists, err := readFence(fs, dir)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read the replica's fence: %w", err)
@@ -186,7 +186,7 @@ func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64
 		}
 		fence, exists = fenceRecord{}, false
 	}
-	q, err := queue.OpenReplica(dir, options, logOptions, clock)
+	q, err := queue.OpenReplica(dir, options, logOptions, clock, open...)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -368,7 +368,7 @@ func (p *partition) seal(ctx actor.Context, msg sealRequest) {
 		r.sealsWaiting = append(r.sealsWaiting, msg)
 		return
 	}
-	l := p.q.Log()
+	l := p.handle // the log actor owns the appender: the seal goes through it
 	self, system := ctx.Self(), ctx.ActorSystem()
 	p.core.storageClosers.Add(1)
 	go func() {

@@ -83,6 +83,9 @@ type serveFlags struct {
 	recordTrace        string
 	logLevel           string
 	maxBodyBytes       uint
+	// Node-wide storage budgets.
+	tailCacheBytes   int64
+	openSegmentFiles int
 	// Lifecycle and keepalive settings (0: the broker's default).
 	shutdownTimeout, helloTimeout, keepaliveInterval time.Duration
 	keepaliveMissedMax                               uint
@@ -107,6 +110,10 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	set.StringVar(&f.recordTrace, "record-trace", "", "record every client frame to this trace file")
 	set.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	set.UintVar(&f.maxBodyBytes, "max-body-bytes", wire.DefaultMaxBodyBytes, "largest frame body accepted")
+	set.Int64Var(&f.tailCacheBytes, "tail-cache-bytes", actors.DefaultTailCacheBytes,
+		"memory the tail caches of every queue log hold together (each log also keeps to 8 MiB)")
+	set.IntVar(&f.openSegmentFiles, "open-segment-files", actors.DefaultOpenSegmentFiles,
+		"descriptors kept open for the sealed segments of every queue log together")
 	set.DurationVar(&f.shutdownTimeout, "shutdown-timeout", actors.DefaultShutdownTimeout,
 		"bound on a clean shutdown: finishing in-flight work, stopping every actor, closing every log")
 	set.DurationVar(&f.helloTimeout, "hello-timeout", actors.DefaultHelloTimeout,
@@ -127,6 +134,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	}
 	if f.syncInterval < 0 {
 		return f, fmt.Errorf("--sync-interval must not be negative")
+	}
+	if f.tailCacheBytes <= 0 || f.openSegmentFiles <= 0 {
+		return f, fmt.Errorf("--tail-cache-bytes and --open-segment-files must be above 0")
 	}
 	if f.shutdownTimeout <= 0 || f.helloTimeout <= 0 || f.keepaliveInterval <= 0 || f.keepaliveMissedMax == 0 {
 		return f, fmt.Errorf("--shutdown-timeout, --hello-timeout, --keepalive-interval and --keepalive-missed-max must be above 0")
@@ -161,6 +171,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	config.ShutdownTimeout, config.HelloTimeout = flags.shutdownTimeout, flags.helloTimeout
 	config.KeepaliveInterval = flags.keepaliveInterval
 	config.KeepaliveMissedMax = int(min(flags.keepaliveMissedMax, 1<<20))
+	config.TailCacheBytes, config.OpenSegmentFiles = flags.tailCacheBytes, flags.openSegmentFiles
 	node, err := maybeStartClusterNode(&config, flags, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "fibril serve: %v\n", err)

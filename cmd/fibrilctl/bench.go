@@ -19,6 +19,14 @@ package main
 // instead. When neither works the report has no CPU figure and says why on
 // stderr.
 //
+// The server's fdatasyncs per message come from fibril_fsyncs_total: on
+// the --syncs page when given, else on the node's HTTP endpoint (the global
+// --http), used only when its fibril_build_info names the process the CPU
+// is read from, so a figure is never another broker's. Device flushes per
+// message come from /proc/diskstats, for --flush-device or else the disk
+// holding --data-dir (or the current directory); they count every process
+// on that disk.
+//
 // Floors are measured in --data-dir, which should be on the disk the broker
 // writes to. Without it they run in a temporary directory made in the
 // current directory (so on its filesystem) and removed afterwards.
@@ -28,6 +36,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -50,6 +59,8 @@ type benchFlags struct {
 	jsonFile     string
 	serverPIDs   string
 	metricsURL   string
+	syncsURL     string
+	flushDevice  string
 	dataDir      string
 	floors       bool
 	floorSamples int
@@ -67,6 +78,8 @@ func (f *benchFlags) register(ctx context.Context, name string, replay bool) *fl
 	flags.StringVar(&f.jsonFile, "json", "", "write the full report (settings, every percentile) to this file")
 	flags.StringVar(&f.serverPIDs, "server-pid", "", "read the broker's CPU from /proc/PID/stat, summed over a comma-separated list (default: the local processes listening on --server)")
 	flags.StringVar(&f.metricsURL, "metrics", "", "read the broker's CPU from process_cpu_seconds_total at this URL")
+	flags.StringVar(&f.syncsURL, "syncs", "", "read the server's fdatasyncs from fibril_fsyncs_total at this URL (default: --metrics, else the node's --http endpoint when it is the same process)")
+	flags.StringVar(&f.flushDevice, "flush-device", "", "count the flushes of this block device in /proc/diskstats (default: the disk holding --data-dir; \"none\": no count)")
 	flags.StringVar(&f.dataDir, "data-dir", "", "directory for the storage floors, on the broker's disk (default: a temporary one in the current directory)")
 	flags.BoolVar(&f.floors, "floors", true, "measure the machine's floors before the runs")
 	flags.IntVar(&f.floorSamples, "floor-samples", bench.DefaultFloorRoundTrips, "round trips and writes timed for the floors (a tenth as many synced writes, a fiftieth as many round trips 10 ms apart)")
@@ -229,6 +242,8 @@ func (f *benchFlags) execute(ctx context.Context, opts bench.Options, stdout io.
 			opts.CPU = nil
 		}
 	}
+	opts.Syncs = f.syncMeter(ctx, opts.CPU)
+	opts.Flushes = f.flushMeter(ctx)
 	if f.floors {
 		if opts.Floors, opts.DataDir, err = f.measureFloors(ctx, opts.MessageBytes); err != nil {
 			return err
@@ -278,6 +293,88 @@ func (f *benchFlags) cpuMeter() bench.CPUMeter {
 		processes = append(processes, bench.ProcessCPU{PID: pid})
 	}
 	return processes.Meter()
+}
+
+// syncMeter picks where fibril_fsyncs_total is read; nil when nowhere
+// (said on stderr). The node's HTTP endpoint is used only when it belongs
+// to the process whose CPU is measured.
+func (f *benchFlags) syncMeter(ctx context.Context, cpu bench.CPUMeter) bench.CountMeter {
+	url := f.syncsURL
+	if url == "" && f.metricsURL != "" {
+		url = f.metricsURL
+	}
+	if url == "" {
+		process, ok := cpu.(bench.ProcessCPU)
+		if !ok || f.shared.http == "" {
+			fmt.Fprintf(f.progress(), "bench: server fdatasyncs not measured: give --syncs URL (the node's /metrics)\n")
+			return nil
+		}
+		url = "http://" + f.shared.http + "/metrics"
+		if err := checkMetricsProcess(ctx, url, process.PID); err != nil {
+			fmt.Fprintf(f.progress(), "bench: server fdatasyncs not measured: %v (give --syncs URL)\n", err)
+			return nil
+		}
+	}
+	meter := bench.MetricsCounter{URL: url, Name: "fibril_fsyncs_total"}
+	if _, err := meter.Count(ctx); err != nil {
+		fmt.Fprintf(f.progress(), "bench: server fdatasyncs not measured: %v\n", err)
+		return nil
+	}
+	fmt.Fprintf(f.progress(), "bench: server fdatasyncs from %s\n", meter)
+	return meter
+}
+
+// checkMetricsProcess makes sure the metrics page at url is the one of
+// process pid (fibril_build_info's pid label).
+func checkMetricsProcess(ctx context.Context, url string, pid int) error {
+	request, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	response, err := (&http.Client{Timeout: 5 * time.Second}).Do(request)
+	if err != nil {
+		return err
+	}
+	defer response.Body.Close()
+	if response.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", url, response.Status)
+	}
+	found, ok := bench.ParseLabelValue(response.Body, "fibril_build_info", "pid")
+	if !ok {
+		return fmt.Errorf("%s has no fibril_build_info", url)
+	}
+	if found != strconv.Itoa(pid) {
+		return fmt.Errorf("%s belongs to process %s, not to the broker's %d", url, found, pid)
+	}
+	return nil
+}
+
+// flushMeter picks the block device whose flushes are counted; nil when
+// none (said on stderr).
+func (f *benchFlags) flushMeter(ctx context.Context) bench.CountMeter {
+	device := f.flushDevice
+	if device == "none" {
+		return nil
+	}
+	if device == "" {
+		dir := f.dataDir
+		if dir == "" {
+			dir = "."
+		}
+		found, err := bench.DeviceOf(dir)
+		if err != nil {
+			fmt.Fprintf(f.progress(), "bench: device flushes not counted: %v (give --flush-device)\n", err)
+			return nil
+		}
+		device = found
+	}
+	meter := bench.DeviceFlushes{Device: device}
+	if _, err := meter.Count(ctx); err != nil {
+		fmt.Fprintf(f.progress(), "bench: device flushes not counted: %v\n", err)
+		return nil
+	}
+	fmt.Fprintf(f.progress(), "bench: device flushes of %s (every process on it counts)\n", device)
+	return meter
 }
 
 // measureFloors measures the floors in --data-dir, or in a temporary

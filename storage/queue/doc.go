@@ -30,7 +30,7 @@
 // Using a Queue from its owner (one goroutine, typically the partition
 // actor):
 //
-//	q, err := queue.Open(dir, opts, logOptions, clock)
+//	q, err := queue.Open(dir, opts, logOptions, clock) // or with queue.WithLogOpener(open)
 //	q.SetNotify(func() { self.Send(appendsCompleted{}) }) // from log goroutines
 //	ticket, claims, err := q.PublishLeasing(batch, offers) // appends publish + pipelined leases
 //	ticket, n, err := q.Lease(64, holder)                  // claims ready (or pending) messages
@@ -45,6 +45,11 @@
 //	q.Ack(holder, offsets); q.Nack(holder, offsets, delay); q.Release(...); q.Discard(...); q.Reject(...)
 //	q.ExpireLeases(now); q.ExpireMessages(now)             // when NextDeadline passes
 //	q.Checkpoint(); q.Compact(); q.Info(); q.Close()
+//
+// The queue reaches its log through a small seam (Log, shell.go): by
+// default a standalone *log.Log; WithLogOpener lets the caller supply its
+// own, such as the broker's log actor driving a direct-mode log, for every
+// start mode.
 //
 // A replicated queue: the owner opens with OpenOwner(…, epoch) and calls
 // SetApplyLimit(quorum frontier) and SetRetentionFloor(lowest durable

@@ -115,8 +115,9 @@ type startMode struct {
 // The log lives in dir/log and is opened with logOptions; every file goes
 // through logOptions.FS (default vfs.OS). clock nil means time.Now. The
 // queue bumps its epoch (epoch.go) and applies at its own boundary.
-func Open(dir string, opts Options, logOptions log.Options, clock Clock) (*Queue, error) {
-	return open(dir, opts, logOptions, clock, startMode{role: roleOwner})
+// options may name another way to open the log (WithLogOpener).
+func Open(dir string, opts Options, logOptions log.Options, clock Clock, options ...OpenOption) (*Queue, error) {
+	return open(dir, opts, logOptions, clock, startMode{role: roleOwner}, options)
 }
 
 // OpenOwner opens the owner copy of a replicated queue partition under the
@@ -125,14 +126,20 @@ func Open(dir string, opts Options, logOptions log.Options, clock Clock) (*Queue
 // restart of the same owner needs a new epoch. Nothing appended from now
 // on applies until SetApplyLimit passes it: confirms, deliveries and
 // settles follow the quorum frontier the caller supplies.
-func OpenOwner(dir string, opts Options, logOptions log.Options, clock Clock, epoch uint64) (*Queue, error) {
+func OpenOwner(dir string, opts Options, logOptions log.Options, clock Clock, epoch uint64,
+	options ...OpenOption) (*Queue, error) {
 	if epoch == 0 {
 		return nil, fmt.Errorf("%w: epoch 0", ErrEpochStale)
 	}
-	return open(dir, opts, logOptions, clock, startMode{role: roleOwner, epoch: epoch, replicated: true})
+	return open(dir, opts, logOptions, clock, startMode{role: roleOwner, epoch: epoch, replicated: true}, options)
 }
 
-func open(dir string, opts Options, logOptions log.Options, clock Clock, start startMode) (*Queue, error) {
+func open(dir string, opts Options, logOptions log.Options, clock Clock, start startMode,
+	options []OpenOption) (*Queue, error) {
+	config := openConfig{openLog: openStandalone}
+	for _, option := range options {
+		option(&config)
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -146,7 +153,7 @@ func open(dir string, opts Options, logOptions log.Options, clock Clock, start s
 	if err := prepareDirectory(logOptions.FS, dir, opts); err != nil {
 		return nil, err
 	}
-	l, err := log.Open(path.Join(dir, logDirName), logOptions)
+	l, err := config.openLog(path.Join(dir, logDirName), logOptions)
 	if err != nil {
 		return nil, fmt.Errorf("queue: open log: %w", err)
 	}
@@ -154,7 +161,7 @@ func open(dir string, opts Options, logOptions log.Options, clock Clock, start s
 	if inflight <= 0 {
 		inflight = 1024
 	}
-	var seam partitionLog = l
+	seam := l
 	if start.role == roleReplica {
 		replicated, ok := seam.(replicaLog)
 		if !ok {
@@ -436,17 +443,24 @@ func (q *Queue) IsReplica() bool { return q.role == roleReplica }
 // Recovery reports what Open did.
 func (q *Queue) Recovery() Recovery { return q.recovery }
 
-// Log returns the partition's log, or nil when the queue runs over another
-// implementation of its log seam (tests). The owner may read the log's
-// status, watch its frontiers, read records (a replicated owner ships them
-// to followers from here), drive its background sync (Tick,
-// SetSyncInterval) and Sync it, from any goroutine. It MUST NOT append to
-// it, truncate it or close it: the queue is the log's only appender (on a
-// replica, through AppendReplicated and TruncateAfter) and predicts the
-// offsets the log assigns.
+// Log returns the partition's log: the *log.Log itself, or the one a seam
+// given by WithLogOpener names through a Log() *log.Log method; nil when
+// the seam names none (tests). The owner may read the log's status, watch
+// its frontiers, read records (a replicated owner ships them to followers
+// from here) and set its background sync interval, from any goroutine; a
+// standalone log may also be ticked and synced there (a direct log's
+// appender owner does both). It MUST NOT append to it, truncate it or
+// close it: the queue is the log's only appender (on a replica, through
+// AppendReplicated and TruncateAfter) and predicts the offsets the log
+// assigns.
 func (q *Queue) Log() *log.Log {
-	l, _ := q.log.(*log.Log)
-	return l
+	switch l := q.log.(type) {
+	case *log.Log:
+		return l
+	case interface{ Log() *log.Log }:
+		return l.Log()
+	}
+	return nil
 }
 
 // Close closes the log (which flushes and syncs what is written, so settles

@@ -54,8 +54,8 @@ import (
 // only records appended with AppendReplicated. The log must be able to
 // append encoded records (ErrNotReplica otherwise). A replica applies at
 // its local boundary until SetApplyLimit caps it.
-func OpenReplica(dir string, opts Options, logOptions log.Options, clock Clock) (*Queue, error) {
-	return open(dir, opts, logOptions, clock, startMode{role: roleReplica})
+func OpenReplica(dir string, opts Options, logOptions log.Options, clock Clock, options ...OpenOption) (*Queue, error) {
+	return open(dir, opts, logOptions, clock, startMode{role: roleReplica}, options)
 }
 
 // AppendReplicated appends records the owner's log encoded (whole records,
