@@ -12,7 +12,7 @@ import (
 // TestConformance runs every case of testdata/conformance against local
 // nodes, or against the nodes FIBRIL_CONFORMANCE_ADDR (default profile),
 // FIBRIL_CONFORMANCE_AUTH_ADDR with FIBRIL_CONFORMANCE_TOKEN, and
-// FIBRIL_CONFORMANCE_SMALL_ADDR name. Pending cases are skipped with
+// FIBRIL_CONFORMANCE_SMALL_ADDR and FIBRIL_CONFORMANCE_TIMERS_ADDR name. Pending cases are skipped with
 // their reason.
 func TestConformance(t *testing.T) {
 	files, err := Load("../testdata/conformance")
@@ -67,6 +67,9 @@ func targetFromEnv() *Target {
 	}
 	if small := os.Getenv("FIBRIL_CONFORMANCE_SMALL_ADDR"); small != "" {
 		target.Addresses["small"] = small
+	}
+	if timers := os.Getenv("FIBRIL_CONFORMANCE_TIMERS_ADDR"); timers != "" {
+		target.Addresses["timers"] = timers
 	}
 	return target
 }

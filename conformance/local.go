@@ -1,10 +1,13 @@
 package conformance
 
-// Local nodes for the suite's three profiles, in process:
+// Local nodes for the suite's four profiles, in process:
 //
 //	default  defaults of `fibril serve`: no token, 16 MiB body limit
 //	auth     requires the token LocalToken
 //	small    max_body_bytes of SmallMaxBodyBytes
+//	timers   short session timers: TimersHelloTimeout, and keepalive checks
+//	         every TimersKeepaliveInterval closing after TimersKeepaliveMissedMax
+//	         unanswered pings
 //
 // Each runs on 127.0.0.1 with a free port and its own data directory.
 
@@ -12,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/fibrilmq/fibril/actors"
 )
@@ -23,18 +27,29 @@ const LocalToken = "conformance-secret"
 // of that profile compute their sizes from it.
 const SmallMaxBodyBytes = 65536
 
+// The timers profile's settings; its cases wait on them.
+const (
+	TimersHelloTimeout       = 300 * time.Millisecond
+	TimersKeepaliveInterval  = 500 * time.Millisecond
+	TimersKeepaliveMissedMax = 2
+)
+
 // Local is the running set of local nodes.
 type Local struct {
 	brokers map[string]*actors.Broker
 }
 
-// StartLocal starts the three profiles' nodes with data under dir.
+// StartLocal starts the four profiles' nodes with data under dir.
 func StartLocal(dir string) (*Local, error) {
 	local := &Local{brokers: map[string]*actors.Broker{}}
 	profiles := map[string]func(*actors.Config){
 		"default": func(*actors.Config) {},
 		"auth":    func(config *actors.Config) { config.AuthToken = LocalToken },
 		"small":   func(config *actors.Config) { config.MaxBodyBytes = SmallMaxBodyBytes },
+		"timers": func(config *actors.Config) {
+			config.HelloTimeout = TimersHelloTimeout
+			config.KeepaliveInterval, config.KeepaliveMissedMax = TimersKeepaliveInterval, TimersKeepaliveMissedMax
+		},
 	}
 	for name, mutate := range profiles {
 		config := actors.DefaultConfig()

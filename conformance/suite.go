@@ -301,7 +301,12 @@ func (r *caseRun) send(c *connection, arg any) error {
 	if err != nil {
 		return err
 	}
-	if publish, ok := frame.(*wire.Publish); ok {
+	switch publish := frame.(type) {
+	case *wire.Publish:
+		for _, m := range publish.Messages {
+			c.published[m.Seq] = true
+		}
+	case *wire.PublishIdempotent:
 		for _, m := range publish.Messages {
 			c.published[m.Seq] = true
 		}
@@ -405,7 +410,7 @@ func (r *caseRun) expectOutcomes(c *connection, arg any, confirmed bool) error {
 		}
 		var pattern map[string]any
 		if confirmed {
-			pattern = map[string]any{"boundary": object["boundary"]}
+			pattern = map[string]any{"boundary": object["boundary"], "duplicate": object["duplicate"]}
 		} else {
 			pattern = map[string]any{"code": object["code"]}
 			if m, ok := object["message"]; ok {

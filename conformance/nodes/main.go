@@ -1,11 +1,12 @@
-// Command nodes starts the conformance suite's three local nodes (see
+// Command nodes starts the conformance suite's four local nodes (see
 // package conformance) and runs a command with their addresses in its
 // environment, so any SDK's test runner can run the suite:
 //
 //	go run ./conformance/nodes -- npm test --prefix sdk/typescript
 //
 // The command sees FIBRIL_CONFORMANCE_ADDR, FIBRIL_CONFORMANCE_AUTH_ADDR,
-// FIBRIL_CONFORMANCE_TOKEN and FIBRIL_CONFORMANCE_SMALL_ADDR. The nodes
+// FIBRIL_CONFORMANCE_TOKEN, FIBRIL_CONFORMANCE_SMALL_ADDR and
+// FIBRIL_CONFORMANCE_TIMERS_ADDR. The nodes
 // stop when it exits, and its exit status is this command's. Without a
 // command it prints the variables and serves until interrupted.
 package main
@@ -47,6 +48,7 @@ func run(args []string) int {
 		"FIBRIL_CONFORMANCE_AUTH_ADDR=" + target.Addresses["auth"],
 		"FIBRIL_CONFORMANCE_TOKEN=" + target.Token,
 		"FIBRIL_CONFORMANCE_SMALL_ADDR=" + target.Addresses["small"],
+		"FIBRIL_CONFORMANCE_TIMERS_ADDR=" + target.Addresses["timers"],
 	}
 	if len(args) == 0 {
 		for _, line := range env {

@@ -1,7 +1,8 @@
 // The conformance suite's runner for this SDK (docs/conformance.md): every
 // case of testdata/conformance/*.json, against the nodes named by
 // FIBRIL_CONFORMANCE_ADDR, FIBRIL_CONFORMANCE_AUTH_ADDR (with
-// FIBRIL_CONFORMANCE_TOKEN) and FIBRIL_CONFORMANCE_SMALL_ADDR. It speaks
+// FIBRIL_CONFORMANCE_TOKEN), FIBRIL_CONFORMANCE_SMALL_ADDR and
+// FIBRIL_CONFORMANCE_TIMERS_ADDR. It speaks
 // frames through this SDK's codec, so it checks the codec against the node
 // as well as the node against the document. Pending cases, and cases of a
 // profile with no address, are skipped with the reason.
@@ -24,6 +25,7 @@ const addresses: Record<string, string | undefined> = {
   default: process.env.FIBRIL_CONFORMANCE_ADDR,
   auth: process.env.FIBRIL_CONFORMANCE_AUTH_ADDR,
   small: process.env.FIBRIL_CONFORMANCE_SMALL_ADDR,
+  timers: process.env.FIBRIL_CONFORMANCE_TIMERS_ADDR,
 };
 const token = process.env.FIBRIL_CONFORMANCE_TOKEN ?? "";
 const STEP_TIMEOUT_MS = 10_000;
@@ -31,7 +33,7 @@ const runId = `ts${Math.floor(Math.random() * 1e9)}`;
 
 interface Case { name: string; rule?: string; node?: string; pending?: string; steps: Record<string, Json>[] }
 
-const requestTags = new Set(["FDC1", "FSB1", "FUS1", "FIQ1", "FLQ1", "FDQ1", "FPG1", "FPI1"]);
+const requestTags = new Set(["FAK2", "FDC1", "FSB1", "FUS1", "FIQ1", "FLQ1", "FDQ1", "FPG1", "FPI1"]);
 const operatorKeys = new Set(["capture", "any", "absent", "contains", "min", "max", "length", "one_of", "not", "includes"]);
 
 // ---- values: frames the node sends, as the suite's JSON names them ----
@@ -60,6 +62,8 @@ function frameValue(f: Frame): { [key: string]: Value } {
       return { tag: f.tag, request_id: f.requestId, created: f.created, mode: BigInt(f.mode), policy: f.policy, warnings: f.warnings };
     case "FCF1":
       return { tag: f.tag, ranges: f.ranges.map((r) => ({ first_seq: r.first, last_seq: r.last, boundary: BigInt(r.boundary) })) };
+    case "FCF2":
+      return { tag: f.tag, ranges: f.ranges.map((r) => ({ first_seq: r.first, last_seq: r.last, boundary: BigInt(r.boundary), duplicate: r.duplicate })) };
     case "FNC1":
       return { tag: f.tag, ranges: f.ranges.map((r) => ({ first_seq: r.first, last_seq: r.last, code: BigInt(r.code), message: r.message })) };
     case "FSK1":
@@ -143,6 +147,16 @@ function buildFrame(o: { [key: string]: Json | Value }): Frame {
           headers: ((m.headers ?? []) as Json[][]).map(([k, v]) => [String(k), asBytes(v)] as [string, Uint8Array]),
           payload: asBytes(m.payload) };
       }) };
+    case "FPB2":
+      return { tag, queue: str("queue"), producerId: str("producer_id"), messages: list("messages").map((item) => {
+        const m = item as { [k: string]: Json };
+        return { seq: asBig(m.seq, "seq"), producerSeq: asBig(m.producer_seq, "producer_seq"),
+          messageId: m.message_id === undefined ? "" : text(asBytes(m.message_id)),
+          headers: ((m.headers ?? []) as Json[][]).map(([k, v]) => [String(k), asBytes(v)] as [string, Uint8Array]),
+          payload: asBytes(m.payload) };
+      }) };
+    case "FAK2":
+      return { tag, requestId: big("request_id"), subscriptionId: big("subscription_id"), deliveryTags: tags() };
     case "FSB1":
       return { tag, requestId: big("request_id"), queue: str("queue"), prefetch: Number(big("prefetch")) };
     case "FAK1":
@@ -306,7 +320,7 @@ class Matcher {
 
 // ---- one connection of a case ----
 
-type Outcome = { confirmed: true; boundary: bigint } | { confirmed: false; code: bigint; message: string };
+type Outcome = { confirmed: true; boundary: bigint; duplicate?: boolean } | { confirmed: false; code: bigint; message: string };
 
 class CaseConnection {
   readonly socket: net.Socket;
@@ -356,11 +370,12 @@ class CaseConnection {
   }
 
   private file(f: { [key: string]: Value }): void {
-    if (f.tag === "FCF1" || f.tag === "FNC1") {
+    if (f.tag === "FCF1" || f.tag === "FCF2" || f.tag === "FNC1") {
       for (const r of f.ranges as { [k: string]: Value }[]) {
         const first = r.first_seq as bigint;
         const last = r.last_seq as bigint;
         const outcome: Outcome = f.tag === "FCF1" ? { confirmed: true, boundary: r.boundary as bigint }
+          : f.tag === "FCF2" ? { confirmed: true, boundary: r.boundary as bigint, duplicate: r.duplicate as boolean }
           : { confirmed: false, code: r.code as bigint, message: r.message as string };
         if (last - first < BigInt(this.published.size)) {
           for (let s = first; s <= last; s++) if (this.published.has(s)) this.outcomes.set(s, outcome);
@@ -510,7 +525,7 @@ class CaseRun {
       c.nextRequestId++;
     }
     const frame = buildFrame(o);
-    if (frame.tag === "FPB1") for (const msg of frame.messages) c.published.add(BigInt(msg.seq));
+    if (frame.tag === "FPB1" || frame.tag === "FPB2") for (const msg of frame.messages) c.published.add(BigInt(msg.seq));
     const e = new Encoder();
     encodeFrame(e, frame);
     c.write(Buffer.from(e.bytesView()));
@@ -596,11 +611,13 @@ class CaseRun {
       if (outcome.confirmed !== confirmed) throw new Error(`sequence number ${seq}: ${show(outcome)}`);
       const pattern: { [k: string]: Json } = {};
       if (confirmed && o.boundary !== undefined) pattern.boundary = o.boundary;
+      if (confirmed && o.duplicate !== undefined) pattern.duplicate = o.duplicate;
       if (!confirmed) {
         pattern.code = o.code!;
         if (o.message !== undefined) pattern.message = this.pattern(o.message);
       }
-      const value: { [k: string]: Value } = outcome.confirmed ? { boundary: outcome.boundary } : { code: outcome.code, message: outcome.message };
+      const value: { [k: string]: Value } = !outcome.confirmed ? { code: outcome.code, message: outcome.message }
+        : outcome.duplicate === undefined ? { boundary: outcome.boundary } : { boundary: outcome.boundary, duplicate: outcome.duplicate };
       try {
         this.m.match(pattern, value);
       } catch (err) {
