@@ -28,6 +28,8 @@ const addresses: Record<string, string | undefined> = {
   timers: process.env.FIBRIL_CONFORMANCE_TIMERS_ADDR,
 };
 const token = process.env.FIBRIL_CONFORMANCE_TOKEN ?? "";
+/** Where `POST /restart?profile=NAME` restarts a node (go run ./conformance/nodes serves it); unset skips restart cases. */
+const control = process.env.FIBRIL_CONFORMANCE_CONTROL;
 const STEP_TIMEOUT_MS = 10_000;
 const runId = `ts${Math.floor(Math.random() * 1e9)}`;
 
@@ -422,7 +424,13 @@ class CaseRun {
   private readonly conns = new Map<string, CaseConnection>();
   private readonly m = new Matcher();
 
-  constructor(private readonly address: string, private readonly runToken: string) {}
+  constructor(private readonly address: string, private readonly runToken: string, private readonly profile: string) {}
+
+  /** Stops the case's node cleanly and starts it again; connections stay open and see its goodbye and close. */
+  private async restartNode(): Promise<void> {
+    const response = await fetch(`${control}/restart?profile=${encodeURIComponent(this.profile)}`, { method: "POST" });
+    if (!response.ok) throw new Error(`restart: ${response.status} ${await response.text()}`);
+  }
 
   close(): void {
     for (const c of this.conns.values()) c.socket.destroy();
@@ -467,6 +475,7 @@ class CaseRun {
   }
 
   async step(step: Record<string, Json>): Promise<void> {
+    if (step.restart_node !== undefined) return this.restartNode();
     const c = this.conn(step);
     const within = typeof step.within_ms === "number" ? step.within_ms : 300;
     for (const [action, arg] of Object.entries(step)) {
@@ -688,9 +697,11 @@ describe("conformance", () => {
       suite.cases.forEach((c, index) => {
         const address = addresses[c.node ?? "default"];
         const skip = c.pending !== undefined ? `pending: ${c.pending}`
-          : address === undefined ? `no node of profile ${c.node ?? "default"} given (FIBRIL_CONFORMANCE_* not set)` : false;
+          : address === undefined ? `no node of profile ${c.node ?? "default"} given (FIBRIL_CONFORMANCE_* not set)`
+          : control === undefined && c.steps.some((s) => s.restart_node !== undefined) ? "it restarts the node, and FIBRIL_CONFORMANCE_CONTROL is not set"
+          : false;
         it(c.name, { skip }, async () => {
-          const run = new CaseRun(address!, `${runId}-${file.slice(0, 2)}-${index}`);
+          const run = new CaseRun(address!, `${runId}-${file.slice(0, 2)}-${index}`, c.node ?? "default");
           try {
             for (const [i, step] of c.steps.entries()) {
               try {
