@@ -144,7 +144,13 @@ func requestIDOf(frame wire.Frame) uint64 {
 
 func (c *testClient) hello(token, previous string) *wire.HelloOK {
 	c.t.Helper()
-	c.send(&wire.Hello{Versions: []uint16{wire.ProtocolVersion}, ClientName: "test", AuthToken: []byte(token),
+	return c.helloWith(token, previous, wire.ProtocolVersion)
+}
+
+// helloWith is hello offering the given protocol versions.
+func (c *testClient) helloWith(token, previous string, versions ...uint16) *wire.HelloOK {
+	c.t.Helper()
+	c.send(&wire.Hello{Versions: versions, ClientName: "test", AuthToken: []byte(token),
 		PreviousSession: previous})
 	frame := c.waitFor("hello-ok", func(frame wire.Frame) bool {
 		_, ok := frame.(*wire.HelloOK)

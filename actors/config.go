@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fibrilmq/fibril/access"
 	"github.com/fibrilmq/fibril/cluster"
 	"github.com/fibrilmq/fibril/storage/vfs"
+	"github.com/fibrilmq/fibril/tlsconfig"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -62,8 +64,27 @@ type Config struct {
 	SyncInterval time.Duration
 	// NodeID is reported in hello-ok.
 	NodeID string
-	// AuthToken, when set, must be presented by every client's hello.
+	// AuthToken, when set, must be presented by every client's hello (one
+	// token shared by every client, with every permission). Exclusive with
+	// Users.
 	AuthToken string
+	// Users, when set, authenticates every hello's "<user>:<token>" and
+	// checks every request against that user's permissions
+	// (docs/security.md). Broker.ReloadUsers reloads its file and closes
+	// the sessions of users it revoked.
+	Users *access.Store
+	// TLS, when set, makes the client listener speak TLS only: the
+	// handshake runs within HelloTimeout, and a client that speaks plain
+	// text is told so in one plain error frame. Reload it (SIGHUP) with
+	// its own Reload; new handshakes use the files in force.
+	TLS *tlsconfig.Server
+	// AllowInsecureListen lets ListenAddr be an address other than
+	// loopback without TLS and authentication (a token or Users). Start
+	// refuses such an address without it, and logs a warning with it.
+	AllowInsecureListen bool
+	// Limits bound what clients may make the node hold (limits.go); zero
+	// fields take their defaults.
+	Limits Limits
 	// MaxBodyBytes is the largest frame body the node accepts (0 means
 	// wire.DefaultMaxBodyBytes).
 	MaxBodyBytes uint32
@@ -159,5 +180,14 @@ func (c Config) withDefaults() (Config, error) {
 	c.HelloTimeout = cmp.Or(c.HelloTimeout, DefaultHelloTimeout)
 	c.KeepaliveInterval = cmp.Or(c.KeepaliveInterval, DefaultKeepaliveInterval)
 	c.KeepaliveMissedMax = cmp.Or(c.KeepaliveMissedMax, DefaultKeepaliveMissedMax)
+	if c.AuthToken != "" && c.Users != nil {
+		return c, fmt.Errorf("%w: a shared auth token and a users file exclude each other: with users, every client "+
+			"authenticates as a user", ErrInvalidConfig)
+	}
+	limits, err := c.Limits.withDefaults()
+	if err != nil {
+		return c, err
+	}
+	c.Limits = limits
 	return c.checkClusterConfig()
 }

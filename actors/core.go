@@ -14,6 +14,7 @@ package actors
 // a delivery of the new process.
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -63,6 +64,15 @@ type brokerCore struct {
 	sessionNumbers atomic.Uint64
 	// sessions lists the live client sessions (sessions_table.go).
 	sessions sessionTable
+	// limiter counts client connections against Config.Limits.
+	limiter *connectionLimiter
+	// outboxBytes is the estimate of the frames every session has waiting
+	// for its client (outbox.go), against Limits.MaxOutboxBytesTotal.
+	outboxBytes atomic.Int64
+	// listening ends when Close begins (stopListening): TLS handshakes
+	// still running give up.
+	listening     context.Context
+	stopListening context.CancelFunc
 
 	// Cluster mode only: the peer listener (bound by Start), this node's
 	// identity on peer links, and the partitions by coordination shard.
@@ -90,10 +100,18 @@ func newBrokerCore(config Config, system *actor.ActorSystem, registry *Registry,
 		shards:      newShardDirectory(),
 		incarnation: uint64(config.Clock().UnixNano()),
 		ready:       newSignal(), sessionsDrained: newSignal(),
+		limiter: newConnectionLimiter(config.Limits),
 	}
+	core.listening, core.stopListening = context.WithCancel(context.Background())
 	core.nextID.Store(core.incarnation)
 	core.syncIntervalNanos.Store(int64(config.SyncInterval))
 	return core
+}
+
+// outboxBounds are the bounds of one session's outbox.
+func (c *brokerCore) outboxBounds() outboxBounds {
+	return outboxBounds{maxBytes: c.config.Limits.MaxOutboxBytes, maxTotalBytes: c.config.Limits.MaxOutboxBytesTotal,
+		total: &c.outboxBytes}
 }
 
 // syncInterval is the background sync interval in force.

@@ -102,6 +102,18 @@
 //     Config.Fatal, the broker logs it in one line, and cmd/fibril exits
 //     non-zero.
 //
+// # Security and bounds
+//
+// The client listener (accept.go) applies the connection limits and,
+// with Config.TLS, the TLS handshake within the hello deadline; the
+// connection's reader authenticates the hello (Config.Users or
+// Config.AuthToken) before it reads past it under more than a hello's
+// size; the session checks every request against the user's permissions
+// (access.go). Every buffer a client can fill is bounded, in bytes where
+// bytes run out (limits.go lists them, their settings and what a client
+// sees at each; docs/security.md says it for operators). Broker.DialInternal
+// gives the HTTP endpoint a session of the node's own.
+//
 // Broker (broker.go) is the entry point for cmd/fibril, the HTTP endpoint
 // and the tests.
 package actors

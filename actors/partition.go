@@ -739,9 +739,11 @@ func boundaryOf(mode queue.Mode) wire.Boundary {
 	return wire.BoundaryDurable
 }
 
-// partitionDir is where a queue's single partition lives.
-func partitionDir(dataDir, name string) string {
-	return path.Join(dataDir, queuesDirName, name, "0")
+// partitionDir is where a queue's single partition lives; a name that
+// breaks the naming rule, or would leave the queues directory, is an
+// error (wire.JoinQueuePath), whatever check it came through before.
+func partitionDir(dataDir, name string) (string, error) {
+	return wire.JoinQueuePath(path.Join(dataDir, queuesDirName), name, "0")
 }
 
 // queuesDirName is the data directory's folder of queues.

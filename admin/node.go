@@ -251,6 +251,8 @@ type ConnectionStatus struct {
 	ConnectedUnixMs int64  `json:"connected_unix_ms"`
 	State           string `json:"state"` // "awaiting hello", "open" or "closing"
 	Subscriptions   int    `json:"subscriptions"`
+	User            string `json:"user,omitempty"` // the authenticated user, with a users file
+	TLS             string `json:"tls,omitempty"`  // the TLS version, empty for plain TCP
 }
 
 // QueueActor is an optional capability of a Node: the queue actions
