@@ -90,6 +90,8 @@ function frameValue(f: Frame): { [key: string]: Value } {
       return { tag: f.tag, request_id: f.requestId, code: BigInt(f.code), message: f.message };
     case "FRD1":
       return { tag: f.tag, request_id: f.requestId, queue: f.queue, node_id: f.nodeId, address: f.address };
+    case "FRD2":
+      return { tag: f.tag, request_id: f.requestId, queue: f.queue, node_id: f.nodeId, address: f.address, epoch: f.epoch };
   }
   throw new Error(`the node sent ${f.tag}, which a node does not send to a client`);
 }
