@@ -28,7 +28,7 @@ test-go: vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 # The TypeScript SDK's tests (sdk/typescript: codec, SDK, and the
-# conformance suite through its codec) against three local nodes that
+# conformance suite through its codec) against four local nodes that
 # conformance/nodes starts on free ports and stops when npm exits.
 NPM ?= npm
 test-typescript:

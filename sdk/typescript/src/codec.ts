@@ -72,6 +72,8 @@ export type Frame =
   | { tag: "FPI1" | "FPO1"; requestId: bigint }
   | { tag: "FER1"; requestId: bigint; code: number; message: string }
   | { tag: "FRD1"; requestId: bigint; queue: string; nodeId: string; address: string }
+  /** Protocol version 2's redirect (this SDK speaks version 1, so a node does not send it; decoded for completeness). */
+  | { tag: "FRD2"; requestId: bigint; queue: string; nodeId: string; address: string; epoch: bigint }
   | { tag: "FAK2"; requestId: bigint; subscriptionId: bigint; deliveryTags: bigint[] };
 
 export type Tag = Frame["tag"];
@@ -85,7 +87,7 @@ export const TAGS: Record<Tag, "client" | "node" | "either"> = {
   FNC1: "node", FSB1: "client", FSK1: "node", FDL1: "node", FAK1: "client", FNK1: "client", FRL1: "client",
   FDS1: "client", FUS1: "client", FSE1: "node", FIQ1: "client", FIR1: "node", FLQ1: "client", FLR1: "node",
   FDQ1: "client", FPG1: "client", FOK1: "node", FPI1: "either", FPO1: "either", FER1: "either", FRD1: "node",
-  FAK2: "client", FPB2: "client", FCF2: "node",
+  FAK2: "client", FPB2: "client", FCF2: "node", FRD2: "node",
 };
 
 /** A body that breaks its layout. */
@@ -428,6 +430,9 @@ export function encodeBody(e: Encoder, f: Frame): void {
     case "FRD1":
       e.u64(f.requestId).string(f.queue).string(f.nodeId).string(f.address);
       return;
+    case "FRD2":
+      e.u64(f.requestId).string(f.queue).string(f.nodeId).string(f.address).u64(f.epoch);
+      return;
     case "FAK2":
       e.u64(f.requestId).u64(f.subscriptionId);
       tags(f.deliveryTags)(e);
@@ -633,6 +638,10 @@ export function decodeBody(tag: string, body: Buffer): Frame {
       break;
     case "FRD1":
       f = { tag, requestId: d.u64("request_id"), queue: d.string("queue"), nodeId: d.string("node_id"), address: d.string("address") };
+      break;
+    case "FRD2":
+      f = { tag, requestId: d.u64("request_id"), queue: d.string("queue"), nodeId: d.string("node_id"), address: d.string("address"),
+        epoch: d.u64("epoch") };
       break;
     case "FAK2":
       f = { tag, requestId: d.nonZeroU64("request_id"), subscriptionId: d.nonZeroU64("subscription_id"),
