@@ -49,6 +49,7 @@ const (
 	CodeOverloaded          Code = 213 // the queue has too many publishes waiting for its log; back off
 	CodeForbidden           Code = 214 // the session's user lacks the permission for this operation on this queue
 	CodeOutcomeUnknown      Code = 215 // the publish may or may not have been stored (its queue changed owner or restarted)
+	CodeModeChangePending   Code = 217 // a change-mode toward the other mode while a change is still pending
 )
 
 // codeInfo is one row of the code table.
@@ -82,6 +83,7 @@ var codeTable = map[Code]codeInfo{
 	CodeOverloaded:          {"overloaded", true, "the queue has too many publishes waiting for its log; retry once earlier publishes are answered"},
 	CodeForbidden:           {"forbidden", false, "the session's user has no permission for this operation on this queue (declare, publish, consume or admin)"},
 	CodeOutcomeUnknown:      {"outcome_unknown", true, "the publish may or may not have been stored: its queue changed owner or restarted before confirming it; publish again for at-least-once (a copy may then be delivered twice)"},
+	CodeModeChangePending:   {"mode_change_pending", true, "a change-mode named the mode the queue runs while a change to the other one is still pending; retry once the pending change applied (queue info shows it)"},
 }
 
 // Codes returns every defined code in ascending order.
