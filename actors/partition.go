@@ -154,6 +154,9 @@ type partition struct {
 	// state, and what follower links share with the partition.
 	repl       *replication
 	linkShared *linkShared
+
+	// modes is the mode-change bookkeeping (partition_mode.go).
+	modes modeState
 }
 
 type pendingPublish struct {
@@ -319,7 +322,7 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 		p.core.logger.Warn("deleted queue's appends did not finish in time; it stops without them", "queue", p.home.name)
 		p.stopDeleted(ctx)
 	default:
-		if p.receiveCluster(ctx, message) {
+		if p.receiveMode(ctx, message) || p.receiveCluster(ctx, message) {
 			return
 		}
 		p.core.logger.Error("partition got an unexpected message", "queue", p.home.name,
@@ -598,6 +601,7 @@ func (p *partition) refuseOwedAs(ctx actor.Context, appended, failure requestFai
 		ctx.Send(purge.replyTo, purgeResult{requestID: purge.requestID, failure: failure})
 	}
 	p.refuseAckSyncs(ctx, failure)
+	p.refuseModeWaiters(ctx, failure)
 	p.deadline.stop()
 }
 
@@ -667,6 +671,8 @@ func (p *partition) refuse(ctx actor.Context, message any, failure requestFailur
 		ctx.Send(msg.source, deadLettersRefused{offsets: msg.offsets(), failure: failure})
 	case syncRequest:
 		ctx.Send(msg.replyTo, syncDone{err: fmt.Errorf("%w: %s", ErrQueueNotServing, failure.message)})
+	case modeChangeRequest:
+		p.answerMode(ctx, msg.replyTo, modeChangeResult{requestID: msg.requestID, mode: msg.mode, failure: failure})
 	}
 }
 

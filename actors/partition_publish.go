@@ -132,6 +132,7 @@ func (p *partition) advance(ctx actor.Context) {
 	p.handOutDeliveries(ctx, progress.Deliveries)
 	p.handOffDeadLetters(ctx, progress.DeadLetters)
 	p.answerApplied(ctx, progress.Applied)
+	p.modeAdvanced(ctx)
 	if progress.Checkpoint != nil {
 		p.checkpointRunning = runCheckpoint(ctx.ActorSystem(), ctx.Self(), p.q, progress.Checkpoint, &p.core.storageClosers)
 	}
@@ -288,6 +289,7 @@ func (p *partition) queueInfo() wire.QueueInfo {
 		}
 	}
 	p.addClusterInfo(&info)
+	p.addModeInfo(&info)
 	return info
 }
 

@@ -227,6 +227,8 @@ func clientRequestID(message any) uint64 {
 		return msg.frame.RequestID
 	case inPurgeQueue:
 		return msg.frame.RequestID
+	case inChangeMode:
+		return msg.frame.RequestID
 	}
 	return 0
 }

@@ -219,10 +219,19 @@ func (q *Queue) Mode() ModeInfo { return q.machine.modeInfo() }
 // is the quorum's frontier at the written boundary (W copies written),
 // durable at the durable boundary (W copies durable). A record applies
 // below the limit of the frontier its mode picks (file comment); a mode
-// record below durable only. Like SetApplyLimit, callers only raise them.
+// record below durable only. Neither ever moves back: a lower value than
+// the one in force is ignored (Promote starts both at 0).
 func (q *Queue) SetApplyLimits(written, durable uint64) {
-	q.applyLimit, q.durableLimit = written, durable
+	if q.applyLimit == noLimit || written > q.applyLimit {
+		q.applyLimit = written
+	}
+	if q.durableLimit == noLimit || durable > q.durableLimit {
+		q.durableLimit = durable
+	}
 }
+
+// ApplyLimits returns the written and durable apply limits in force.
+func (q *Queue) ApplyLimits() (written, durable uint64) { return q.applyLimit, q.durableLimit }
 
 // frontiers returns the written and durable apply frontiers: the log's,
 // capped by the apply limits. The written limit caps the durable frontier

@@ -128,6 +128,7 @@ func (q *Queue) applyLogged(written, durable uint64) (*capture, error) {
 	state := m.state
 	var captured *capture
 	var rec Record
+	var seen *Record // a mode revision the frontiers hold back
 	through := max(written, durable)
 	for from := state.Next(); from < through; {
 		next, err := q.log.ScanWritten(from, scanBudgetBytes, func(r log.Record) error {
@@ -138,6 +139,9 @@ func (q *Queue) applyLogged(written, durable uint64) (*capture, error) {
 				return fmt.Errorf("replicated record %d: %w", r.Offset, err)
 			}
 			if r.Offset >= state.recordLimit(&rec, written, durable) {
+				if rec.Kind == KindMode {
+					seen = &Record{Kind: KindMode, Mode: rec.Mode, Revision: rec.Revision, UpTo: r.Offset}
+				}
 				return errStopScan
 			}
 			state.Apply(r.Offset, &rec, nil)
@@ -159,6 +163,11 @@ func (q *Queue) applyLogged(written, durable uint64) (*capture, error) {
 	state.handoffs = state.handoffs[:0] // the owner hands off; a replica only tracks the status
 	m.nextOffset, m.leaseCursor = state.Next(), state.Next()
 	m.resetTail() // a copy that applies another's records has no revision of its own pending
+	if seen != nil && seen.Revision > state.modeRevision {
+		// Reported as pending (ModeInfo), so the replica's owner can make it
+		// durable promptly; it still applies only at the durable frontier.
+		m.tailMode, m.tailRevision, m.tailOffset = seen.Mode, seen.Revision, seen.UpTo
+	}
 	return captured, nil
 }
 
@@ -397,7 +406,7 @@ func (q *Queue) Promote(epoch uint64) (Promotion, error) {
 	if err := q.beginEpoch(epoch); err != nil {
 		return Promotion{}, err
 	}
-	q.role, q.applyLimit = roleOwner, 0
+	q.role, q.applyLimit, q.durableLimit = roleOwner, 0, 0
 	state.rebuildHandoffs()
 	promotion := Promotion{LogEnd: state.Next()}
 	p, entries := q.machine.restartExpiry()
