@@ -105,6 +105,10 @@ type partitionHome struct {
 	subscribers *subscriptionSet
 	// replication is set in a cluster (partition_cluster.go).
 	replication *replicaHome
+	// appliedMode is the mode in force once a revision changed it (0: as
+	// declared); written by the partition, read by the declare path
+	// (partition_mode.go).
+	appliedMode atomic.Uint32
 }
 
 // partition is one instance of the partition actor.

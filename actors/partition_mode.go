@@ -237,6 +237,9 @@ func (p *partition) modeAdvanced(ctx actor.Context) {
 		}
 		p.modes.appliedRevision = info.Revision
 	}
+	if info.Revision != 0 {
+		p.home.appliedMode.Store(uint32(info.Applied))
+	}
 	if info.Pending != 0 && p.modes.seenRevision != info.PendingRevision {
 		p.modes.seenRevision, p.modes.seenAt = info.PendingRevision, p.core.now()
 	}
@@ -308,6 +311,17 @@ func (p *partition) modePendingReason() string {
 	}
 	return fmt.Sprintf("durable on %d of the %d copies it needs at offset %d (owner durable to %d; %s)",
 		durable, p.home.replication.copies, info.PendingOffset, f.Durable, p.replicaStates())
+}
+
+// effectiveOptions are the declared options with the mode in force: a
+// re-declare is compared with them, so after a change declare keeps
+// refusing a mode other than the one the queue runs.
+func (h *partitionHome) effectiveOptions() queue.Options {
+	options := h.options
+	if mode := queue.Mode(h.appliedMode.Load()); mode != 0 {
+		options.Mode = mode
+	}
+	return options
 }
 
 // appliedMode is the mode in force: the declared one until a revision

@@ -74,7 +74,7 @@ func (m *queuesManager) declare(ctx actor.Context, msg declareRequest) {
 		m.maybeDeclareDeadLetterQueue(ctx, requested.DeadLetterQueue)
 		return
 	}
-	if conflict := declareConflict(record.home.options, msg.options, msg.mode); conflict.failed() {
+	if conflict := declareConflict(record.home.effectiveOptions(), msg.options, msg.mode); conflict.failed() {
 		ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: conflict})
 		return
 	}
@@ -103,9 +103,9 @@ func (m *queuesManager) maybeDeclareDeadLetterQueue(ctx actor.Context, name stri
 // answerDeclare answers a declare of a ready queue.
 func (m *queuesManager) answerDeclare(ctx actor.Context, record *queueRecord, msg declareRequest) {
 	result := declareResult{requestID: msg.requestID, created: record.created,
-		mode: wireMode(record.home.options.Mode)}
+		mode: wireMode(record.home.effectiveOptions().Mode)}
 	record.created = false
-	if record.home.options.Mode == queue.Buffered {
+	if record.home.effectiveOptions().Mode == queue.Buffered {
 		result.warnings = []string{BufferedWarning}
 	}
 	ctx.Send(msg.replyTo, result)
