@@ -160,7 +160,11 @@ func (p *partition) answerConfirms(ctx actor.Context, confirms []queue.Confirm) 
 			boundary = wire.BoundaryDurable
 		}
 		// Count first: a client that saw its confirm sees it counted.
-		p.metrics.confirms.Add(confirm.Count)
+		if boundary == wire.BoundaryDurable {
+			p.metrics.confirmsDurable.Add(confirm.Count)
+		} else {
+			p.metrics.confirmsWritten.Add(confirm.Count)
+		}
 		p.metrics.duplicates.Add(len(confirm.Duplicates))
 		p.metrics.confirmSeconds.observeSince(now, pending.start)
 		p.appliedSinceSnapshot += uint64(confirm.Count)
