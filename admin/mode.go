@@ -148,4 +148,3 @@ func (n *BrokerNode) ChangeQueueMode(name, mode string, wait time.Duration) (Mod
 	return ModeChangeView{Queue: name, Outcome: change.Outcome.String(), Mode: change.Mode.String(),
 		Applied: change.Applied.String(), Revision: change.Revision, Message: change.Message}, nil
 }
-
