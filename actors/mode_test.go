@@ -11,6 +11,8 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -296,4 +298,84 @@ func startModeBroker(t *testing.T, dir string, fs vfs.FS) *Broker {
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	return b
+}
+
+// changeModeFrame sends change-mode and returns its answer.
+func (c *testClient) changeModeFrame(name string, mode wire.Mode, waitMs uint32) *wire.ModeChanged {
+	c.t.Helper()
+	id := c.id()
+	c.send(&wire.ChangeMode{RequestID: id, Queue: name, Mode: mode, WaitMs: waitMs})
+	frame := c.reply(id)
+	answer, ok := frame.(*wire.ModeChanged)
+	if !ok {
+		c.t.Fatalf("change-mode %s to %v: %+v", name, mode, frame)
+	}
+	return answer
+}
+
+// A power loss of everything written but not synced (background sync
+// off, so a buffered queue's confirms are only written) after a switch to
+// durable loses no message confirmed after the switch, and the queue comes
+// back at the applied revision; after a switch back to buffered, every
+// message confirmed durable before it survives.
+func TestModeChangePowerLossKeepsWhatEachConfirmPromised(t *testing.T) {
+	seed := testSeed(t)
+	random := rand.New(rand.NewPCG(seed, seed^0x5bd1e995))
+	mem := vfs.NewMem()
+	config := testConfig(t, "/data")
+	config.FS, config.SyncInterval = mem, 0
+	first := startBrokerOn(t, config)
+	c := connect(t, first)
+	c.mustDeclare("events", wire.ModeBuffered, wire.QueueOptions{})
+	var weak, strong []string
+	for i := range 10 + random.IntN(20) {
+		weak = append(weak, fmt.Sprintf("weak-%d", i))
+	}
+	c.mustConfirm("events", wire.BoundaryWritten, weak...)
+	if answer := c.changeModeFrame("events", wire.ModeDurable, 10_000); answer.Outcome != wire.ModeApplied || answer.Revision != 1 {
+		t.Fatalf("change to durable: %+v", answer)
+	}
+	for batch := range 5 {
+		var payloads []string
+		for i := range 1 + random.IntN(20) {
+			payloads = append(payloads, fmt.Sprintf("strong-%d-%d", batch, i))
+		}
+		c.mustConfirm("events", wire.BoundaryDurable, payloads...)
+		strong = append(strong, payloads...)
+	}
+	c.publish("events", "in-flight")
+
+	clone := mem.CrashClone(vfs.CrashOptions{TearLastWrite: true, Rand: random})
+	// Background sync on again: a durable queue's acks apply at the next
+	// sync, and the drain below waits for them.
+	config.FS, config.SyncInterval = clone, DefaultConfig().SyncInterval
+	second := startBrokerOn(t, config)
+	c2 := connect(t, second)
+	if info := c2.info("events"); info.Mode != wire.ModeDurable || info.ModeRevision != 1 {
+		t.Fatalf("after the power loss: mode %v revision %d", info.Mode, info.ModeRevision)
+	}
+	got := drain(t, c2, "events")
+	for _, payload := range strong {
+		if _, ok := got[payload]; !ok {
+			t.Fatalf("%s, confirmed durable after the switch, was lost in a power loss (%d messages left)", payload, len(got))
+		}
+	}
+	for _, payload := range weak {
+		if _, ok := got[payload]; !ok {
+			t.Fatalf("%s, confirmed before the switch, is gone: the switch made it durable before it applied", payload)
+		}
+	}
+
+	// Back to buffered: the durable confirms before it keep their promise.
+	if answer := c2.changeModeFrame("events", wire.ModeBuffered, 10_000); answer.Outcome != wire.ModeApplied || answer.Revision != 2 {
+		t.Fatalf("change to buffered: %+v", answer)
+	}
+	c2.mustConfirm("events", wire.BoundaryWritten, "buffered-again")
+	clone = clone.CrashClone(vfs.CrashOptions{Rand: random})
+	config.FS = clone
+	third := startBrokerOn(t, config)
+	c3 := connect(t, third)
+	if info := c3.info("events"); info.Mode != wire.ModeBuffered || info.ModeRevision != 2 {
+		t.Fatalf("after the second power loss: mode %v revision %d", info.Mode, info.ModeRevision)
+	}
 }
