@@ -25,6 +25,7 @@ export const Codes = {
   unavailable: 211,
   invalid_request: 212,
   overloaded: 213,
+  mode_change_pending: 217,
 } as const;
 
 export type CodeName = keyof typeof Codes;
@@ -34,7 +35,7 @@ const names = new Map<number, CodeName>(Object.entries(Codes).map(([name, code])
 /** Codes for which the same request, sent again later (or where a redirect points), may succeed. */
 const retryableCodes = new Set<number>([
   Codes.shutting_down, Codes.not_owner, Codes.fenced, Codes.limit_reached, Codes.storage_failure,
-  Codes.unavailable, Codes.overloaded,
+  Codes.unavailable, Codes.overloaded, Codes.mode_change_pending,
 ]);
 
 /** The name of a code, or `code_<n>` for one this SDK does not know. */
