@@ -169,6 +169,15 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 	}
 	l := p.q.Log()
 	end, history := p.replicaLogView()
+	if r.fetch != nil && !r.fetch.recovery && !r.fetch.appending && push.Epoch >= r.fence &&
+		(msg.from != r.fetch.source || push.Epoch > r.fetch.epoch) {
+		// The catch-up fetches from a node that no longer owns the partition
+		// (it died or was fenced: its fetch may never be answered). The
+		// pushing owner's history is the one to follow: start over from it.
+		p.core.logger.Info("replica drops a catch-up from a former owner", "queue", p.home.name,
+			"source", r.fetch.source, "fetch_epoch", r.fetch.epoch, "owner", msg.from, "epoch", push.Epoch)
+		r.fetch = nil
+	}
 	if r.fetch != nil && !r.fetch.recovery && push.Epoch >= r.fence {
 		if push.StartOffset != end || r.fetch.appending || r.fetch.requestID != 0 {
 			r.ownerReply, r.ownerNode, r.ownerEpoch, r.ownerHeardAt = msg.reply, msg.from, push.Epoch, time.Now()

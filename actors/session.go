@@ -42,7 +42,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -75,6 +74,7 @@ type session struct {
 
 	id         string
 	helloDone  bool
+	version    uint16 // the protocol version hello chose
 	closing    bool
 	clientName string
 	// clientMaxBodyBytes is the largest body the client accepts, from its
@@ -217,9 +217,10 @@ func (s *session) hello(ctx actor.Context, frame *wire.Hello) {
 		s.refuse(wire.CodeProtocolViolation, "a second hello on one connection")
 		return
 	}
-	if !slices.Contains(frame.Versions, wire.ProtocolVersion) {
-		s.refuse(wire.CodeUnsupportedVersion, fmt.Sprintf("the node speaks protocol version %d; hello offered %v",
-			wire.ProtocolVersion, frame.Versions))
+	version := wire.ChooseVersion(frame.Versions)
+	if version == 0 {
+		s.refuse(wire.CodeUnsupportedVersion, fmt.Sprintf("the node speaks protocol versions %d to %d; hello offered %v",
+			wire.MinProtocolVersion, wire.ProtocolVersion, frame.Versions))
 		return
 	}
 	if frame.MaxBodyBytes != 0 && frame.MaxBodyBytes < wire.MinMaxBodyBytes {
@@ -232,7 +233,7 @@ func (s *session) hello(ctx actor.Context, frame *wire.Hello) {
 		s.refuse(wire.CodeUnauthorized, "the auth token does not match")
 		return
 	}
-	s.helloDone = true
+	s.helloDone, s.version = true, version
 	s.clientName = clipName(frame.ClientName)
 	s.clientMaxBodyBytes = frame.MaxBodyBytes
 	if s.clientMaxBodyBytes == 0 {
@@ -243,7 +244,7 @@ func (s *session) hello(ctx actor.Context, frame *wire.Hello) {
 		state = wire.SessionResumedAfterRestart
 	}
 	s.push(&wire.HelloOK{
-		Version: wire.ProtocolVersion, NodeID: s.core.config.NodeID, SessionID: s.id, Session: state,
+		Version: version, NodeID: s.core.config.NodeID, SessionID: s.id, Session: state,
 		MaxBodyBytes: s.core.config.MaxBodyBytes, ServerVersion: Version,
 	})
 	s.helloAccepted(ctx)

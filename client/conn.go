@@ -120,7 +120,7 @@ func maxBody(limit uint32) uint32 {
 // hello sends hello and reads the node's answer.
 func (c *Client) hello(reader *wire.Reader, writer *wire.Writer, previousSession string) (*wire.HelloOK, error) {
 	hello := &wire.Hello{
-		Versions: []uint16{wire.ProtocolVersion}, ClientName: c.options.ClientName,
+		Versions: []uint16{wire.ProtocolVersion, wire.MinProtocolVersion}, ClientName: c.options.ClientName,
 		AuthToken: c.options.AuthToken, PreviousSession: previousSession, MaxBodyBytes: c.options.MaxBodyBytes,
 	}
 	if err := writer.WriteFrame(hello); err != nil {
@@ -139,8 +139,9 @@ func (c *Client) hello(reader *wire.Reader, writer *wire.Writer, previousSession
 		if err := helloOK.Decode(body); err != nil {
 			return nil, err
 		}
-		if helloOK.Version != wire.ProtocolVersion {
-			return nil, fmt.Errorf("node chose protocol version %d, this client speaks %d", helloOK.Version, wire.ProtocolVersion)
+		if helloOK.Version < wire.MinProtocolVersion || helloOK.Version > wire.ProtocolVersion {
+			return nil, fmt.Errorf("node chose protocol version %d, this client speaks %d to %d", helloOK.Version,
+				wire.MinProtocolVersion, wire.ProtocolVersion)
 		}
 		return helloOK, nil
 	case wire.TagError:

@@ -107,6 +107,10 @@
 // reconnecting supervisor), remembers the route and sends the request
 // again there, up to Options.MaxRedirects times. Publishes refused with
 // not_owner were not stored, so they are sent again to the owner too.
+// The SDK speaks protocol version 2, whose redirects carry the owner's
+// epoch: a redirect naming an older epoch than one it already followed
+// for the queue (from a node that has not heard of a failover yet) is not
+// followed; the request goes to the newer owner it knows instead.
 //
 // # Concurrency
 //

@@ -30,7 +30,7 @@ func TestConformance(t *testing.T) {
 		}
 		t.Cleanup(func() {
 			if err := local.Close(); err != nil {
-				t.Logf("close: %v", err)
+				t.Errorf("close: %v", err)
 			}
 		})
 		localTarget := local.Target()

@@ -26,9 +26,26 @@ const DefaultMaxBodyBytes = 16 << 20
 // (FitFrame); a node refuses a smaller limit with protocol_violation.
 const MinMaxBodyBytes = 4096
 
-// ProtocolVersion is the protocol version this package speaks; hello
-// negotiates it.
-const ProtocolVersion uint16 = 1
+// ProtocolVersion is the newest protocol version this package speaks and
+// MinProtocolVersion the oldest; hello negotiates the highest both sides
+// speak. Version 2 is version 1 with redirects as FRD2 (with the owner's
+// epoch) instead of FRD1.
+const (
+	ProtocolVersion    uint16 = 2
+	MinProtocolVersion uint16 = 1
+)
+
+// ChooseVersion returns the highest version of offered this package
+// speaks, or 0 when there is none.
+func ChooseVersion(offered []uint16) uint16 {
+	chosen := uint16(0)
+	for _, version := range offered {
+		if version >= MinProtocolVersion && version <= ProtocolVersion && version > chosen {
+			chosen = version
+		}
+	}
+	return chosen
+}
 
 // Tag names a frame layout: four ASCII bytes read as one big-endian u32,
 // whose last byte is the layout's version digit ("FQP1", "FQP2").
@@ -68,6 +85,7 @@ const (
 	TagPong              Tag = 'F'<<24 | 'P'<<16 | 'O'<<8 | '1' // FPO1 either
 	TagError             Tag = 'F'<<24 | 'E'<<16 | 'R'<<8 | '1' // FER1 either
 	TagRedirect          Tag = 'F'<<24 | 'R'<<16 | 'D'<<8 | '1' // FRD1 server
+	TagRedirectEpoch     Tag = 'F'<<24 | 'R'<<16 | 'D'<<8 | '2' // FRD2 server, protocol 2
 	TagChangeMode        Tag = 'F'<<24 | 'M'<<16 | 'C'<<8 | '1' // FMC1 client
 	TagModeChanged       Tag = 'F'<<24 | 'M'<<16 | 'K'<<8 | '1' // FMK1 server
 	TagPush              Tag = 'F'<<24 | 'Q'<<16 | 'R'<<8 | '1' // FQR1 node (owner to follower)
@@ -158,6 +176,7 @@ var kinds = []kind{
 	{TagPong, "pong", sentByEither, func() Frame { return new(Pong) }},
 	{TagError, "error", sentByEither, func() Frame { return new(ErrorFrame) }},
 	{TagRedirect, "redirect", sentByServer, func() Frame { return new(Redirect) }},
+	{TagRedirectEpoch, "redirect-epoch", sentByServer, func() Frame { return new(RedirectEpoch) }},
 	{TagPush, "push", sentByNode, func() Frame { return new(Push) }},
 	{TagProgress, "progress", sentByNode, func() Frame { return new(Progress) }},
 	{TagProgressWritten, "progress-written", sentByNode, func() Frame { return new(ProgressWritten) }},

@@ -120,6 +120,7 @@ func FuzzDecodePing(f *testing.F)              { fuzzDecoder(f, TagPing) }
 func FuzzDecodePong(f *testing.F)              { fuzzDecoder(f, TagPong) }
 func FuzzDecodeErrorFrame(f *testing.F)        { fuzzDecoder(f, TagError) }
 func FuzzDecodeRedirect(f *testing.F)          { fuzzDecoder(f, TagRedirect) }
+func FuzzDecodeRedirectEpoch(f *testing.F)     { fuzzDecoder(f, TagRedirectEpoch) }
 func FuzzDecodePush(f *testing.F)              { fuzzDecoder(f, TagPush) }
 func FuzzDecodeProgress(f *testing.F)          { fuzzDecoder(f, TagProgress) }
 func FuzzDecodeProgressWritten(f *testing.F)   { fuzzDecoder(f, TagProgressWritten) }

@@ -126,6 +126,8 @@ func goldenCases() []goldenCase {
 			UnknownFrameError(Tag('Z'<<24 | 'Z'<<16 | 'Z'<<8 | '9'))},
 		{"FRD1_redirect", "the subscribe's queue is owned by node-2",
 			&Redirect{RequestID: 3, Queue: "orders", NodeID: "node-2", Address: "127.0.0.1:7421"}},
+		{"FRD2_redirect_epoch", "the subscribe's queue is owned by node-2 since epoch 4",
+			&RedirectEpoch{Redirect: Redirect{RequestID: 3, Queue: "orders", NodeID: "node-2", Address: "127.0.0.1:7421"}, Epoch: 4}},
 		{"FQR1_push", "two records from offset 100 after a record of epoch 3 (record bytes are opaque here)",
 			&Push{Partition: 1000, Epoch: 3, StartOffset: 100, PreviousEpoch: 3, CommittedNext: 98, RecordCount: 2,
 				Records: []byte("\x00\x01\x02\x03")}},

@@ -275,6 +275,9 @@ func (g *generator) frame(tag Tag) Frame {
 		return &ErrorFrame{RequestID: g.u64(), Code: Code(g.rng.Intn(65536)), Message: g.text(10)}
 	case TagRedirect:
 		return &Redirect{RequestID: g.u64(), Queue: g.text(4), NodeID: g.text(2), Address: g.text(4)}
+	case TagRedirectEpoch:
+		return &RedirectEpoch{Redirect: Redirect{RequestID: g.u64(), Queue: g.text(4), NodeID: g.text(2), Address: g.text(4)},
+			Epoch: g.u64()}
 	case TagPush:
 		records := g.blob(64)
 		count := uint32(0)

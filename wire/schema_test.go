@@ -250,6 +250,13 @@ var layouts = map[Tag][]field{
 		str("node_id", "the owner"),
 		str("address", "host:port of its client listener"),
 	},
+	TagRedirectEpoch: {
+		u64("request_id", "the redirected request, or 0"),
+		str("queue", "the queue another node owns"),
+		str("node_id", "the owner"),
+		str("address", "host:port of its client listener"),
+		u64("epoch", "the owner's epoch; 0 = not known"),
+	},
 	TagPush: {
 		u64("partition", "the partition's coordination shard id; not 0"),
 		u64("epoch", "the owner's epoch; not 0"),

@@ -136,8 +136,19 @@ func (c *binaryCluster) start(node *clusterProcess) {
 func (c *binaryCluster) launch(node *clusterProcess) func() {
 	c.t.Helper()
 	node.stderr = &lockedBuffer{buffer: &bytes.Buffer{}}
-	node.cmd = exec.Command(c.binary, "serve", "--config", c.configFile, "--node", node.id)
+	args := []string{"serve", "--config", c.configFile, "--node", node.id}
+	node.cmd = exec.Command(c.binary, args...)
 	node.cmd.Stderr = node.stderr
+	if dir := os.Getenv("FIBRIL_TEST_NODE_LOGS"); dir != "" {
+		// Every start of every node appends its info log to <dir>/<node>.log.
+		file, err := os.OpenFile(filepath.Join(dir, node.id+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		c.t.Cleanup(func() { _ = file.Close() })
+		node.cmd = exec.Command(c.binary, append(args, "--log-level", "info")...)
+		node.cmd.Stderr = io.MultiWriter(node.stderr, file)
+	}
 	stdout, err := node.cmd.StdoutPipe()
 	if err != nil {
 		c.t.Fatal(err)

@@ -113,6 +113,19 @@ func measureFailoverCase(t *testing.T, server string, load failoverLoad, withLea
 				break
 			}
 		}
+		for i := len(queues); owner == nil && i < len(queues)+30; i++ {
+			// Failovers gather the queues on the survivors: declare another
+			// (placement spreads preferred owners) until one fits.
+			name = fmt.Sprintf("measured-%d", 60+i)
+			node, _ := c.declareAndFindOwner(name, client.QueueConfig{Mode: client.ModeDurable})
+			if load.prepare != nil {
+				load.prepare(t, c, name, node)
+			}
+			queues[name] = node.id
+			if status, ok := serves(node, name); ok && (!withLeader && node.id != leader || withLeader && node.id == leader) {
+				owner, epoch = node, status.Epoch
+			}
+		}
 		if owner == nil {
 			t.Logf("trial %d: no queue owned %s the catalog leader %s; skipped", trial,
 				map[bool]string{true: "by", false: "away from"}[withLeader], leader)
@@ -160,10 +173,14 @@ func mapValues(m map[string]string) []string {
 // catalogLeader reads the catalog leader from any live node.
 func catalogLeader(t *testing.T, c *binaryCluster) string {
 	t.Helper()
-	for _, node := range c.nodes {
-		var view clusterView
-		if err := tryGetJSON(node, "/api/cluster", &view); err == nil && view.CatalogLeader != "" {
-			return view.CatalogLeader
+	// A node that just restarted, or an election after it, may leave every
+	// node without a known leader for a moment.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, node := range c.nodes {
+			var view clusterView
+			if err := tryGetJSON(node, "/api/cluster", &view); err == nil && view.CatalogLeader != "" {
+				return view.CatalogLeader
+			}
 		}
 	}
 	t.Fatal("no node knows the catalog leader")

@@ -3,7 +3,7 @@ package main
 // The bench command: measure a broker's latency with the bench package.
 //
 //	fibrilctl bench [--case NAME ...] [--mode durable|buffered|both] [--size BYTES]
-//	                [--duration D] [--warmup D] [--json FILE] [--server-pid PID | --metrics URL]
+//	                [--duration D] [--warmup D] [--json FILE] [--server-pid PID[,PID...] | --metrics URL]
 //	                [--data-dir DIR] [--floors=false] [--floor-samples N] [--quiet]
 //	fibrilctl bench replay FILE [--speed X] [--mode ...] [--warmup D] [--json FILE] ...
 //
@@ -13,7 +13,8 @@ package main
 // to stderr unless --quiet.
 //
 // Broker CPU comes from /proc/PID/stat: of --server-pid when given, else of
-// the local process listening on the --server port (bench_pid.go). With
+// the local processes listening on the --server ports (bench_pid.go),
+// summed: a cluster's nodes on one machine count together. With
 // --metrics URL it comes from process_cpu_seconds_total on that page
 // instead. When neither works the report has no CPU figure and says why on
 // stderr.
@@ -29,6 +30,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,7 +48,7 @@ type benchFlags struct {
 	drainTimeout time.Duration
 	prefetch     int
 	jsonFile     string
-	serverPID    int
+	serverPIDs   string
 	metricsURL   string
 	dataDir      string
 	floors       bool
@@ -63,7 +65,7 @@ func (f *benchFlags) register(ctx context.Context, name string, replay bool) *fl
 	flags.DurationVar(&f.drainTimeout, "drain-timeout", bench.DefaultDrainTimeout, "longest wait for the last confirms and deliveries of a run")
 	flags.IntVar(&f.prefetch, "prefetch", bench.DefaultPrefetch, "the consumer's prefetch")
 	flags.StringVar(&f.jsonFile, "json", "", "write the full report (settings, every percentile) to this file")
-	flags.IntVar(&f.serverPID, "server-pid", 0, "read the broker's CPU from /proc/PID/stat (default: the local process listening on --server)")
+	flags.StringVar(&f.serverPIDs, "server-pid", "", "read the broker's CPU from /proc/PID/stat, summed over a comma-separated list (default: the local processes listening on --server)")
 	flags.StringVar(&f.metricsURL, "metrics", "", "read the broker's CPU from process_cpu_seconds_total at this URL")
 	flags.StringVar(&f.dataDir, "data-dir", "", "directory for the storage floors, on the broker's disk (default: a temporary one in the current directory)")
 	flags.BoolVar(&f.floors, "floors", true, "measure the machine's floors before the runs")
@@ -175,7 +177,7 @@ func (f *benchFlags) options() (bench.Options, error) {
 	if f.floorSamples <= 0 {
 		return opts, usagef("--floor-samples must be positive")
 	}
-	if f.serverPID != 0 && f.metricsURL != "" {
+	if f.serverPIDs != "" && f.metricsURL != "" {
 		return opts, usagef("--server-pid and --metrics both name the broker's CPU source; give one")
 	}
 	opts.Modes, opts.Prefetch, opts.DrainTimeout, opts.Server = modes, f.prefetch, f.drainTimeout, f.shared.server
@@ -250,19 +252,32 @@ func (f *benchFlags) execute(ctx context.Context, opts bench.Options, stdout io.
 // cpuMeter picks the broker CPU source; nil when there is none.
 func (f *benchFlags) cpuMeter() bench.CPUMeter {
 	switch {
-	case f.serverPID != 0:
-		return bench.ProcessCPU{PID: f.serverPID}
+	case f.serverPIDs != "":
+		var processes bench.ProcessesCPU
+		for _, field := range strings.Split(f.serverPIDs, ",") {
+			pid, err := strconv.Atoi(strings.TrimSpace(field))
+			if err != nil || pid <= 0 {
+				fmt.Fprintf(f.progress(), "bench: broker CPU not measured: --server-pid %q is not a process id\n", field)
+				return nil
+			}
+			processes = append(processes, bench.ProcessCPU{PID: pid})
+		}
+		return processes.Meter()
 	case f.metricsURL != "":
 		return bench.MetricsCPU{URL: f.metricsURL}
 	}
-	address := strings.TrimSpace(strings.Split(f.shared.server, ",")[0])
-	pid, err := findListenerPID("/proc", address)
-	if err != nil {
-		fmt.Fprintf(f.progress(), "bench: broker CPU not measured: %v (give --server-pid or --metrics)\n", err)
-		return nil
+	var processes bench.ProcessesCPU
+	for _, address := range strings.Split(f.shared.server, ",") {
+		address = strings.TrimSpace(address)
+		pid, err := findListenerPID("/proc", address)
+		if err != nil {
+			fmt.Fprintf(f.progress(), "bench: broker CPU not measured: %v (give --server-pid or --metrics)\n", err)
+			return nil
+		}
+		fmt.Fprintf(f.progress(), "bench: broker CPU from process %d, which listens on %s\n", pid, address)
+		processes = append(processes, bench.ProcessCPU{PID: pid})
 	}
-	fmt.Fprintf(f.progress(), "bench: broker CPU from process %d, which listens on %s\n", pid, address)
-	return bench.ProcessCPU{PID: pid}
+	return processes.Meter()
 }
 
 // measureFloors measures the floors in --data-dir, or in a temporary

@@ -32,7 +32,7 @@ func runDeclare(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	})
 	flags.StringVar(&config.DeadLetterQueue, "dead-letter", "", "queue that receives dead-lettered messages")
-	flags.DurationVar(&config.MessageTTL, "ttl", 0, "dead-letter ready messages older than this")
+	flags.DurationVar(&config.MessageTTL, "ttl", 0, "drop ready messages older than this (they are not dead-lettered)")
 	flags.Func("max-length", "most messages the queue holds", func(value string) error {
 		n, err := parseUint(value, 64)
 		config.MaxLength = n
