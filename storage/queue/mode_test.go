@@ -169,8 +169,9 @@ func TestModeChangeRules(t *testing.T) {
 
 // TestModeRandomized drives publishes, leases, acks, mode changes, partial
 // writes and syncs, and restarts with power loss, and checks after every
-// step: no confirm stands on a boundary weaker than the mode its publish
-// was admitted under; a durable confirm is durable; while the applied mode
+// step (half the rounds under random quorum apply limits, as a replicated
+// owner has them): no confirm stands on a boundary weaker than the mode
+// its publish was admitted under; a durable confirm is durable; while the applied mode
 // is durable nothing released lies above the durable frontier; a restart
 // never comes back with a revision older than one applied before it.
 func TestModeRandomized(t *testing.T) {
@@ -198,6 +199,7 @@ func runModeRandomized(t *testing.T, seed uint64, round int) {
 		t.Fatal(err)
 	}
 	admitted := map[Ticket]Mode{} // publish ticket -> mode in force when appended
+	limited := rng.IntN(2) == 0   // apply limits as a replicated owner's quorum sets them
 	var leased []uint64
 	appliedRevision := uint64(0)
 	for step := range 400 {
@@ -247,7 +249,22 @@ func runModeRandomized(t *testing.T, seed uint64, round int) {
 		default:
 			continue
 		}
+		if limited && rng.IntN(4) == 0 {
+			// A replicated owner's quorum frontiers: they only rise, the
+			// durable one below the written one.
+			fr := env.log.Frontiers()
+			lw, ld := q.ApplyLimits()
+			if lw == noLimit {
+				lw, ld = 0, 0
+			}
+			lw = lw + rng.Uint64N(max(fr.Written, lw)-lw+1)
+			ld = ld + rng.Uint64N(max(min(fr.Durable, lw), ld)-ld+1)
+			q.SetApplyLimits(lw, ld)
+		}
 		f := env.log.Frontiers()
+		if lw, ld := q.ApplyLimits(); lw != noLimit {
+			f.Written, f.Durable = min(f.Written, lw), min(f.Durable, ld, lw)
+		}
 		progress, err := q.Advance()
 		if err != nil {
 			fail(step, "advance: %v", err)
