@@ -169,3 +169,39 @@ func TestModeChangeOwnerStoppedWhilePending(t *testing.T) {
 		t.Fatalf("publish on the new owner: %v, %v", confirm.Boundary, err)
 	}
 }
+
+// A follower stopped while a switch to durable needs all three copies:
+// the change stays pending with its reason (it is never applied on fewer
+// copies), and applies once the follower is back and caught up.
+func TestModeChangeWaitsForAStoppedFollower(t *testing.T) {
+	c := startBrokerCluster(t, 3)
+	ctx := testContext(t)
+	const name = "waiting"
+	owner, followers := c.declareServed(name, client.QueueConfig{Mode: client.ModeBuffered, Policy: "replica_buffered:3"})
+	sdk := c.dialSDK(owner)
+	publishMany(t, ctx, sdk, name, 20, 100)
+	stopped := followers[0]
+	c.stop(stopped)
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	pending, err := sdk.ChangeMode(short, name, client.ModeDurable)
+	cancel()
+	if err != nil || pending.Outcome != wire.ModePending || pending.Revision != 1 {
+		t.Fatalf("change with %s stopped: %+v, %v", stopped, pending, err)
+	}
+	if !strings.Contains(pending.Message, "of the 3 copies") {
+		t.Fatalf("the pending reason does not say what it waits for: %q", pending.Message)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if info := c.copyAt(owner, name); info.Mode != wire.ModeBuffered || info.ModeChange == nil || info.ModeChange.State != "pending" {
+		t.Fatalf("with %s stopped: mode %v change %+v", stopped, info.Mode, info.ModeChange)
+	}
+	c.restart(stopped)
+	applied, err := sdk.ChangeMode(ctx, name, client.ModeDurable)
+	if err != nil || applied.Revision != 1 || applied.Outcome == wire.ModePending {
+		t.Fatalf("the change once %s is back: %+v, %v", stopped, applied, err)
+	}
+	waitUntil(t, stopped+" applied revision 1", func() bool {
+		copy := c.copyAt(stopped, name)
+		return copy.Mode == wire.ModeDurable && copy.ModeRevision == 1
+	})
+}
