@@ -284,6 +284,19 @@ func TestModeChangeOnOneNodeUnderLoad(t *testing.T) {
 	if info.Mode != wire.ModeBuffered || info.ModeRevision != 2 || info.ModeChange != nil {
 		t.Fatalf("after a restart: mode %v revision %d change %+v", info.Mode, info.ModeRevision, info.ModeChange)
 	}
+	// Declare still refuses another mode than the one in force (the one
+	// first declared, buffered, is in force again; durable is refused).
+	again, err := client.Dial(ctx, client.Options{Addresses: []string{b.Addr().String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if _, err := again.Declare(ctx, name, client.QueueConfig{Mode: client.ModeDurable}); serverErrorCode(err) != wire.CodeModeConflict {
+		t.Fatalf("a re-declare naming durable after the switch back: %v", err)
+	}
+	if reply, err := again.Declare(ctx, name, client.QueueConfig{KeepMode: true}); err != nil || reply.Mode != client.ModeBuffered {
+		t.Fatalf("a re-declare keeping the mode: %+v, %v", reply, err)
+	}
 }
 
 // startModeBroker starts a node on dir over fs; the test closes it (or its

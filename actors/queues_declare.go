@@ -102,6 +102,14 @@ func (m *queuesManager) maybeDeclareDeadLetterQueue(ctx actor.Context, name stri
 
 // answerDeclare answers a declare of a ready queue.
 func (m *queuesManager) answerDeclare(ctx actor.Context, record *queueRecord, msg declareRequest) {
+	if !record.created {
+		// Checked again now that the queue is open: its log may hold a mode
+		// revision the declaration file does not (partition_mode.go).
+		if conflict := declareConflict(record.home.effectiveOptions(), msg.options, msg.mode); conflict.failed() {
+			ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: conflict})
+			return
+		}
+	}
 	result := declareResult{requestID: msg.requestID, created: record.created,
 		mode: wireMode(record.home.effectiveOptions().Mode)}
 	record.created = false
