@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/client"
+	"github.com/fibrilmq/fibril/storage/vfs"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -204,4 +205,76 @@ func TestModeChangeWaitsForAStoppedFollower(t *testing.T) {
 		copy := c.copyAt(stopped, name)
 		return copy.Mode == wire.ModeDurable && copy.ModeRevision == 1
 	})
+}
+
+// The abandoned branch, made deterministic: the revision reaches only the
+// owner (the followers' writes are held, and then they lose power with the
+// write held), every node stops, and the followers recover without it.
+// The new owner runs the mode that was applied (buffered, revision 0),
+// says nothing is pending, and the old owner, back on its own disk with
+// the revision, has its suffix cut: every copy agrees. Asking again
+// records the change anew and it applies.
+func TestModeChangeAbandonedWhenTheRecoveredHistoryLacksIt(t *testing.T) {
+	gates := map[string]*gateFS{}
+	c, disks := memCluster(t, func(id string, mem *vfs.Mem) vfs.FS {
+		gates[id] = newGateFS(mem)
+		return gates[id]
+	})
+	t.Cleanup(func() {
+		for _, gate := range gates {
+			gate.release()
+		}
+	})
+	ctx := testContext(t)
+	const name = "abandoned"
+	owner, followers := c.declareServed(name, client.QueueConfig{Mode: client.ModeBuffered, Policy: "replica_buffered:2"})
+	sdk := c.dialSDKHome(owner, "changer")
+	confirmed := confirmedPayloads(t, ctx, sdk, name, "m", 50)
+	for _, id := range followers {
+		gates[id].hold(gateWrites)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	pending, err := sdk.ChangeMode(short, name, client.ModeDurable)
+	cancel()
+	if err != nil || pending.Outcome != wire.ModePending || pending.Revision != 1 {
+		t.Fatalf("change with the followers' writes held: %+v, %v", pending, err)
+	}
+	for _, id := range followers {
+		waitUntil(t, id+"'s write is held", func() bool { return gates[id].held() > 0 })
+	}
+	images := map[string]*vfs.Mem{}
+	for _, id := range followers {
+		images[id] = disks[id].CrashClone(vfs.CrashOptions{KeepUnsynced: true})
+		gates[id].release()
+	}
+	for _, id := range c.order {
+		c.stop(id)
+	}
+	for _, id := range followers {
+		c.fs[id] = images[id]
+		c.restart(id)
+	}
+	serving := c.servingOwner(name)
+	if serving == owner {
+		t.Fatal("the old owner serves")
+	}
+	if info := c.copyAt(serving, name); info.Mode != wire.ModeBuffered || info.ModeRevision != 0 || info.ModeChange != nil {
+		t.Fatalf("new owner %s: mode %v revision %d change %+v, want the applied buffered mode and nothing pending",
+			serving, info.Mode, info.ModeRevision, info.ModeChange)
+	}
+	c.restart(owner)
+	waitUntil(t, owner+" cuts the revision and rejoins", func() bool {
+		info := c.copyAt(serving, name)
+		replica, ok := replicaOf(info, owner)
+		return ok && replica.State == "in sync" && c.copyAt(owner, name).WrittenNext == info.WrittenNext
+	})
+	if copy := c.copyAt(owner, name); copy.Mode != wire.ModeBuffered || copy.ModeRevision != 0 {
+		t.Fatalf("the old owner after rejoining: mode %v revision %d", copy.Mode, copy.ModeRevision)
+	}
+	retry := c.dialSDKHome(serving, "retry")
+	again, err := retry.ChangeMode(ctx, name, client.ModeDurable)
+	if err != nil || again.Outcome != wire.ModeApplied || again.Revision != 1 {
+		t.Fatalf("asking the new owner again: %+v, %v", again, err)
+	}
+	drainPayloads(t, ctx, retry, name, confirmed)
 }
