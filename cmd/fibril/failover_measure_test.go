@@ -139,17 +139,38 @@ func measureFailoverCase(t *testing.T, server string, load failoverLoad, withLea
 		// The killed node comes back; wait until it is in sync, then check
 		// that nothing moved while nothing was killed.
 		c.start(owner)
-		next, status := c.servingNode(name, c.nodes...)
-		waitFor(t, owner.id+" rejoins", 60*time.Second, func() bool {
-			status, ok := serves(next, name)
-			return ok && slices.ContainsFunc(status.Replicas, func(r struct {
-				Node        string `json:"node"`
-				State       string `json:"state"`
-				DurableNext uint64 `json:"durable_next"`
-				WrittenNext uint64 `json:"written_next"`
-			}) bool {
-				return r.Node == owner.id && r.State == "in sync"
+		_, status := c.servingNode(name, c.nodes...)
+		// A trial kills one node of three: the next must not start while
+		// the restarted one still rejoins (its Raft shards or a queue's
+		// copy), or it would measure a double fault. Every queue has it in
+		// sync and every node knows every shard's leader.
+		for queue := range queues {
+			server, _ := c.servingNode(queue, c.nodes...)
+			waitFor(t, owner.id+" rejoins "+queue, 60*time.Second, func() bool {
+				status, ok := serves(server, queue)
+				return ok && slices.ContainsFunc(status.Replicas, func(r struct {
+					Node        string `json:"node"`
+					State       string `json:"state"`
+					DurableNext uint64 `json:"durable_next"`
+					WrittenNext uint64 `json:"written_next"`
+				}) bool {
+					return r.Node == owner.id && r.State == "in sync"
+				})
 			})
+		}
+		waitFor(t, "every node knows every shard's leader", 60*time.Second, func() bool {
+			for _, node := range c.nodes {
+				var view clusterView
+				if err := tryGetJSON(node, "/api/cluster", &view); err != nil || view.CatalogLeader == "" {
+					return false
+				}
+				for _, shard := range view.Shards {
+					if shard.Leader == "" {
+						return false
+					}
+				}
+			}
+			return true
 		})
 		if status.Epoch != epoch+1 {
 			falseReassignments += int(status.Epoch - epoch - 1)
