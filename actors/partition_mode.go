@@ -231,7 +231,7 @@ func (p *partition) modeAdvanced(ctx actor.Context) {
 	}
 	info := p.q.Mode()
 	if info.Revision != p.modes.appliedRevision {
-		if info.Revision > p.modes.appliedRevision && p.modes.appliedRevision != 0 || info.Revision > 0 && p.modes.seenRevision == info.Revision {
+		if info.Revision > p.modes.appliedRevision && p.modes.seenRevision == info.Revision { // seen pending here, now applied
 			p.core.logger.Info("mode revision applied", "queue", p.home.name, "mode", info.Applied.String(),
 				"revision", info.Revision, "offset", info.RevisionOffset)
 		}
