@@ -49,7 +49,7 @@ func TestModeChangeOnThreeNodesWaitsForEveryRequiredCopy(t *testing.T) {
 	// One follower's fsyncs held: its writes go on, so buffered confirms
 	// go on, but the revision cannot be durable on the three copies.
 	gates[held].hold(gateSyncs)
-	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, time.Second)
 	pending, err := sdk.ChangeMode(short, name, client.ModeDurable)
 	cancel()
 	if err != nil || pending.Outcome != wire.ModePending || pending.Revision != 1 || pending.Applied != client.ModeBuffered {
@@ -114,7 +114,7 @@ func TestModeChangeOwnerStoppedWhilePending(t *testing.T) {
 	for _, id := range followers {
 		gates[id].hold(gateSyncs)
 	}
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, time.Second)
 	pending, err := sdk.ChangeMode(short, name, client.ModeDurable)
 	cancel()
 	if err != nil || pending.Outcome != wire.ModePending {
@@ -183,7 +183,7 @@ func TestModeChangeWaitsForAStoppedFollower(t *testing.T) {
 	publishMany(t, ctx, sdk, name, 20, 100)
 	stopped := followers[0]
 	c.stop(stopped)
-	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, time.Second)
 	pending, err := sdk.ChangeMode(short, name, client.ModeDurable)
 	cancel()
 	if err != nil || pending.Outcome != wire.ModePending || pending.Revision != 1 {
@@ -233,7 +233,7 @@ func TestModeChangeAbandonedWhenTheRecoveredHistoryLacksIt(t *testing.T) {
 	for _, id := range followers {
 		gates[id].hold(gateWrites)
 	}
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, time.Second)
 	pending, err := sdk.ChangeMode(short, name, client.ModeDurable)
 	cancel()
 	if err != nil || pending.Outcome != wire.ModePending || pending.Revision != 1 {

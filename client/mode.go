@@ -47,8 +47,10 @@ func (c *Client) ChangeMode(ctx context.Context, queue string, mode Mode) (ModeC
 	}
 	wait := DefaultModeChangeWait
 	if deadline, ok := ctx.Deadline(); ok {
-		// Leave the node time to answer before ctx ends.
-		wait = max(time.Until(deadline)*9/10, 0)
+		// Leave the node time to answer before ctx ends: a tenth of the
+		// time left, at least a quarter second (or half of a shorter time).
+		left := time.Until(deadline)
+		wait = max(left-max(left/10, min(left/2, 250*time.Millisecond)), 0)
 	}
 	waitMs := uint32(min(wait.Milliseconds(), math.MaxUint32))
 	answer, err := c.roundTrip(ctx, call{queue: queue, build: func(id uint64) wire.Frame {
