@@ -136,6 +136,8 @@ func requestIDOf(frame wire.Frame) uint64 {
 		return f.RequestID
 	case *wire.Pong:
 		return f.RequestID
+	case *wire.ModeChanged:
+		return f.RequestID
 	case *wire.ErrorFrame:
 		return f.RequestID
 	}

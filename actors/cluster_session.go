@@ -120,6 +120,8 @@ func routedRequestID(message any) uint64 {
 		return msg.frame.RequestID
 	case inPurgeQueue:
 		return msg.frame.RequestID
+	case inChangeMode:
+		return msg.frame.RequestID
 	case inDeleteQueue:
 		return msg.frame.RequestID
 	}

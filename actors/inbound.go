@@ -269,6 +269,8 @@ func decodeControl(tag wire.Tag, body []byte) (any, error) {
 		message = inDeleteQueue{frame: f}
 	case *wire.PurgeQueue:
 		message = inPurgeQueue{frame: f}
+	case *wire.ChangeMode:
+		message = inChangeMode{frame: f}
 	case *wire.Ping:
 		message = inPing{frame: f}
 	case *wire.Pong:

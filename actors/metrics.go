@@ -84,27 +84,30 @@ func (h histogram) Update(seconds float64) { h.Observe(seconds) }
 type queueMetrics struct {
 	name string
 
-	publishes       counter // messages accepted for appending
-	publishBytes    counter // their payload bytes
-	confirms        counter // messages confirmed, at the queue's boundary
-	rejects         counter // messages negatively confirmed by the partition
-	duplicates      counter // messages confirmed as duplicates, not stored again
-	deliveries      counter // deliveries sent (first and repeated)
-	redeliveries    counter // deliveries marked redelivered
-	deliveryBytes   counter
-	acks            counter
-	nacks           counter
-	releases        counter
-	discards        counter
-	expiries        counter // leases that expired
-	deadLetters     counter // messages handed to a dead-letter queue (or dropped)
-	restarts        counter
-	confirmSeconds  histogram // partition accepted the batch → confirmed at the boundary
-	deliverySeconds histogram // publish accepted → first delivery sent
-	syncSeconds     histogram // explicit syncs only
-	logWriteSeconds histogram // write(2) calls on the log's segment files
-	logFsyncSeconds histogram // fdatasync calls on the log's segment files
-	latched         atomic.Bool
+	publishes    counter // messages accepted for appending
+	publishBytes counter // their payload bytes
+	confirms     counter // messages confirmed, at the boundary the queue was opened with
+	// confirmsWritten and confirmsDurable count by the boundary each
+	// confirm stands on (a queue's mode may change, partition_mode.go).
+	confirmsWritten, confirmsDurable counter
+	rejects                          counter // messages negatively confirmed by the partition
+	duplicates                       counter // messages confirmed as duplicates, not stored again
+	deliveries                       counter // deliveries sent (first and repeated)
+	redeliveries                     counter // deliveries marked redelivered
+	deliveryBytes                    counter
+	acks                             counter
+	nacks                            counter
+	releases                         counter
+	discards                         counter
+	expiries                         counter // leases that expired
+	deadLetters                      counter // messages handed to a dead-letter queue (or dropped)
+	restarts                         counter
+	confirmSeconds                   histogram // partition accepted the batch → confirmed at the boundary
+	deliverySeconds                  histogram // publish accepted → first delivery sent
+	syncSeconds                      histogram // explicit syncs only
+	logWriteSeconds                  histogram // write(2) calls on the log's segment files
+	logFsyncSeconds                  histogram // fdatasync calls on the log's segment files
+	latched                          atomic.Bool
 }
 
 func newMetrics(restartsTotal func() uint64) *Metrics {
@@ -305,6 +308,8 @@ func (m *Metrics) forQueue(name string, boundary string) *queueMetrics {
 		publishes:       counter{m.publishes.WithLabelValues(name)},
 		publishBytes:    counter{m.publishBytes.WithLabelValues(name)},
 		confirms:        counter{m.confirms.WithLabelValues(name, boundary)},
+		confirmsWritten: counter{m.confirms.WithLabelValues(name, wire.BoundaryWritten.String())},
+		confirmsDurable: counter{m.confirms.WithLabelValues(name, wire.BoundaryDurable.String())},
 		rejects:         counter{m.rejects.WithLabelValues(name)},
 		duplicates:      counter{m.duplicates.WithLabelValues(name)},
 		deliveries:      counter{m.deliveries.WithLabelValues(name)},

@@ -106,6 +106,10 @@ type partitionHome struct {
 	subscribers *subscriptionSet
 	// replication is set in a cluster (partition_cluster.go).
 	replication *replicaHome
+	// appliedMode is the mode in force once a revision changed it (0: as
+	// declared); written by the partition, read by the declare path
+	// (partition_mode.go).
+	appliedMode atomic.Uint32
 }
 
 // partition is one instance of the partition actor.
@@ -156,6 +160,9 @@ type partition struct {
 	// state, and what follower links share with the partition.
 	repl       *replication
 	linkShared *linkShared
+
+	// modes is the mode-change bookkeeping (partition_mode.go).
+	modes modeState
 }
 
 type pendingPublish struct {
@@ -317,7 +324,7 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 		p.core.logger.Warn("deleted queue's appends did not finish in time; it stops without them", "queue", p.home.name)
 		p.stopDeleted(ctx)
 	default:
-		if p.receiveCluster(ctx, message) {
+		if p.receiveMode(ctx, message) || p.receiveCluster(ctx, message) {
 			return
 		}
 		p.core.logger.Error("partition got an unexpected message", "queue", p.home.name,
@@ -578,6 +585,7 @@ func (p *partition) refuseOwedAs(ctx actor.Context, appended, failure requestFai
 		ctx.Send(purge.replyTo, purgeResult{requestID: purge.requestID, failure: failure})
 	}
 	p.refuseAckSyncs(ctx, failure)
+	p.refuseModeWaiters(ctx, failure)
 	p.deadline.stop()
 }
 
@@ -641,6 +649,8 @@ func (p *partition) refuse(ctx actor.Context, message any, failure requestFailur
 		ctx.Send(msg.source, deadLettersRefused{offsets: msg.offsets(), failure: failure})
 	case syncRequest:
 		ctx.Send(msg.replyTo, syncDone{err: fmt.Errorf("%w: %s", ErrQueueNotServing, failure.message)})
+	case modeChangeRequest:
+		p.answerMode(ctx, msg.replyTo, modeChangeResult{requestID: msg.requestID, mode: msg.mode, failure: failure})
 	}
 }
 

@@ -164,6 +164,7 @@ func (p *partition) advance(ctx actor.Context) {
 	p.handOutDeliveries(ctx, progress.Deliveries)
 	p.handOffDeadLetters(ctx, progress.DeadLetters)
 	p.answerApplied(ctx, progress.Applied)
+	p.modeAdvanced(ctx)
 	if progress.Checkpoint != nil {
 		p.checkpointRunning = runCheckpoint(ctx.ActorSystem(), ctx.Self(), p.q, progress.Checkpoint, &p.core.storageClosers)
 	}
@@ -191,7 +192,11 @@ func (p *partition) answerConfirms(ctx actor.Context, confirms []queue.Confirm) 
 			boundary = wire.BoundaryDurable
 		}
 		// Count first: a client that saw its confirm sees it counted.
-		p.metrics.confirms.Add(confirm.Count)
+		if boundary == wire.BoundaryDurable {
+			p.metrics.confirmsDurable.Add(confirm.Count)
+		} else {
+			p.metrics.confirmsWritten.Add(confirm.Count)
+		}
 		p.metrics.duplicates.Add(len(confirm.Duplicates))
 		p.metrics.confirmSeconds.observeSince(now, pending.start)
 		p.appliedSinceSnapshot += uint64(confirm.Count)
@@ -320,6 +325,7 @@ func (p *partition) queueInfo() wire.QueueInfo {
 		}
 	}
 	p.addClusterInfo(&info)
+	p.addModeInfo(&info)
 	return info
 }
 

@@ -132,7 +132,7 @@ func (p *partition) notePendingAppend(first uint64, records []byte, count int) {
 
 // appendLevel is the level a replica appends pushed records at.
 func (p *partition) appendLevel() log.Durability {
-	if p.home.options.Mode == queue.Buffered {
+	if p.admittedMode() == queue.Buffered { // the newest revision's mode (partition_mode.go)
 		return log.AfterFlush
 	}
 	return log.AfterFsync

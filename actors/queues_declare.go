@@ -78,7 +78,7 @@ func (m *queuesManager) declare(ctx actor.Context, msg declareRequest) {
 		m.maybeDeclareDeadLetterQueue(ctx, requested.DeadLetterQueue)
 		return
 	}
-	if conflict := declareConflict(record.home.options, msg.options, msg.mode); conflict.failed() {
+	if conflict := declareConflict(record.home.effectiveOptions(), msg.options, msg.mode); conflict.failed() {
 		ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: conflict})
 		return
 	}
@@ -130,10 +130,18 @@ func (m *queuesManager) maybeDeclareDeadLetterQueue(ctx actor.Context, name stri
 
 // answerDeclare answers a declare of a ready queue.
 func (m *queuesManager) answerDeclare(ctx actor.Context, record *queueRecord, msg declareRequest) {
+	if !record.created {
+		// Checked again now that the queue is open: its log may hold a mode
+		// revision the declaration file does not (partition_mode.go).
+		if conflict := declareConflict(record.home.effectiveOptions(), msg.options, msg.mode); conflict.failed() {
+			ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: conflict})
+			return
+		}
+	}
 	result := declareResult{requestID: msg.requestID, created: record.created,
-		mode: wireMode(record.home.options.Mode)}
+		mode: wireMode(record.home.effectiveOptions().Mode)}
 	record.created = false
-	if record.home.options.Mode == queue.Buffered {
+	if record.home.effectiveOptions().Mode == queue.Buffered {
 		result.warnings = []string{BufferedWarning}
 	}
 	ctx.Send(msg.replyTo, result)

@@ -222,7 +222,7 @@ func (s *session) receiveOpen(ctx actor.Context, message any) {
 func isClientFrame(message any) bool {
 	switch message.(type) {
 	case inDeclare, inPublish, inSubscribe, inUnsubscribe, inSettle, inQueueInfo, inListQueues,
-		inDeleteQueue, inPurgeQueue, inPing, inPong, inPeerError:
+		inDeleteQueue, inPurgeQueue, inChangeMode, inPing, inPong, inPeerError:
 		return true
 	}
 	return false

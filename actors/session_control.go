@@ -95,6 +95,10 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 		}
 	case purgeResult:
 		s.answer(msg.requestID, msg.removed, msg.failure)
+	case inChangeMode:
+		s.changeMode(ctx, msg) // mode_request.go
+	case modeChangeResult:
+		s.modeAnswered(msg)
 	default:
 		if !s.receiveCluster(ctx, message) {
 			s.receiveSessionFrame(message)

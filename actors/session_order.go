@@ -230,6 +230,7 @@ func clientRequestID(message any) uint64 {
 	case inPurgeQueue:
 		return msg.frame.RequestID
 	case inPing:
+	case inChangeMode:
 		return msg.frame.RequestID
 	}
 	return 0

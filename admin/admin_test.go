@@ -67,8 +67,8 @@ func TestQueueStatusShapeNamesItsBoundaries(t *testing.T) {
 	server := testServer(t, node, Options{})
 
 	object := do(t, server, "GET", "/api/queues/orders", "").object(t)
-	want := []string{"consumer_count", "consumers", "counts", "durable_next", "fenced", "last_sync_unix_ms",
-		"mode", "name", "options", "sync_interval_ms", "sync_pending", "unsynced_bytes", "unsynced_records",
+	want := []string{"consumer_count", "consumers", "counts", "desired_mode", "durable_next", "fenced", "last_sync_unix_ms",
+		"mode", "mode_revision", "name", "options", "sync_interval_ms", "sync_pending", "unsynced_bytes", "unsynced_records",
 		"written_next"}
 	if got := keys(object); !reflect.DeepEqual(got, want) {
 		t.Fatalf("queue keys %v\nwant %v", got, want)

@@ -95,7 +95,7 @@ func (c *conn) handleFrame(tag wire.Tag, body []byte) {
 	case wire.TagSubscriptionEnded:
 		c.handleSubscriptionEnded(body)
 	case wire.TagDeclareOK, wire.TagDeclareOKMode, wire.TagSubscribeOK, wire.TagQueueInfoReply,
-		wire.TagQueueList, wire.TagOK, wire.TagPong:
+		wire.TagQueueList, wire.TagOK, wire.TagPong, wire.TagModeChanged:
 		c.handleReply(tag, body)
 	default:
 		if tag.Known() {
@@ -286,6 +286,8 @@ func (c *conn) handleReply(tag wire.Tag, body []byte) {
 	case *wire.OK:
 		id = f.RequestID
 	case *wire.Pong:
+		id = f.RequestID
+	case *wire.ModeChanged:
 		id = f.RequestID
 	}
 	c.answer(id, reply{frame: frame})

@@ -51,6 +51,7 @@ const (
 	CodeForbidden           Code = 214 // the session's user lacks the permission for this operation on this queue
 	CodeOutcomeUnknown      Code = 215 // the publish may or may not have been stored (its queue changed owner or restarted)
 	CodeResourceLimit       Code = 216 // a cap of the session or the node (subscriptions, queues) is reached
+	CodeModeChangePending   Code = 217 // a change-mode toward the other mode while a change is still pending
 )
 
 // codeInfo is one row of the code table.
@@ -86,6 +87,7 @@ var codeTable = map[Code]codeInfo{
 	CodeForbidden:           {"forbidden", false, "the session's user has no permission for this operation on this queue (declare, publish, consume or admin)"},
 	CodeOutcomeUnknown:      {"outcome_unknown", true, "the publish may or may not have been stored: its queue changed owner or restarted before confirming it; publish again for at-least-once (a copy may then be delivered twice)"},
 	CodeResourceLimit:       {"resource_limit", false, "a cap of the session or the node is reached (subscriptions per session, queues per node); the request was not carried out, and succeeds only once the client or an operator frees room"},
+	CodeModeChangePending:   {"mode_change_pending", true, "a change-mode named the mode the queue runs while a change to the other one is still pending; retry once the pending change applied (queue info shows it)"},
 }
 
 // Codes returns every defined code in ascending order.

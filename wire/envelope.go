@@ -86,6 +86,8 @@ const (
 	TagError             Tag = 'F'<<24 | 'E'<<16 | 'R'<<8 | '1' // FER1 either
 	TagRedirect          Tag = 'F'<<24 | 'R'<<16 | 'D'<<8 | '1' // FRD1 server
 	TagRedirectEpoch     Tag = 'F'<<24 | 'R'<<16 | 'D'<<8 | '2' // FRD2 server, protocol 2
+	TagChangeMode        Tag = 'F'<<24 | 'M'<<16 | 'C'<<8 | '1' // FMC1 client
+	TagModeChanged       Tag = 'F'<<24 | 'M'<<16 | 'K'<<8 | '1' // FMK1 server
 	TagPush              Tag = 'F'<<24 | 'Q'<<16 | 'R'<<8 | '1' // FQR1 node (owner to follower)
 	TagProgress          Tag = 'F'<<24 | 'Q'<<16 | 'P'<<8 | '1' // FQP1 node (follower to owner)
 	TagProgressWritten   Tag = 'F'<<24 | 'Q'<<16 | 'P'<<8 | '2' // FQP2 node (follower to owner)
@@ -167,6 +169,8 @@ var kinds = []kind{
 	{TagQueueList, "queue-list", sentByServer, func() Frame { return new(QueueList) }},
 	{TagDeleteQueue, "delete-queue", sentByClient, func() Frame { return new(DeleteQueue) }},
 	{TagPurgeQueue, "purge-queue", sentByClient, func() Frame { return new(PurgeQueue) }},
+	{TagChangeMode, "change-mode", sentByClient, func() Frame { return new(ChangeMode) }},
+	{TagModeChanged, "mode-changed", sentByServer, func() Frame { return new(ModeChanged) }},
 	{TagOK, "ok", sentByServer, func() Frame { return new(OK) }},
 	{TagPing, "ping", sentByEither, func() Frame { return new(Ping) }},
 	{TagPong, "pong", sentByEither, func() Frame { return new(Pong) }},

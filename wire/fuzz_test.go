@@ -113,6 +113,8 @@ func FuzzDecodeListQueues(f *testing.F)        { fuzzDecoder(f, TagListQueues) }
 func FuzzDecodeQueueList(f *testing.F)         { fuzzDecoder(f, TagQueueList) }
 func FuzzDecodeDeleteQueue(f *testing.F)       { fuzzDecoder(f, TagDeleteQueue) }
 func FuzzDecodePurgeQueue(f *testing.F)        { fuzzDecoder(f, TagPurgeQueue) }
+func FuzzDecodeChangeMode(f *testing.F)        { fuzzDecoder(f, TagChangeMode) }
+func FuzzDecodeModeChanged(f *testing.F)       { fuzzDecoder(f, TagModeChanged) }
 func FuzzDecodeOK(f *testing.F)                { fuzzDecoder(f, TagOK) }
 func FuzzDecodePing(f *testing.F)              { fuzzDecoder(f, TagPing) }
 func FuzzDecodePong(f *testing.F)              { fuzzDecoder(f, TagPong) }

@@ -219,6 +219,20 @@ var layouts = map[Tag][]field{
 	},
 	TagDeleteQueue: {requestID(), str("queue", "queue name")},
 	TagPurgeQueue:  {requestID(), str("queue", "queue name")},
+	TagChangeMode: {
+		requestID(),
+		str("queue", "queue name"),
+		u8("mode", "1 = durable, 2 = buffered"),
+		u32("wait_ms", "longest the node holds the reply for the switch; 0 = answer at once"),
+	},
+	TagModeChanged: {
+		replyID(),
+		u8("outcome", "1 = applied, 2 = unchanged, 3 = pending"),
+		u8("mode", "the mode asked for: 1 = durable, 2 = buffered"),
+		u8("applied", "the mode in force when answering"),
+		u64("revision", "the revision that sets the mode asked for; 0 = the declared mode"),
+		str("message", "why it is still pending; for people"),
+	},
 	TagOK: {
 		replyID(),
 		u64("count", "deliveries released or messages removed"),

@@ -80,7 +80,7 @@ var commands = map[string]command{}
 
 // helpOrder is the order `fibrilctl help` lists commands in; commands
 // not named here (added later in their own files) follow, by name.
-var helpOrder = []string{"declare", "publish", "consume", "peek", "info", "queues", "purge", "delete",
+var helpOrder = []string{"declare", "publish", "consume", "peek", "info", "queues", "mode", "purge", "delete",
 	"requeue", "reopen", "cluster", "version", "bench"}
 
 // register adds a command; each command's file calls it from init.

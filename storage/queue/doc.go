@@ -3,8 +3,8 @@
 // The log holds one record per event: publish (message id, headers,
 // payload, publish time; the payload is stored there once), lease (a
 // delivery), ack, nack, release, discard, dead-letter marker, lease expiry,
-// purge, checkpoint marker and reject (a nack without requeue); record.go
-// states the format. State is a pure function of the log prefix it has
+// purge, checkpoint marker, reject (a nack without requeue) and mode
+// revision (mode.go); record.go states the format. State is a pure function of the log prefix it has
 // applied: ready messages in offset order (plus delayed ones with their
 // due time), leased messages with attempt counts, messages waiting for a
 // dead-letter handoff, and counters of settled and dead-lettered ones.
@@ -58,9 +58,14 @@
 // InstallSnapshot and Promote (replica.go).
 //
 // When records apply: Advance applies a record once the apply frontier
-// passes it: the queue's boundary frontier (durable for a durable queue,
-// written for a buffered one), capped by the apply limit on a replicated
-// queue. Confirms, deliveries and settles are released against that one
+// passes it: the boundary frontier of the mode in force (durable for a
+// durable queue, written for a buffered one), capped by the apply limit on
+// a replicated queue. The mode in force is the declared one until a mode
+// revision (ChangeMode) applies; a revision itself applies only at the
+// durable frontier (SetApplyLimits names the quorum's written and durable
+// frontiers), so every copy and every recovery rebuilds the same applied
+// mode from its log, and a restart never runs weaker than the last
+// revision applied (mode.go). Confirms, deliveries and settles are released against that one
 // frontier. On a durable queue the appends whose application something
 // waits for (publishes, leases, nacks, releases, expiries, markers, purges)
 // ask the log for a sync; acks, discards and rejects without a dead-letter

@@ -46,7 +46,10 @@ type Queue struct {
 	epoch uint64
 	// applyLimit caps the apply frontier: nothing at or above it applies.
 	// noLimit unless the caller supplies one (a replicated queue).
-	applyLimit uint64
+	// durableLimit caps the durable frontier the same way: records of a
+	// durable mode and mode records apply only below it (mode.go).
+	applyLimit   uint64
+	durableLimit uint64
 	// retentionFloor caps compaction: noLimit unless supplied.
 	retentionFloor uint64
 
@@ -222,9 +225,9 @@ func openWithLog(dir string, opts Options, fs vfs.FS, l partitionLog, clock Cloc
 		logger = slog.Default()
 	}
 	q := &Queue{dir: dir, fs: fs, opts: opts, log: l, clock: clock, logger: logger, role: start.role,
-		applyLimit: noLimit, retentionFloor: noLimit}
+		applyLimit: noLimit, durableLimit: noLimit, retentionFloor: noLimit}
 	if start.replicated {
-		q.applyLimit = 0 // nothing is released before the caller names the quorum frontier
+		q.applyLimit, q.durableLimit = 0, 0 // nothing is released before the caller names the quorum frontier
 	}
 	prefix, err := randomID()
 	if err != nil {
@@ -267,7 +270,7 @@ func (q *Queue) recover(inflight int, start startMode) error {
 	if next, ok := parseSnapshotName(report.snapshot); ok {
 		q.checkpointNext, q.checkpointLive = next, report.snapshotLive
 	}
-	q.machine = newMachine(state, q.opts.Mode)
+	q.machine = newMachine(state)
 	q.machine.maxInflight = inflight
 	if staged := q.log.Frontiers().Staged; staged != state.Next() {
 		return fmt.Errorf("%w: log ends at %d, replay at %d", ErrLogContract, staged, state.Next())
@@ -296,8 +299,8 @@ func (q *Queue) expireRestartLeases(ctx context.Context) error {
 			return fmt.Errorf("%w: predicted %d, assigned %d", ErrLogContract, p.first, result.First)
 		}
 	}
-	f := q.log.Frontiers()
-	q.machine.advance(q.applyFrontier(f), f.Durable, &q.carry)
+	written, durable := q.frontiers(q.log.Frontiers())
+	q.machine.advance(written, durable, &q.carry)
 	if q.applyLimit == noLimit && q.machine.inflight() != 0 {
 		return fmt.Errorf("%w: lease expiry at open not applied", ErrLogContract)
 	}
@@ -317,24 +320,22 @@ func randomID() (uint64, error) {
 	}
 }
 
-func (q *Queue) boundaryFrontier(f log.Frontiers) uint64 {
-	if q.opts.Mode == Buffered {
-		return f.Written
-	}
-	return f.Durable
-}
-
-// applyFrontier is where confirms, deliveries and settles are released:
-// the boundary frontier, capped by the apply limit.
+// applyFrontier is where records of the applied mode are released: that
+// mode's boundary frontier, capped by its apply limit (mode.go).
 func (q *Queue) applyFrontier(f log.Frontiers) uint64 {
-	return min(q.boundaryFrontier(f), q.applyLimit)
+	return q.machine.state.modeFrontier(q.frontiers(f))
 }
 
-// levelOf is the level an append waits for: a buffered queue's boundary,
-// written; on a durable queue, durable when something waits for the
-// append's application and written otherwise (the next sync covers it).
+// levelOf is the level an append waits for: under a buffered mode (the
+// newest revision appended), written; under a durable one, durable when
+// something waits for the append's application and written otherwise (the
+// next sync covers it). A mode record always asks for durable: it applies
+// only there.
 func (q *Queue) levelOf(p *pendingAppend) log.Durability {
-	if q.opts.Mode == Buffered || !p.syncs {
+	switch {
+	case p.op == opMode:
+		return log.AfterFsync
+	case q.machine.tailMode == Buffered || !p.syncs:
 		return log.AfterFlush
 	}
 	return log.AfterFsync

@@ -25,6 +25,19 @@ import {
   ClientClosedError, Codes, ConnectionLostError, MessageTooLargeError, ServerError, TooManyRedirectsError,
 } from "./errors.js";
 import { optionsMap, queueInfoOf, type Mode, type QueueConfig, type QueueInfo } from "./info.js";
+
+/** What Client.changeMode reports. */
+export interface ModeChange {
+  /** applied: the switch happened; unchanged: the queue already ran mode; pending: recorded, not applied yet. */
+  outcome: "applied" | "unchanged" | "pending";
+  mode: Mode;
+  /** The mode in force when the node answered. */
+  applied: Mode;
+  /** The revision that sets mode (0n: the declared mode). */
+  revision: bigint;
+  /** What a pending change waits for. */
+  message: string;
+}
 import { Link, type Session } from "./link.js";
 import { encodeMsgpack } from "./msgpack.js";
 import { Fifo } from "./fifo.js";
@@ -585,6 +598,26 @@ export class Client implements SubscriptionHost {
   /** Deletes a queue and its messages; resolves with the count removed. */
   async deleteQueue(queue: string): Promise<bigint> {
     return this.countOf("delete-queue", await this.request(queue, (requestId) => ({ tag: "FDQ1", requestId, queue })));
+  }
+
+  /**
+   * Switches an existing queue to mode and lets the node hold its answer up
+   * to waitMs for the switch (docs/durability.md, "Changing the mode of an
+   * existing queue"). outcome "pending" is not an error: the revision is
+   * recorded and applies once the copies it needs are durable; calling
+   * again with the same mode reports on the same revision. Asking for the
+   * other mode while a change is pending rejects with a ServerError of
+   * code 217 (mode_change_pending).
+   */
+  async changeMode(queue: string, mode: Mode, waitMs = 30_000): Promise<ModeChange> {
+    const wanted = mode === "buffered" ? 2 : 1;
+    const wait = Math.max(0, Math.min(Math.floor(waitMs), 0xffffffff));
+    const answer = await this.request(queue, (requestId) => ({ tag: "FMC1", requestId, queue, mode: wanted, waitMs: wait }));
+    const frame = answer.frame;
+    if (frame.tag !== "FMK1") throw unexpected("change-mode", frame.tag);
+    const name = (m: number): Mode => (m === 2 ? "buffered" : "durable");
+    const outcome = frame.outcome === 1 ? "applied" : frame.outcome === 2 ? "unchanged" : "pending";
+    return { outcome, mode: name(frame.mode), applied: name(frame.applied), revision: frame.revision, message: frame.message };
   }
 
   /** Removes a queue's ready messages; resolves with the count removed. */

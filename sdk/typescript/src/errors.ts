@@ -29,6 +29,7 @@ export const Codes = {
   forbidden: 214,
   outcome_unknown: 215,
   resource_limit: 216,
+  mode_change_pending: 217,
 } as const;
 
 export type CodeName = keyof typeof Codes;
@@ -38,7 +39,7 @@ const names = new Map<number, CodeName>(Object.entries(Codes).map(([name, code])
 /** Codes for which the same request, sent again later (or where a redirect points), may succeed. */
 const retryableCodes = new Set<number>([
   Codes.shutting_down, Codes.connection_limit, Codes.not_owner, Codes.fenced, Codes.limit_reached, Codes.storage_failure,
-  Codes.unavailable, Codes.overloaded, Codes.outcome_unknown,
+  Codes.unavailable, Codes.overloaded, Codes.outcome_unknown, Codes.mode_change_pending,
 ]);
 
 /** The name of a code, or `code_<n>` for one this SDK does not know. */
