@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/client"
+	"github.com/fibrilmq/fibril/cluster"
 	"github.com/fibrilmq/fibril/storage/vfs"
 	"github.com/fibrilmq/fibril/wire"
 )
@@ -95,6 +96,17 @@ func TestModeChangeOnThreeNodesWaitsForEveryRequiredCopy(t *testing.T) {
 			copy := c.copyAt(id, name)
 			return copy.Mode == wire.ModeDurable && copy.ModeRevision == 1
 		})
+	}
+	// The catalog follows: every node's copy of it names the applied mode
+	// and its revision, and a declare naming the old mode is refused.
+	for _, id := range c.order {
+		waitUntil(t, id+"'s catalog names revision 1", func() bool {
+			declared, err := c.members[id].node.LookupLocal(name)
+			return err == nil && declared.Mode == cluster.ModeDurable && declared.ModeRevision == 1
+		})
+	}
+	if _, err := c.dialSDK(c.order[0]).Declare(ctx, name, client.QueueConfig{Mode: client.ModeBuffered}); serverErrorCode(err) != wire.CodeModeConflict {
+		t.Fatalf("a declare naming the old mode after the switch: %v; want mode_conflict", err)
 	}
 }
 

@@ -94,6 +94,10 @@ type modeState struct {
 	syncingRevision uint64
 	// failed is the last change that could not be recorded, with why.
 	failed *wire.ModeChangeInfo
+	// recordedRevision is the applied revision the catalog holds as far
+	// as this owner knows; recordingRevision the one being proposed
+	// (partition_mode_catalog.go).
+	recordedRevision, recordingRevision uint64
 }
 
 type modeWaiter struct {
@@ -117,6 +121,10 @@ func (p *partition) receiveMode(ctx actor.Context, message any) bool {
 			p.modes.syncingRevision = 0
 		}
 		p.advance(ctx)
+	case modeRecorded:
+		p.modeRecorded(ctx, msg)
+	case modeRecordRetry:
+		p.maybeRecordMode(ctx)
 	default:
 		return false
 	}
@@ -256,6 +264,7 @@ func (p *partition) modeAdvanced(ctx actor.Context) {
 	clear(p.modes.waiters[len(kept):])
 	p.modes.waiters = kept
 	p.maybeSyncForRevision(ctx, info)
+	p.maybeRecordMode(ctx)
 }
 
 // maybeSyncForRevision asks a replica's log for one sync when it holds a

@@ -95,6 +95,16 @@ func (n *Node) DeleteQueue(ctx context.Context, name string) error {
 	return err
 }
 
+// RecordAppliedMode records in the catalog that a queue's owner applied
+// mode revision revision (a mode change): the catalog's mode for the queue
+// becomes mode unless it holds that revision or a newer one already.
+// Blocks on Raft.
+func (n *Node) RecordAppliedMode(ctx context.Context, queue string, mode Mode, revision uint64) error {
+	_, err := n.proposeCatalog(ctx, catalogCommand{Kind: commandAppliedMode,
+		Mode: &appliedMode{Queue: queue, Mode: mode, Revision: revision}})
+	return err
+}
+
 // SetSetting changes a runtime setting (Setting* keys) cluster-wide.
 func (n *Node) SetSetting(ctx context.Context, key, value string) error {
 	if err := n.ensureInitialized(ctx); err != nil {

@@ -71,6 +71,9 @@ type QueueInfo struct {
 	Partitions []PartitionInfo `msgpack:"partitions" json:"partitions"`
 	// Serving says who serves the data (ServingReplicated).
 	Serving string `msgpack:"serving" json:"serving"`
+	// ModeRevision is the newest mode revision the queue's owner applied
+	// (0: the mode is the declared one); Mode is that revision's mode.
+	ModeRevision uint64 `msgpack:"mode_revision,omitempty" json:"mode_revision,omitempty"`
 }
 
 // PartitionInfo is one partition of a queue.
@@ -145,6 +148,7 @@ const (
 	commandSetSetting
 	commandOwnerHint
 	commandReplaceReplica
+	commandAppliedMode
 )
 
 // catalogCommand is one proposal to the catalog shard.
@@ -158,6 +162,17 @@ type catalogCommand struct {
 	Hint    *ownerHint   `msgpack:"hint,omitempty"`
 	// ReplicaID is the new replica id of a replaced node (Name).
 	ReplicaID uint64 `msgpack:"replica_id,omitempty"`
+	// Mode is a queue's applied mode revision (commandAppliedMode).
+	Mode *appliedMode `msgpack:"mode,omitempty"`
+}
+
+// appliedMode records that a queue's owner applied a mode revision
+// (a mode change on the existing queue): the catalog's mode follows it, so
+// declares and listings name the mode in force. Revisions only grow.
+type appliedMode struct {
+	Queue    string `msgpack:"queue"`
+	Mode     Mode   `msgpack:"mode"`
+	Revision uint64 `msgpack:"revision"`
 }
 
 // initCommand fills an empty catalog from a node's config. It is proposed
@@ -242,6 +257,8 @@ func (s *CatalogState) Apply(command catalogCommand) catalogResult {
 		result = s.applyOwnerHint(command.Hint)
 	case commandReplaceReplica:
 		result = s.applyReplaceReplica(command.Name, command.ReplicaID)
+	case commandAppliedMode:
+		result = s.applyAppliedMode(command.Mode)
 	default:
 		result = failure(resultInvalidDeclaration, "unknown command kind %d", command.Kind)
 	}
@@ -436,6 +453,25 @@ func (s *CatalogState) applyOwnerHint(hint *ownerHint) catalogResult {
 	partition.Owner, partition.Epoch = hint.Owner, hint.Epoch
 	s.Revision++
 	return catalogResult{}
+}
+
+// applyAppliedMode takes a queue's newer applied mode revision; an older
+// or equal revision, or one for a queue no longer declared, changes
+// nothing.
+func (s *CatalogState) applyAppliedMode(applied *appliedMode) catalogResult {
+	if applied == nil || applied.Revision == 0 || applied.Mode < ModeDurable || applied.Mode > ModeBuffered {
+		return failure(resultInvalidDeclaration, "an applied mode needs a queue, a mode and a revision above 0")
+	}
+	queue, found := s.Queues[applied.Queue]
+	if !found {
+		return failure(resultQueueNotFound, "queue %q", applied.Queue)
+	}
+	if applied.Revision <= queue.ModeRevision {
+		return catalogResult{Queue: queue.clone()}
+	}
+	queue.Mode, queue.ModeRevision = applied.Mode, applied.Revision
+	s.Revision++
+	return catalogResult{Queue: queue.clone()}
 }
 
 // applyReplaceReplica records that node rejoined with a new Raft replica

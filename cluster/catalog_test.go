@@ -273,3 +273,32 @@ func TestCatalogMachineSnapshotRoundTrip(t *testing.T) {
 		t.Fatal("Lookup shares memory with the state machine")
 	}
 }
+
+// The catalog takes an applied mode revision only when it is newer, so a
+// late record of an older revision never turns the mode back, and a
+// re-declare is then checked against the mode in force.
+func TestAppliedModeOnlyMovesForward(t *testing.T) {
+	state := initializedCatalog(t, 3, Settings{DefaultReplicas: 3})
+	if result := state.Apply(catalogCommand{Kind: commandDeclare, Declare: &QueueDecl{Name: "q", Mode: ModeBuffered}}); result.err() != nil {
+		t.Fatal(result.err())
+	}
+	record := func(mode Mode, revision uint64) catalogResult {
+		return state.Apply(catalogCommand{Kind: commandAppliedMode, Mode: &appliedMode{Queue: "q", Mode: mode, Revision: revision}})
+	}
+	if result := record(ModeDurable, 2); result.err() != nil || state.Queues["q"].Mode != ModeDurable || state.Queues["q"].ModeRevision != 2 {
+		t.Fatalf("revision 2: %+v, %+v", result, state.Queues["q"])
+	}
+	before := state.Revision
+	if result := record(ModeBuffered, 1); result.err() != nil || state.Queues["q"].Mode != ModeDurable || state.Revision != before {
+		t.Fatalf("an older revision changed the catalog: %+v, %+v", result, state.Queues["q"])
+	}
+	if result := state.Apply(catalogCommand{Kind: commandDeclare, Declare: &QueueDecl{Name: "q", Mode: ModeBuffered}}); !errors.Is(result.err(), ErrModeConflict) {
+		t.Fatalf("a declare naming the mode from before the change: %v; want ErrModeConflict", result.err())
+	}
+	if result := state.Apply(catalogCommand{Kind: commandAppliedMode, Mode: &appliedMode{Queue: "missing", Mode: ModeDurable, Revision: 1}}); !errors.Is(result.err(), ErrQueueNotFound) {
+		t.Fatalf("a revision for an unknown queue: %v", result.err())
+	}
+	if result := record(ModeDurable, 0); !errors.Is(result.err(), ErrInvalidDeclaration) {
+		t.Fatalf("revision 0: %v", result.err())
+	}
+}
