@@ -113,11 +113,11 @@ func (m *queuesManager) partitionReplicaOpened(msg partitionReplicaOpened) {
 	if !ok {
 		return
 	}
-	m.maybeRecoveredOne(record)
 	if record.state == queueOpening || record.state == queueFailed {
 		record.state, record.failure, record.reopening = queueReplica, requestFailure{}, false
 		m.core.directory.fail(record.name, record.pid, replicaFailure(record.name))
 	}
+	m.maybeRecoveredOne(record) // after the route is set: ready may fire here
 	m.answerReopeners(record, nil)
 	m.maybeSettleClusterWaiters(record)
 }

@@ -414,9 +414,11 @@ func (m *queuesManager) partitionReady(ctx actor.Context, msg partitionReady) {
 	if !ok || record.state == queueDeleting || record.pid.Id != msg.pid.Id {
 		return
 	}
-	m.maybeRecoveredOne(record)
 	record.state, record.failure, record.reopening = queueReady, requestFailure{}, false
 	m.core.directory.set(msg.name, msg.pid)
+	// Only now may the node call itself ready: Start binds the listener
+	// once ready fires, and a client's first request must find the route.
+	m.maybeRecoveredOne(record)
 	m.answerReopeners(record, nil)
 	m.maybeSettleClusterWaiters(record)
 	for _, waiting := range m.queues {
@@ -444,10 +446,10 @@ func (m *queuesManager) partitionOpenFailed(ctx actor.Context, msg partitionOpen
 	if !ok || record.state == queueDeleting {
 		return
 	}
-	m.maybeRecoveredOne(record)
 	record.reopening = false
 	m.becomeFailed(record, requestFailure{code: wire.CodeFenced, message: fmt.Sprintf(
 		"queue %q failed to open its storage: %s; %s", msg.name, storageCause(msg.err), reopenAdvice(msg.name))})
+	m.maybeRecoveredOne(record) // after the route says why: ready may fire here
 	m.answerReopeners(record, fmt.Errorf("%w: %s", ErrQueueNotServing, record.failure.message))
 	for _, request := range record.waiters {
 		ctx.Send(request.replyTo, declareResult{requestID: request.requestID, failure: record.failure})
