@@ -32,7 +32,7 @@ func (m *queuesManager) catalogOnlyQueues(msg listRequest) map[string]wire.Queue
 		if _, open := m.queues[name]; open || !strings.HasPrefix(name, msg.prefix) || name <= msg.after {
 			continue
 		}
-		info := wire.QueueInfo{Name: name, Mode: wireModeOfCluster(declared.Mode), Policy: declared.Policy}
+		info := wire.QueueInfo{Name: name, Mode: wireModeOfCluster(declared.ModeInForce()), Policy: declared.Policy}
 		if options, err := storageOptionsOfCatalog(declared); err == nil {
 			info.Options = wireOptions(options.WithDefaults())
 		}

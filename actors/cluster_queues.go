@@ -446,7 +446,7 @@ func (m *queuesManager) clusterDeclared(ctx actor.Context, msg clusterDeclared) 
 	info := msg.outcome.Queue
 	answer := clusterDeclareAnswer{policy: info.Policy, result: declareResult{
 		requestID: request.requestID, created: msg.outcome.Created,
-		mode: wireModeOfCluster(info.Mode), warnings: clusterWarnings(msg.outcome),
+		mode: wireModeOfCluster(info.ModeInForce()), warnings: clusterWarnings(msg.outcome),
 	}}
 	if !msg.owner.IsSelf {
 		ctx.Send(request.replyTo, answer)

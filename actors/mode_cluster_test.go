@@ -102,7 +102,7 @@ func TestModeChangeOnThreeNodesWaitsForEveryRequiredCopy(t *testing.T) {
 	for _, id := range c.order {
 		waitUntil(t, id+"'s catalog names revision 1", func() bool {
 			declared, err := c.members[id].node.LookupLocal(name)
-			return err == nil && declared.Mode == cluster.ModeDurable && declared.ModeRevision == 1
+			return err == nil && declared.ModeInForce() == cluster.ModeDurable && declared.ModeRevision == 1
 		})
 	}
 	if _, err := c.dialSDK(c.order[0]).Declare(ctx, name, client.QueueConfig{Mode: client.ModeBuffered}); serverErrorCode(err) != wire.CodeModeConflict {

@@ -13,7 +13,12 @@ package actors
 //	            fails for a transient reason
 //	sealing     a seal (FQS1) to every replica, this one included (through
 //	            the partition); it waits for E-W+1 sealed answers, asking
-//	            again those that failed
+//	            again those that failed, and then up to sealGrace more for
+//	            every other replica whose peer link is up: after a power loss
+//	            of every copy, a confirm's W copies may each have kept only
+//	            their synced prefix, and the longest of them is the one to
+//	            keep (a replica known down is not waited for, so the common
+//	            failover pays nothing)
 //	installing  the plan went to the partition: it cuts what diverges,
 //	            fetches what it lacks from the chosen replica, promotes its
 //	            queue under the new epoch and pushes the history to the
@@ -149,12 +154,22 @@ type recovery struct {
 	tickGen uint64
 	end     uint64
 	note    string
+	// refused names the replicas that refused their seal (not waited for);
+	// graceUntil is set once E-W+1 sealed: the end of the wait for the
+	// other reachable replicas.
+	refused    map[string]bool
+	graceUntil time.Time
 }
+
+// sealGrace bounds how long a recovery that has its E-W+1 seals waits for
+// the other reachable replicas' seals.
+const sealGrace = 500 * time.Millisecond
 
 func newRecovery(entry *Entry, core *brokerCore, partition *actor.PID, home *replicaHome, expect uint64) *recovery {
 	return &recovery{entry: entry, core: core, partition: partition, home: home, expect: expect,
 		timeline: home.timeline, sealed: map[string]cluster.SealReport{}, pending: map[uint64]string{},
-		sentAt: map[string]time.Time{}, needed: cluster.SealsNeeded(len(home.replicas), home.copies)}
+		refused: map[string]bool{},
+		sentAt:  map[string]time.Time{}, needed: cluster.SealsNeeded(len(home.replicas), home.copies)}
 }
 
 func (r *recovery) Receive(ctx actor.Context) {
@@ -254,11 +269,31 @@ func (r *recovery) answered(ctx actor.Context, msg peerAnswer) {
 		r.timeline.stage(r.core.now(), "sealed", replica, fmt.Sprintf("end %d", frame.DurableNext))
 	case *wire.ErrorFrame:
 		r.timeline.stage(r.core.now(), "seal refused", replica, frame.Code.String()+": "+frame.Message)
+		r.refused[replica] = true
+	}
+	r.maybePlan(ctx)
+}
+
+// maybePlan plans once E-W+1 replicas sealed and every other reachable
+// replica sealed too, refused, or had sealGrace to answer.
+func (r *recovery) maybePlan(ctx actor.Context) {
+	if r.state != recoverySealing || len(r.sealed) < r.needed {
 		return
 	}
-	if len(r.sealed) >= r.needed {
-		r.plan(ctx)
+	now := time.Now()
+	if r.graceUntil.IsZero() {
+		r.graceUntil = now.Add(sealGrace)
+		r.after(ctx, sealGrace)
 	}
+	if now.Before(r.graceUntil) {
+		for _, replica := range r.home.replicas {
+			_, sealed := r.sealed[replica]
+			if !sealed && !r.refused[replica] && replica != r.home.self && !r.core.peerUnreachable(replica) {
+				return // a reachable replica may still answer with a longer history
+			}
+		}
+	}
+	r.plan(ctx)
 }
 
 // plan chooses the history once enough replicas sealed; this node's own
@@ -290,6 +325,12 @@ func (r *recovery) tick(ctx actor.Context) {
 	case recoveryClaiming:
 		r.claim(ctx)
 	case recoverySealing:
+		if !r.graceUntil.IsZero() && !time.Now().Before(r.graceUntil) {
+			r.maybePlan(ctx)
+			if r.state != recoverySealing {
+				return
+			}
+		}
 		for _, replica := range r.home.replicas {
 			if _, done := r.sealed[replica]; done {
 				continue

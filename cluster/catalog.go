@@ -72,8 +72,20 @@ type QueueInfo struct {
 	// Serving says who serves the data (ServingReplicated).
 	Serving string `msgpack:"serving" json:"serving"`
 	// ModeRevision is the newest mode revision the queue's owner applied
-	// (0: the mode is the declared one); Mode is that revision's mode.
+	// (0: the mode is the declared one) and AppliedMode that revision's
+	// mode. Mode stays the declared one: every copy opens its log with it,
+	// and the log's own revisions say what is in force.
 	ModeRevision uint64 `msgpack:"mode_revision,omitempty" json:"mode_revision,omitempty"`
+	AppliedMode  Mode   `msgpack:"applied_mode,omitempty" json:"applied_mode,omitempty"`
+}
+
+// ModeInForce is the mode of the newest applied revision, else the
+// declared mode.
+func (q *QueueInfo) ModeInForce() Mode {
+	if q.ModeRevision != 0 {
+		return q.AppliedMode
+	}
+	return q.Mode
 }
 
 // PartitionInfo is one partition of a queue.
@@ -301,7 +313,11 @@ func (s *CatalogState) applyDeclare(decl *QueueDecl) catalogResult {
 
 // checkRedeclare applies the fixed-at-first-declare rule.
 func checkRedeclare(existing *QueueInfo, decl *QueueDecl) catalogResult {
-	if decl.Mode != ModeUnset && decl.Mode != existing.Mode {
+	if decl.Mode != ModeUnset && decl.Mode != existing.ModeInForce() {
+		if existing.ModeRevision != 0 {
+			return failure(resultModeConflict, "queue %q runs %s since its mode change (revision %d); a re-declare named %s",
+				existing.Name, existing.ModeInForce(), existing.ModeRevision, decl.Mode)
+		}
 		return failure(resultModeConflict, "queue %q was declared %s; a re-declare named %s (the mode is fixed at first declare)", existing.Name, existing.Mode, decl.Mode)
 	}
 	var warnings []string
@@ -469,7 +485,7 @@ func (s *CatalogState) applyAppliedMode(applied *appliedMode) catalogResult {
 	if applied.Revision <= queue.ModeRevision {
 		return catalogResult{Queue: queue.clone()}
 	}
-	queue.Mode, queue.ModeRevision = applied.Mode, applied.Revision
+	queue.AppliedMode, queue.ModeRevision = applied.Mode, applied.Revision
 	s.Revision++
 	return catalogResult{Queue: queue.clone()}
 }

@@ -285,11 +285,11 @@ func TestAppliedModeOnlyMovesForward(t *testing.T) {
 	record := func(mode Mode, revision uint64) catalogResult {
 		return state.Apply(catalogCommand{Kind: commandAppliedMode, Mode: &appliedMode{Queue: "q", Mode: mode, Revision: revision}})
 	}
-	if result := record(ModeDurable, 2); result.err() != nil || state.Queues["q"].Mode != ModeDurable || state.Queues["q"].ModeRevision != 2 {
+	if result := record(ModeDurable, 2); result.err() != nil || state.Queues["q"].ModeInForce() != ModeDurable || state.Queues["q"].Mode != ModeBuffered || state.Queues["q"].ModeRevision != 2 {
 		t.Fatalf("revision 2: %+v, %+v", result, state.Queues["q"])
 	}
 	before := state.Revision
-	if result := record(ModeBuffered, 1); result.err() != nil || state.Queues["q"].Mode != ModeDurable || state.Revision != before {
+	if result := record(ModeBuffered, 1); result.err() != nil || state.Queues["q"].ModeInForce() != ModeDurable || state.Revision != before {
 		t.Fatalf("an older revision changed the catalog: %+v, %+v", result, state.Queues["q"])
 	}
 	if result := state.Apply(catalogCommand{Kind: commandDeclare, Declare: &QueueDecl{Name: "q", Mode: ModeBuffered}}); !errors.Is(result.err(), ErrModeConflict) {
