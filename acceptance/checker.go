@@ -45,9 +45,14 @@ package acceptance
 //     confirm at durable is never allowed to go);
 //   - identity: (incarnation, offset) names one message, and a message keeps
 //     one (incarnation, offset) across redeliveries and restarts;
-//   - order: within a life, first deliveries (redelivered unset) arrive in
-//     increasing offset order, and messages delivered in a life have offsets
-//     in their publisher's send order (one publisher per queue);
+//   - order: within a life, each consumer's first deliveries (redelivered
+//     unset) arrive in increasing offset order, and messages delivered in
+//     a life have offsets in their publisher's send order. In a cluster the
+//     send-order rule covers the messages whose publish was sent and
+//     answered within one calm window (no fault began or ended between
+//     the two): a publish caught by a fault may be re-sent to a new owner
+//     on another connection, and per-connection order is all the protocol
+//     promises;
 //   - marking: a message delivered before is delivered again with
 //     redelivered set, unless its earlier delivery fell after the durable
 //     cut of a lossy end between them;
@@ -62,6 +67,19 @@ package acceptance
 // Deliveries taken after their connection ended (Delivery.Stale) count as
 // deliveries but are left out of the order, marking, attempt and ack
 // rules: they were sent in an earlier life than their time suggests.
+//
+// Counts beside the rules: unexpected (distinct messages delivered that
+// were never sent to the queue or were refused), duplicates unflagged
+// (deliveries again without the redelivered flag that no lossy end
+// excuses: each is also a marking violation), and unflagged duplicates
+// the buffered promise excused.
+//
+// In a cluster each queue has its own lives (Record.QueueLives): a fault
+// that leaves the queue's serving copy alone does not end its life, so
+// every rule keeps its single-life strictness across it. A failover ends
+// the life as an unclean, never lossy end (EndFailover); only a power loss
+// of every copy at once is a lossy end, and its durable cut comes from
+// samples whose durable frontier is the highest any copy reported.
 
 import (
 	"fmt"
@@ -97,6 +115,14 @@ type QueueResult struct {
 	// ReusedOffsets counts offsets that named messages of two incarnations
 	// (new publishes after a cut).
 	ReusedOffsets int
+	// Unexpected counts distinct messages delivered that were never sent
+	// to this queue or were refused (each also a phantom violation).
+	Unexpected int
+	// UnflaggedDuplicates counts deliveries again without the redelivered
+	// flag that nothing excuses (each also a marking violation);
+	// ExcusedUnflagged those a lossy end of a buffered queue excused.
+	UnflaggedDuplicates int
+	ExcusedUnflagged    int
 	// Violations describes every broken rule (capped per rule).
 	Violations []string
 }
@@ -120,9 +146,11 @@ func (r QueueResult) Err() error {
 // String summarizes the result in one line.
 func (r QueueResult) String() string {
 	return fmt.Sprintf("%s (%s): sent %d, confirmed %d, refused %d, unknown %d, delivered %d, "+
-		"lost %d, allowed %d, gone %d, duplicates %d, acked comebacks %d, reused offsets %d, violations %d",
+		"lost %d, allowed %d, gone %d, unexpected %d, duplicates %d (unflagged %d, excused %d), "+
+		"acked comebacks %d, reused offsets %d, violations %d",
 		r.Queue, r.Mode, r.Sent, r.Confirmed, r.Refused, r.Unknown, r.Delivered, len(r.Lost), r.Allowed,
-		len(r.Gone), r.Duplicates, r.AckedComebacks, r.ReusedOffsets, len(r.Violations))
+		len(r.Gone), r.Unexpected, r.Duplicates, r.UnflaggedDuplicates, r.ExcusedUnflagged,
+		r.AckedComebacks, r.ReusedOffsets, len(r.Violations))
 }
 
 // maxViolationsPerRule caps the messages kept per rule.
@@ -147,6 +175,7 @@ type queueView struct {
 	name       string
 	mode       wire.Mode
 	lives      []Life
+	faults     []Fault
 	publishes  map[string]*Publish
 	deliveries []Delivery // in the order taken
 	acks       map[string][]Ack
@@ -196,8 +225,11 @@ func checkQueue(record Record, name string, mode wire.Mode) QueueResult {
 }
 
 func newQueueView(record Record, name string, mode wire.Mode) *queueView {
-	view := &queueView{name: name, mode: mode, lives: record.Lives,
+	view := &queueView{name: name, mode: mode, lives: record.Lives, faults: record.Faults,
 		publishes: map[string]*Publish{}, acks: map[string][]Ack{}}
+	if lives, own := record.QueueLives[name]; own {
+		view.lives = lives
+	}
 	for i := range record.Publishes {
 		if p := &record.Publishes[i]; p.Queue == name {
 			view.publishes[p.ID] = p
@@ -245,7 +277,7 @@ func (v *queueView) cutOf(i int) lifeCut {
 	life := v.lives[i]
 	kind := v.endKind(i)
 	out := lifeCut{
-		unclean: kind == EndProcessKill || kind == EndPowerLoss || kind == EndStorageFailure,
+		unclean: kind == EndProcessKill || kind == EndPowerLoss || kind == EndStorageFailure || kind == EndFailover,
 		lossy:   v.mode == wire.ModeBuffered && (kind == EndPowerLoss || kind == EndStorageFailure),
 		cut:     life.Start,
 	}
@@ -353,13 +385,16 @@ func (v *queueView) checkIdentity(result *QueueResult, broken *violations) {
 	byIdentity := map[identity]string{}
 	byID := map[string]identity{}
 	incarnationsAt := map[uint64]map[uint64]bool{}
+	unexpected := map[string]bool{}
 	for _, d := range v.deliveries {
 		p, ok := v.publishes[d.ID]
 		switch {
 		case !ok:
 			broken.add("phantom", "%s delivered but never sent to this queue", d.ID)
+			unexpected[d.ID] = true
 		case p.Outcome == OutcomeRefused:
 			broken.add("phantom", "%s delivered after the node refused it (%s)", d.ID, p.Reason)
+			unexpected[d.ID] = true
 		}
 		key := identity{d.Incarnation, d.Offset}
 		if other, seen := byIdentity[key]; seen && other != d.ID {
@@ -381,10 +416,15 @@ func (v *queueView) checkIdentity(result *QueueResult, broken *violations) {
 			result.ReusedOffsets++
 		}
 	}
+	result.Unexpected = len(unexpected)
 }
 
 func (v *queueView) checkOrder(broken *violations) {
-	lastFirst := map[int]uint64{} // per life: offset of the last first delivery
+	type consumerLife struct {
+		life     int
+		consumer string
+	}
+	lastFirst := map[consumerLife]uint64{} // offset of the last first delivery
 	offsetsInLife := map[int]map[string]uint64{}
 	for _, d := range v.deliveries {
 		if d.Stale {
@@ -392,31 +432,74 @@ func (v *queueView) checkOrder(broken *violations) {
 		}
 		life := v.lifeOf(d.At)
 		if !d.Redelivered {
-			if last, ok := lastFirst[life]; ok && d.Offset <= last {
-				broken.add("order", "life %d: first delivery of %s at offset %d after one at %d", life, d.ID, d.Offset, last)
+			key := consumerLife{life, d.Consumer}
+			if last, ok := lastFirst[key]; ok && d.Offset <= last {
+				broken.add("order", "life %d: first delivery of %s at offset %d after one at %d%s",
+					life, d.ID, d.Offset, last, consumerNote(d.Consumer))
 			}
-			lastFirst[life] = d.Offset
+			lastFirst[key] = d.Offset
 		}
 		if offsetsInLife[life] == nil {
 			offsetsInLife[life] = map[string]uint64{}
 		}
 		offsetsInLife[life][d.ID] = d.Offset
 	}
+	type sendGroup struct {
+		life      int
+		publisher string
+		window    int
+	}
 	for life, offsets := range offsetsInLife {
-		ids := make([]string, 0, len(offsets))
+		groups := map[sendGroup][]string{}
 		for id := range offsets {
-			if v.publishes[id] != nil {
-				ids = append(ids, id)
+			p := v.publishes[id]
+			if p == nil {
+				continue
+			}
+			window, calm := v.calmWindow(p)
+			if calm {
+				key := sendGroup{life, p.Publisher, window}
+				groups[key] = append(groups[key], id)
 			}
 		}
-		sort.Slice(ids, func(i, j int) bool { return v.publishes[ids[i]].Seq < v.publishes[ids[j]].Seq })
-		for i := 1; i < len(ids); i++ {
-			if offsets[ids[i]] <= offsets[ids[i-1]] {
-				broken.add("order", "life %d: %s sent before %s but stored at offset %d, after %d",
-					life, ids[i-1], ids[i], offsets[ids[i-1]], offsets[ids[i]])
+		for _, ids := range groups {
+			sort.Slice(ids, func(i, j int) bool { return v.publishes[ids[i]].Seq < v.publishes[ids[j]].Seq })
+			for i := 1; i < len(ids); i++ {
+				if offsets[ids[i]] <= offsets[ids[i-1]] {
+					broken.add("order", "life %d: %s sent before %s but stored at offset %d, after %d",
+						life, ids[i-1], ids[i], offsets[ids[i-1]], offsets[ids[i]])
+				}
 			}
 		}
 	}
+}
+
+func consumerNote(consumer string) string {
+	if consumer == "" {
+		return ""
+	}
+	return " (consumer " + consumer + ")"
+}
+
+// calmWindow returns the index of the calm window (the stretch between two
+// fault boundaries) p was sent in, and whether its outcome arrived in the
+// same window. Without faults every publish is calm, in window 0.
+func (v *queueView) calmWindow(p *Publish) (int, bool) {
+	window := 0
+	calm := true
+	for _, fault := range v.faults {
+		for _, boundary := range []time.Time{fault.Start, fault.End} {
+			if boundary.IsZero() {
+				continue
+			}
+			if !boundary.After(p.Sent) {
+				window++
+			} else if p.At.IsZero() || !boundary.After(p.At) {
+				calm = false
+			}
+		}
+	}
+	return window, calm
 }
 
 // excused reports whether an earlier delivery at t1 and a later one at t2
@@ -466,10 +549,17 @@ func (v *queueView) checkRedeliveries(result *QueueResult, broken *violations) {
 		}
 		before, seen := previous[d.ID]
 		previous[d.ID] = d
-		if !seen || v.excused(before.At, d.At) {
+		if !seen {
+			continue
+		}
+		if v.excused(before.At, d.At) {
+			if !d.Redelivered {
+				result.ExcusedUnflagged++
+			}
 			continue
 		}
 		if !d.Redelivered {
+			result.UnflaggedDuplicates++
 			broken.add("marking", "%s delivered again without the redelivered flag (attempt %d)", d.ID, d.Attempt)
 		}
 		switch {
