@@ -58,11 +58,11 @@ type Publish struct {
 	Publisher string // the client that sent it; empty on a single node
 	ID        string
 	Seq       int       // position in its publisher's send order to the queue, from 0
-	Sent     time.Time // when the client handed it to the SDK
-	Outcome  Outcome
-	At       time.Time     // when the outcome arrived
-	Boundary wire.Boundary // for OutcomeConfirmed
-	Reason   string        // for OutcomeRefused and OutcomeUnknown
+	Sent      time.Time // when the client handed it to the SDK
+	Outcome   Outcome
+	At        time.Time     // when the outcome arrived
+	Boundary  wire.Boundary // for OutcomeConfirmed
+	Reason    string        // for OutcomeRefused and OutcomeUnknown
 }
 
 // Delivery is one delivery a consumer took from the SDK.
