@@ -49,10 +49,10 @@ package acceptance
 //     unset) arrive in increasing offset order, and messages delivered in
 //     a life have offsets in their publisher's send order. In a cluster the
 //     send-order rule covers the messages whose publish was sent and
-//     answered within one calm window (no fault began or ended between
-//     the two): a publish caught by a fault may be re-sent to a new owner
-//     on another connection, and per-connection order is all the protocol
-//     promises;
+//     answered within one calm window (sent while no fault was active, and
+//     answered before the next one began): a publish caught by a fault may
+//     be re-sent to a new owner on another connection, and per-connection
+//     order is all the protocol promises;
 //   - marking: a message delivered before is delivered again with
 //     redelivered set, unless its earlier delivery fell after the durable
 //     cut of a lossy end between them;
@@ -481,20 +481,24 @@ func consumerNote(consumer string) string {
 	return " (consumer " + consumer + ")"
 }
 
-// calmWindow returns the index of the calm window (the stretch between two
-// fault boundaries) p was sent in, and whether its outcome arrived in the
-// same window. Without faults every publish is calm, in window 0.
+// calmWindow returns the index of the window (the stretch between two
+// fault boundaries) p was sent in, and whether it is calm: no fault was
+// active when it was sent, and none began before its outcome arrived.
+// Without faults every publish is calm, in window 0.
 func (v *queueView) calmWindow(p *Publish) (int, bool) {
 	window := 0
-	calm := true
+	calm := !p.At.IsZero()
 	for _, fault := range v.faults {
+		if !fault.Start.After(p.Sent) && (fault.End.IsZero() || fault.End.After(p.Sent)) {
+			calm = false // sent while the fault was active
+		}
 		for _, boundary := range []time.Time{fault.Start, fault.End} {
 			if boundary.IsZero() {
 				continue
 			}
 			if !boundary.After(p.Sent) {
 				window++
-			} else if p.At.IsZero() || !boundary.After(p.At) {
+			} else if !boundary.After(p.At) {
 				calm = false
 			}
 		}

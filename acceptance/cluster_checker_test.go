@@ -220,6 +220,19 @@ func TestClusterCheckerSendOrderPerPublisherInCalmWindows(t *testing.T) {
 	}
 	wantViolation(t, inverted(false), "order")
 	wantClean(t, inverted(true))
+
+	// Both sent and answered while a fault is active: not a calm window.
+	h = newClusterHistory("q")
+	fault := h.FaultStarted(Fault{Class: "kill", Name: "SIGKILL node1 (owner)", Failover: []string{"q"}})
+	sendBy(h, "p1", "q", "first", wire.ModeDurable)
+	sendBy(h, "p1", "q", "second", wire.ModeDurable)
+	h.FaultEnded(fault)
+	deliverTo(h, "c1", "q", "second", 1, 0, 1, false)
+	deliverTo(h, "c2", "q", "first", 1, 1, 1, false)
+	ack(h, "q", "second")
+	ack(h, "q", "first")
+	result, _ = checkClusterOne(t, h, "q", wire.ModeDurable)
+	wantClean(t, result)
 }
 
 // Failover timings come from the traffic: the first confirm of a publish

@@ -223,18 +223,19 @@ func (l *clusterLoad) publish(c *client.Client, publisher, queue string) {
 		}
 		id := fmt.Sprintf("%s-%s-%07d", queue, publisher, n)
 		l.h.SendingBy(publisher, queue, id)
-		l.inFlight.Add(1)
+		// A publish waits here for a connection while none is up; it
+		// counts as in flight only once the SDK holds it (awaitOutcomes).
 		ctx, cancel := context.WithTimeout(l.ctx, 10*time.Second)
 		future, err := c.PublishAsync(ctx, queue, client.Message{MessageID: id, Payload: payload})
 		cancel()
 		if err != nil {
 			l.h.Unknown(id, "publish not handed over: "+err.Error())
-			l.inFlight.Add(-1)
 			if !l.sleepUntil(time.Now().Add(5 * time.Millisecond)) {
 				return
 			}
 			continue
 		}
+		l.inFlight.Add(1)
 		pending <- inFlight{id: id, future: future}
 	}
 }

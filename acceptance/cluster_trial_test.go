@@ -98,20 +98,27 @@ func startTrial(t *testing.T, hosts *netHosts, class string, random *rand.Rand, 
 // returns the queues that did.
 func (r *trialRun) placeQueuesOn(target string, specs []clusterQueue) []clusterQueue {
 	r.t.Helper()
+	return placeQueuesOn(r.t, r.admin, target, specs, len(r.c.nodes))
+}
+
+// placeQueuesOn declares each spec, under the names spec-0, spec-1, ...,
+// until one is owned by target (the others stay as filler queues).
+func placeQueuesOn(t *testing.T, admin *client.Client, target string, specs []clusterQueue, nodes int) []clusterQueue {
+	t.Helper()
 	var placed []clusterQueue
 	for _, spec := range specs {
 		for attempt := 0; ; attempt++ {
-			if attempt == 3*len(r.c.nodes) {
-				r.t.Fatalf("%d declares of %s landed on other nodes than %s", attempt, spec.name, target)
+			if attempt == 3*nodes {
+				t.Fatalf("%d declares of %s landed on other nodes than %s", attempt, spec.name, target)
 			}
 			candidate := spec
 			candidate.name = fmt.Sprintf("%s-%d", spec.name, attempt)
-			declareClusterQueues(r.t, r.admin, []clusterQueue{candidate})
+			declareClusterQueues(t, admin, []clusterQueue{candidate})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			info, err := r.admin.QueueInfo(ctx, candidate.name)
+			info, err := admin.QueueInfo(ctx, candidate.name)
 			cancel()
 			if err != nil {
-				r.t.Fatalf("info %s: %v", candidate.name, err)
+				t.Fatalf("info %s: %v", candidate.name, err)
 			}
 			if info.Owner == target {
 				placed = append(placed, candidate)

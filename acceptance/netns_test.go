@@ -185,10 +185,29 @@ func isTestHost(name string) bool {
 	return true
 }
 
-// netnsDown removes every test host and the bridge.
+// netnsDown removes every test host and the bridge. The veth pairs go
+// first, explicitly: removing a namespace frees its end of the pair only
+// when the kernel gets to it, and a new pair of the same name would find
+// the old one still there.
 func netnsDown() error {
 	if netnsUnavailable() != "" {
 		return nil
+	}
+	out, err := exec.Command("ip", "-o", "link", "show").Output()
+	if err != nil {
+		return fmt.Errorf("ip link show: %v", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimSuffix(fields[1], ":"), "@")
+		if rest, ok := strings.CutPrefix(name, "v"); ok && isTestHost(rest) {
+			if err := ipCommand("link", "del", name); err != nil {
+				return err
+			}
+		}
 	}
 	for _, ns := range leftoverHosts() {
 		if err := ipCommand("netns", "del", ns); err != nil {
