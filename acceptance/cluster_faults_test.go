@@ -182,9 +182,10 @@ func TestClusterFollowerFallsBehind(t *testing.T) {
 					return err
 				}
 				for i := range fillerQueuesDuringCut {
-					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-					_, err := r.admin.Declare(ctx, fmt.Sprintf("filler-during-cut-%d", i), clientQueueConfigDurable())
-					cancel()
+					err := retrying(func(ctx context.Context) error {
+						_, err := r.admin.Declare(ctx, fmt.Sprintf("filler-during-cut-%d", i), clientQueueConfigDurable())
+						return err
+					})
 					if err != nil {
 						return fmt.Errorf("declare while %s is isolated: %w", n.id, err)
 					}
@@ -290,9 +291,7 @@ func publishBurst(r *trialRun, queue string, n int) (uint64, error) {
 	}
 	close(futures)
 	<-collected
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	info, err := c.QueueInfo(ctx, queue)
+	info, err := queueInfo(c, queue)
 	if err != nil {
 		return 0, err
 	}

@@ -121,21 +121,50 @@ func (config clusterLoadConfig) clientOptions(name string, home int, errs *error
 	}
 }
 
+// retrying runs a harness request (a declare, an info) until it succeeds,
+// fails for good, or 30 s pass: a connection the keepalive closed on a
+// loaded machine is the SDK's to reconnect, not a reason to fail a trial.
+// The traffic never retries: its publishes record what happened.
+func retrying(request func(ctx context.Context) error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := request(ctx)
+		cancel()
+		if err == nil || !client.IsRetryable(err) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // declareClusterQueues declares each queue through c and returns the mode
 // map the checker takes.
 func declareClusterQueues(t *testing.T, c *client.Client, queues []clusterQueue) map[string]wire.Mode {
 	t.Helper()
 	modes := map[string]wire.Mode{}
 	for _, q := range queues {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		_, err := c.Declare(ctx, q.name, client.QueueConfig{Mode: q.mode, Policy: q.policy})
-		cancel()
+		err := retrying(func(ctx context.Context) error {
+			_, err := c.Declare(ctx, q.name, client.QueueConfig{Mode: q.mode, Policy: q.policy})
+			return err
+		})
 		if err != nil {
 			t.Fatalf("declare %s (%s): %v", q.name, q.policy, err)
 		}
 		modes[q.name] = q.mode
 	}
 	return modes
+}
+
+// queueInfo reads a queue's info through c, retrying as retrying says.
+func queueInfo(c *client.Client, queue string) (client.QueueInfo, error) {
+	var info client.QueueInfo
+	err := retrying(func(ctx context.Context) error {
+		var err error
+		info, err = c.QueueInfo(ctx, queue)
+		return err
+	})
+	return info, err
 }
 
 // startClusterLoad dials the clients, learns the routes and starts the
@@ -158,10 +187,7 @@ func startClusterLoad(t *testing.T, h *History, config clusterLoadConfig) *clust
 	l.sampler = dialClient(t, config.clientOptions("sampler", 2, l.clientErrors, l.disconnects))
 	for _, c := range append(append([]*client.Client{l.sampler}, l.publishers...), l.consumers...) {
 		for _, q := range config.queues {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			_, err := c.QueueInfo(ctx, q.name)
-			cancel()
-			if err != nil {
+			if _, err := queueInfo(c, q.name); err != nil {
 				t.Fatalf("info %s before the traffic: %v", q.name, err)
 			}
 		}

@@ -13,13 +13,16 @@ package acceptance
 // A power loss of a set of members is, in order: pull their plugs (no
 // client sees anything new from them) and take them off the Raft network
 // (no peer hears from them), make their Raft filesystems ignore syncs from
-// now on, read the frontiers of the queues they own, take the crash image
+// now on, read the frontiers of the queues they own, make every write and
+// sync of their queue filesystems fail from now on (so nothing written or
+// synced after the image can be acknowledged to a peer: the broker's peer
+// links, where they exist, are not cut by the plug), take the crash image
 // of each queue filesystem, wait for every publish outcome, end the lives
 // of the queues that lost their serving copy, close the old brokers and
-// nodes (what they write now goes nowhere), reset the Raft filesystems to
-// what was synced, and start the members again on what is left, all
-// together when several lost power. Nothing a client or a peer saw came
-// after the image was taken.
+// nodes (what they write now goes nowhere; their errors are only logged),
+// reset the Raft filesystems to what was synced, and start the members
+// again on what is left, all together when several lost power. Nothing a
+// client or a peer saw came after the image was taken.
 //
 // Corruption (class 8) damages the image of a member while it is down:
 // bit flips in, or truncation of, its segment files of the test queues.
@@ -199,13 +202,13 @@ func startMemCluster(t *testing.T, name string, n int) *memCluster {
 		secret.SetString(clusterSecret)
 	}
 	c.config = &cluster.Config{Cluster: settings}
-	clients := freeAddresses(t, n)
+	ports := freeAddresses(t, 2*n) // clients and peers listen for real
 	for i := range n {
-		base := 30000 + chanAddresses.Add(1)*4
+		base := 30000 + chanAddresses.Add(1)*2
 		id := fmt.Sprintf("node%d", i+1)
-		c.config.Nodes = append(c.config.Nodes, cluster.NodeConfig{ID: id, ClientAddress: clients[i],
-			PeerAddress: fmt.Sprintf("127.0.0.1:%d", base+1), RaftAddress: fmt.Sprintf("127.0.0.1:%d", base+2),
-			HTTPAddress: fmt.Sprintf("127.0.0.1:%d", base+3), DataDir: "/" + id})
+		c.config.Nodes = append(c.config.Nodes, cluster.NodeConfig{ID: id, ClientAddress: ports[2*i],
+			PeerAddress: ports[2*i+1], RaftAddress: fmt.Sprintf("chan-raft:%d", base),
+			HTTPAddress: fmt.Sprintf("chan-http:%d", base+1), DataDir: "/" + id})
 	}
 	if err := c.config.Validate(); err != nil {
 		t.Fatalf("in-process cluster config: %v", err)
@@ -291,10 +294,15 @@ func (c *memCluster) startMembers(members []*memMember) {
 	}
 }
 
-// closeMember closes a member's broker, then its node.
-func (c *memCluster) closeMember(m *memMember) {
+// closeMember closes a member's broker, then its node. A member that lost
+// power has nothing to say at its close: its errors are only logged.
+func (c *memCluster) closeMember(m *memMember, powerLost bool) {
 	if m.broker != nil {
-		if err := m.broker.Close(); err != nil {
+		err := m.broker.Close()
+		switch {
+		case err != nil && powerLost:
+			fmt.Fprintf(m.logFile, "=== harness: closing the powered-off broker: %v\n", err)
+		case err != nil:
 			c.t.Errorf("close broker %s: %v", m.config.ID, err)
 		}
 		m.broker = nil
@@ -307,7 +315,7 @@ func (c *memCluster) closeMember(m *memMember) {
 
 func (c *memCluster) closeAll() {
 	for _, m := range c.members {
-		c.closeMember(m)
+		c.closeMember(m, false)
 	}
 }
 
@@ -421,6 +429,7 @@ func (c *memCluster) powerLoss(l *clusterLoad, victims []*memMember, roles agree
 	c.sampleOwned(h, victims, roles.owners)
 	images := make([]*vfs.Mem, len(victims))
 	for i, m := range victims {
+		m.queueFS.InjectFault(vfs.FaultRule{Op: vfs.FaultWrite | vfs.FaultSync | vfs.FaultTruncate, Sticky: true})
 		images[i] = m.queueFS.CrashClone(options)
 		if damage != nil {
 			damage(m, images[i])
@@ -442,7 +451,7 @@ func (c *memCluster) powerLoss(l *clusterLoad, victims []*memMember, roles agree
 	for i, m := range victims {
 		m.plug.release()
 		fmt.Fprintf(m.logFile, "=== harness: power lost at %s\n", time.Now().Format(time.RFC3339Nano))
-		c.closeMember(m)
+		c.closeMember(m, true)
 		m.raftFS.ResetToSyncedState()
 		m.raftFS.SetIgnoreSyncs(false)
 		m.queueFS = images[i]
@@ -526,13 +535,13 @@ func startMemTrial(t *testing.T, class string, random *rand.Rand) *memTrial {
 	r.admin = dialClient(t, traffic.clientOptions("admin", 0, &errorLog{}, &atomic.Int64{}))
 	t.Cleanup(func() { _ = r.admin.Close() })
 	roles := mc.converge(nil)
-	target := ""
+	var candidates []string
 	for _, m := range mc.members {
 		if m.config.ID != roles.leader {
-			target = m.config.ID
-			break
+			candidates = append(candidates, m.config.ID)
 		}
 	}
+	target := candidates[random.IntN(len(candidates))]
 	traffic.queues = placeQueuesOn(t, r.admin, target, clusterQueueSpecs, len(mc.members))
 	for _, q := range traffic.queues {
 		r.queues = append(r.queues, q.name)
@@ -635,17 +644,16 @@ func runMemoryClass(t *testing.T, title, variable string, short, long int, waits
 		t.Skip("starts in-process clusters")
 	}
 	seed := testSeed(t)
-	random := newRandom(seed)
 	row := ClusterRow{Class: title}
 	for trial := range trials(t, variable, short, long) {
+		trialSeed := seed + uint64(trial)
 		ok := t.Run(fmt.Sprintf("trial-%d", trial), func(t *testing.T) {
-			r := startMemTrial(t, fmt.Sprintf("%s trial %d", title, trial), random)
+			r := startMemTrial(t, fmt.Sprintf("%s trial %d", title, trial), newRandom(trialSeed))
 			body(r)
 			row.AddTrial(r.finish())
 		})
 		if !ok {
-			t.Logf("trial %d failed (seed %d)", trial, seed)
-			break
+			t.Logf("trial %d failed; replay it alone with FIBRIL_SEED=%d %s=1", trial, trialSeed, variable)
 		}
 	}
 	clusterSummary.Add(row)

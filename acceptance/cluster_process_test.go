@@ -139,6 +139,9 @@ func newProcCluster(t *testing.T, hosts *netHosts, name string, options procClus
 	if options.rtt == 0 {
 		options.rtt = clusterRTT(t)
 	}
+	if err := hosts.healAll(); err != nil { // a failed trial before may have left a cut
+		t.Fatal(err)
+	}
 	dir, err := os.MkdirTemp("", "fibril-faults-"+sanitize(name)+"-")
 	if err != nil {
 		t.Fatal(err)

@@ -71,13 +71,13 @@ func startTrial(t *testing.T, hosts *netHosts, class string, random *rand.Rand, 
 	r.admin = dialClient(t, clusterLoadConfig{addresses: c.addresses()}.clientOptions("admin", 0, &errorLog{}, &atomic.Int64{}))
 	t.Cleanup(func() { _ = r.admin.Close() })
 	roles := r.converge(nil)
-	target := ""
+	var candidates []string
 	for _, n := range c.nodes {
 		if n.id != roles.leader {
-			target = n.id
-			break
+			candidates = append(candidates, n.id)
 		}
 	}
+	target := candidates[random.IntN(len(candidates))]
 	placed := r.placeQueuesOn(target, clusterQueueSpecs)
 	traffic.queues, traffic.addresses = placed, c.addresses()
 	for _, q := range placed {
@@ -114,9 +114,7 @@ func placeQueuesOn(t *testing.T, admin *client.Client, target string, specs []cl
 			candidate := spec
 			candidate.name = fmt.Sprintf("%s-%d", spec.name, attempt)
 			declareClusterQueues(t, admin, []clusterQueue{candidate})
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			info, err := admin.QueueInfo(ctx, candidate.name)
-			cancel()
+			info, err := queueInfo(admin, candidate.name)
 			if err != nil {
 				t.Fatalf("info %s: %v", candidate.name, err)
 			}
@@ -341,7 +339,8 @@ type faultClass struct {
 
 // runFaultClass runs the class's trials, each on a fresh cluster, with
 // every enabled sub-case once per trial in a seeded order, and adds the
-// class's rows to the summary.
+// class's rows to the summary. Trial k draws from seed+k, so one failed
+// trial replays alone.
 func runFaultClass(t *testing.T, class faultClass) {
 	var enabled []string
 	var run []subcase
@@ -367,11 +366,12 @@ func runFaultClass(t *testing.T, class faultClass) {
 	}
 	hosts := upHosts(t, 3)
 	seed := testSeed(t)
-	random := newRandom(seed)
 	row := ClusterRow{Class: class.title + ": " + strings.Join(enabled, ", ")}
-	trials := trials(t, class.trialsVariable, class.shortTrials, class.soakTrials)
+	count := trials(t, class.trialsVariable, class.shortTrials, class.soakTrials)
 	perSubcase := max(class.faultsPerSubcase, 1)
-	for trial := range trials {
+	for trial := range count {
+		trialSeed := seed + uint64(trial)
+		random := newRandom(trialSeed)
 		ok := t.Run(fmt.Sprintf("trial-%d", trial), func(t *testing.T) {
 			r := startTrial(t, hosts, fmt.Sprintf("%s trial %d", class.title, trial), random, class.options, trialTraffic())
 			var order []subcase
@@ -385,8 +385,7 @@ func runFaultClass(t *testing.T, class faultClass) {
 			row.AddTrial(r.finish())
 		})
 		if !ok {
-			t.Logf("trial %d failed (seed %d)", trial, seed)
-			break
+			t.Logf("trial %d failed; replay it alone with FIBRIL_SEED=%d %s=1", trial, trialSeed, class.trialsVariable)
 		}
 	}
 	clusterSummary.Add(row)

@@ -102,8 +102,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "acceptance: node processes outlived their test (killed now): %v\n", left)
 		code = max(code, 1)
 	}
-	if left := leftoverHosts(); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "acceptance: test hosts outlived their test (removed now): %v\n", left)
+	if hostsHeld.Load() {
+		fmt.Fprintf(os.Stderr, "acceptance: test hosts outlived their test (removed now): %v\n", leftoverHosts())
 		if err := netnsDown(); err != nil {
 			fmt.Fprintf(os.Stderr, "acceptance: removing them: %v\n", err)
 		}

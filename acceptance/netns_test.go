@@ -19,8 +19,11 @@ package acceptance
 //
 // The subnet exists only inside this machine; nothing outside is ever
 // addressed. Only one test at a time may hold the hosts (the bridge is
-// shared): the tests that use them never run in parallel, and each tears
-// them down when it ends, also on failure.
+// shared): the tests that use them never run in parallel, each tears them
+// down when it ends, also on failure, and a test holds an exclusive lock
+// on netnsLockPath meanwhile, so a second test binary (another package
+// run, another checkout) waits for the first instead of tearing its hosts
+// down.
 
 import (
 	"bytes"
@@ -28,13 +31,20 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
 const (
-	netnsBridge = "fib0"
-	netnsSubnet = "10.77.0"
+	netnsBridge   = "fib0"
+	netnsSubnet   = "10.77.0"
+	netnsLockPath = "/tmp/fibril-test-hosts.lock"
 )
+
+// hostsHeld is set while this binary holds the test hosts; TestMain
+// removes hosts a test failed to remove, and only then.
+var hostsHeld atomic.Bool
 
 // netHosts is a set of test hosts that are up.
 type netHosts struct {
@@ -70,14 +80,27 @@ func upHosts(t *testing.T, n int) *netHosts {
 	if reason := netnsUnavailable(); reason != "" {
 		t.Skip(reason)
 	}
-	if err := netnsDown(); err != nil {
-		t.Fatalf("removing leftover test hosts: %v", err)
+	lock, err := os.OpenFile(netnsLockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("test hosts lock: %v", err)
 	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Logf("another test run holds the test hosts (%s); waiting for it", netnsLockPath)
+		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+			t.Fatalf("test hosts lock: %v", err)
+		}
+	}
+	hostsHeld.Store(true)
 	t.Cleanup(func() {
 		if err := netnsDown(); err != nil {
 			t.Errorf("removing the test hosts: %v", err)
 		}
+		hostsHeld.Store(false)
+		_ = lock.Close() // releases the lock
 	})
+	if err := netnsDown(); err != nil { // what an interrupted run left
+		t.Fatalf("removing leftover test hosts: %v", err)
+	}
 	steps := [][]string{
 		{"link", "add", netnsBridge, "type", "bridge"},
 		{"addr", "add", netnsSubnet + ".254/24", "dev", netnsBridge},
