@@ -254,9 +254,11 @@ func TestClusterWipedNodeRejoins(t *testing.T) {
 	})
 }
 
-// clientQueueConfigDurable is the declaration of the filler queues.
+// clientQueueConfigDurable is the declaration of the queues declared
+// during a cut: one copy each, so that they grow the catalog without
+// keeping a coordination shard on every node busy.
 func clientQueueConfigDurable() client.QueueConfig {
-	return client.QueueConfig{Mode: client.ModeDurable}
+	return client.QueueConfig{Mode: client.ModeDurable, Replicas: 1}
 }
 
 // publishBurst publishes n messages to queue as fast as one client's

@@ -88,7 +88,7 @@ func startMemCluster(t *testing.T, name string, n int) *memCluster {
 	}
 	c := &memCluster{t: t, dir: dir, network: &raftNetwork{down: map[string]bool{}}}
 	settings := cluster.ClusterSettings{DefaultReplicas: min(3, n), Raft: cluster.RaftSettings{
-		RTT: cluster.Duration(10 * time.Millisecond), ElectionRTT: 10, HeartbeatRTT: 1}}
+		RTT: cluster.Duration(memClusterRTT(t)), ElectionRTT: 10, HeartbeatRTT: 1, LogLevel: raftLogLevel()}}
 	if secret := reflect.ValueOf(&settings).Elem().FieldByName("Secret"); secret.IsValid() {
 		secret.SetString(clusterSecret)
 	}
@@ -114,7 +114,7 @@ func startMemCluster(t *testing.T, name string, n int) *memCluster {
 	}
 	t.Cleanup(func() {
 		c.closeAll()
-		if t.Failed() {
+		if t.Failed() || os.Getenv("FIBRIL_KEEP_TRIALS") == "1" {
 			c.dumpFilesystems()
 			t.Logf("kept the members' logs and filesystems in %s", dir)
 			return
@@ -123,6 +123,22 @@ func startMemCluster(t *testing.T, name string, n int) *memCluster {
 	})
 	c.startMembers(c.members)
 	return c
+}
+
+// memClusterRTT is the Raft tick of in-process clusters:
+// FIBRIL_MEM_CLUSTER_RTT or 50ms, the config's default. Three NodeHosts in
+// one process under the race detector on a shared machine lose ticks at
+// 10ms: after a power loss of every member, ticks arrived in batches of
+// hundreds and the catalog went a minute without a leader.
+func memClusterRTT(t *testing.T) time.Duration {
+	if text := os.Getenv("FIBRIL_MEM_CLUSTER_RTT"); text != "" {
+		d, err := time.ParseDuration(text)
+		if err != nil || d < time.Millisecond {
+			t.Fatalf("FIBRIL_MEM_CLUSTER_RTT=%q: want a duration of at least 1ms", text)
+		}
+		return d
+	}
+	return cluster.DefaultRaftRTT
 }
 
 // freeAddresses returns n distinct loopback addresses whose ports were free

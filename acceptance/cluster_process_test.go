@@ -9,8 +9,8 @@ package acceptance
 // Each trial gets a directory of its own: the generated config, each
 // node's data dir and each node's log (every start of the node appends to
 // it, after a line naming the start). The directory is removed when the
-// trial passes and kept, with its path and the seed in the test log, when
-// it fails.
+// trial passes (unless FIBRIL_KEEP_TRIALS=1) and kept, with its path and
+// the seed in the test log, when it fails.
 //
 // Operations: startAll launches every node before waiting for any ready
 // line (a new cluster's nodes must find each other while they start);
@@ -148,7 +148,7 @@ func newProcCluster(t *testing.T, hosts *netHosts, name string, options procClus
 	}
 	c := &procCluster{t: t, hosts: hosts, binary: fibrilBinary(t), dir: dir, options: options}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("FIBRIL_KEEP_TRIALS") == "1" {
 			t.Logf("kept the trial's config, data dirs and node logs in %s", dir)
 			return
 		}
@@ -187,6 +187,15 @@ func clusterRTT(t *testing.T) time.Duration {
 	return 10 * time.Millisecond
 }
 
+// raftLogLevel is the level of dragonboat's lines in the node logs:
+// FIBRIL_CLUSTER_RAFT_LOG (debug, info, warn, error) or error.
+func raftLogLevel() string {
+	if level := os.Getenv("FIBRIL_CLUSTER_RAFT_LOG"); level != "" {
+		return level
+	}
+	return "error"
+}
+
 // clusterSecret is the peer-link secret the configs carry where the
 // cluster config has one (it is required there).
 const clusterSecret = "acceptance-cluster-secret"
@@ -213,7 +222,7 @@ func (c *procCluster) configJSON() []byte {
 			PeerAddress: fmt.Sprintf("%s:%d", n.host, hostPeerPort), RaftAddress: fmt.Sprintf("%s:%d", n.host, hostRaftPort),
 			HTTPAddress: n.httpAddress(), DataDir: n.dataDir})
 	}
-	raft := map[string]any{"rtt": c.options.rtt.String(), "election_rtt": 10, "heartbeat_rtt": 1, "log_level": "error"}
+	raft := map[string]any{"rtt": c.options.rtt.String(), "election_rtt": 10, "heartbeat_rtt": 1, "log_level": raftLogLevel()}
 	if c.options.snapshotEntries > 0 {
 		raft["snapshot_entries"], raft["compaction_overhead"] = c.options.snapshotEntries, c.options.compactionOverhead
 	}

@@ -7,8 +7,8 @@ package acceptance
 //     catalog leader;
 //  2. place the test queues (clusterQueueSpecs) on one node that is not
 //     the catalog leader: each is declared, under a new name, until its
-//     owner is that node (the other declares are filler queues with no
-//     traffic), so "a node that owns none of the test's queues" exists,
+//     owner is that node (the other declares are deleted afterwards), so
+//     "a node that owns none of the test's queues" (nor any queue) exists,
 //     and so does a catalog leader that owns none of them;
 //  3. start the traffic (cluster_load_test.go) and let it run calm;
 //  4. run the class's faults one at a time (the schedule: seeded, never
@@ -102,10 +102,24 @@ func (r *trialRun) placeQueuesOn(target string, specs []clusterQueue) []clusterQ
 }
 
 // placeQueuesOn declares each spec, under the names spec-0, spec-1, ...,
-// until one is owned by target (the others stay as filler queues).
+// until one is owned by target. The declares that landed elsewhere only
+// steered placement: they are deleted once every spec is placed (each
+// would keep a coordination shard busy on every node).
 func placeQueuesOn(t *testing.T, admin *client.Client, target string, specs []clusterQueue, nodes int) []clusterQueue {
 	t.Helper()
 	var placed []clusterQueue
+	var fillers []string
+	defer func() {
+		for _, filler := range fillers {
+			err := retrying(func(ctx context.Context) error {
+				_, err := admin.DeleteQueue(ctx, filler)
+				return err
+			})
+			if err != nil {
+				t.Fatalf("delete filler queue %s: %v", filler, err)
+			}
+		}
+	}()
 	for _, spec := range specs {
 		for attempt := 0; ; attempt++ {
 			if attempt == 3*nodes {
@@ -122,6 +136,7 @@ func placeQueuesOn(t *testing.T, admin *client.Client, target string, specs []cl
 				placed = append(placed, candidate)
 				break
 			}
+			fillers = append(fillers, candidate.name)
 		}
 	}
 	return placed
