@@ -52,14 +52,17 @@ type Broker struct {
 
 // Health is the node's health as the HTTP endpoint reports it.
 type Health struct {
-	// OK is false when a queue is fenced or failed, or a fatal failure
-	// happened.
+	// OK is false when a queue is fenced or failed, a queue this node
+	// replicates has no serving owner, or a fatal failure happened.
 	OK bool
 	// Fatal is the failure the node could not contain, if any; the process
 	// is stopping.
 	Fatal string
 	// Queues lists every queue that does not serve, with the reason.
 	Queues []QueueHealth
+	// Unowned lists, in a cluster, the queues this node replicates that no
+	// node serves now, as this node sees it (cluster_health.go).
+	Unowned []QueueHealth
 	// Sessions is the number of open client sessions.
 	Sessions int64
 	// Restarts counts actor restarts since start.
@@ -97,6 +100,10 @@ func Start(config Config) (*Broker, error) {
 	metrics := newMetrics(registry.RestartsTotal)
 	b.core = newBrokerCore(config, system, registry, metrics)
 	metrics.setQueueInfos(b.Queues) // queue gauges are read from fresh infos at scrape time
+	if err := b.core.listenForPeers(); err != nil {
+		unlock()
+		return nil, err
+	}
 	if err := b.startTree(); err != nil {
 		b.shutdownTree(time.Now().Add(config.ShutdownTimeout), &shutdownSteps{})
 		unlock()
@@ -256,7 +263,8 @@ func (b *Broker) Health() Health {
 			health.Queues = append(health.Queues, QueueHealth{Name: info.Name, Error: info.FenceError})
 		}
 	}
-	health.OK = health.Fatal == "" && len(health.Queues) == 0
+	health.Unowned = b.unownedQueues()
+	health.OK = health.Fatal == "" && len(health.Queues) == 0 && len(health.Unowned) == 0
 	return health
 }
 
@@ -307,6 +315,12 @@ func (b *Broker) shutdownTree(deadline time.Time, steps *shutdownSteps) error {
 		lap(&steps.connections)
 		b.stopAndWait(b.node, deadline, &errs)
 		lap(&steps.actors)
+	}
+	if core.peerListener != nil {
+		_ = core.peerListener.Close() // also when the tree did not stop it
+	}
+	if !waitGroupUntil(&core.peerRoutines, deadline) {
+		errs = append(errs, errors.New("peer links did not close in time"))
 	}
 	if !waitGroupUntil(&core.storageClosers, deadline) {
 		errs = append(errs, errors.New("queue storage did not close in time (a log close or sync is still running)"))

@@ -2,23 +2,28 @@ package actors
 
 // Cluster mode. When Config.Cluster is set, the broker is one node of a
 // cluster and the cluster catalog (cluster.Node) is the authority on which
-// queues exist, how they are declared and which node owns each one. The
-// broker keeps serving every queue it owns exactly as a single node does;
-// what changes is how requests find their queue:
+// queues exist, how they are declared and where their replicas live; each
+// partition's coordination shard says which replica owns it in which
+// epoch. What changes from a single node:
 //
 //   - Declare, on any node, goes through the catalog (cluster_queues.go). The
 //     declaration is fixed at its first declare, cluster-wide. The catalog
-//     chooses the replica set; the partition's owner opens the local
-//     partition, other nodes never do.
+//     chooses the replica set; every node in it opens its copy of the
+//     partition, as a replica (cluster_replicas.go).
+//   - One replica owns the partition: it serves clients, pushes every record
+//     to the others and confirms once the policy's copies hold it
+//     (partition_cluster.go, partition_quorum.go). When it fails, the
+//     replica that leads the coordination shard recovers the partition
+//     under a new epoch (recovery.go) and serves it.
 //   - Publish, subscribe, queue info, purge and delete of a queue this node
-//     does not have open are routed by the catalog (cluster_session.go): a
-//     queue owned elsewhere gets a redirect frame naming the owner's node id
-//     and client address (publishes are negatively confirmed with not_owner
-//     plus one redirect); a queue owned here that is still opening waits
-//     for it; an unknown queue is refused as on a single node.
-//   - Queue info carries the policy, owner, epoch and replica set, and says
-//     that replication is not active yet: followers are listed with no
-//     progress, because the owner holds the only copy.
+//     does not serve are routed by the coordination state
+//     (cluster_session.go): a queue owned elsewhere gets a redirect frame
+//     naming the owner's node id and client address (publishes are
+//     negatively confirmed with not_owner plus one redirect); a queue owned
+//     here that does not serve yet waits for it; an unknown queue is
+//     refused as on a single node.
+//   - Queue info carries the policy, owner, epoch, the quorum frontier and
+//     every copy's progress and replication state (from the owner).
 //
 // Every catalog call that talks to Raft runs on its own goroutine and sends
 // its result back to the actor as a message; a Receive only reads the local
@@ -29,9 +34,8 @@ package actors
 // declare options on the wire (lease_timeout_ms, ...), with decimal numbers;
 // policy and replica count are catalog fields of their own.
 //
-// Invariant: a partition is open on a node only if the catalog named that
-// node its owner when it was opened, or it was found on the node's disk at
-// start (then the catalog named this node when it was created).
+// Invariant: a partition is open on a node only if the catalog's replica
+// set of the partition names the node.
 
 import (
 	"errors"
@@ -67,13 +71,15 @@ const (
 	optionMaxBytes          = "max_bytes"
 	optionOverflow          = "overflow"
 	optionRedeliveryDelayMs = "redelivery_delay_ms"
+	optionDedupWindowMs     = "dedup_window_ms"
+	optionDedupMaxEntries   = "dedup_max_entries"
 )
 
 // clusterBufferedWarning answers every buffered declare in a cluster.
-const clusterBufferedWarning = "buffered queue: confirms and deliveries do not wait for fsync; until replication " +
-	"is active the owner holds the only copy, so one power loss or storage failure on it can lose recent " +
-	"confirmed messages (background sync usually bounds the window to the sync interval, but slow I/O or " +
-	"failures can extend it)"
+const clusterBufferedWarning = "buffered queue: a confirm means the policy's copies have written the message to " +
+	"their operating systems, not that any of them fsynced it; if all of those nodes lose power before their " +
+	"background sync, recent confirmed messages can be lost (the sync interval usually bounds the window, but " +
+	"slow I/O or failures can extend it)"
 
 // catalogOptions turns a declare's storage options (policy and replica
 // count excluded) into the catalog's map; nil when none is set, so a
@@ -91,6 +97,12 @@ func catalogOptions(options wire.QueueOptions) map[string]string {
 	number(optionMaxLength, options.MaxLength)
 	number(optionMaxBytes, options.MaxBytes)
 	number(optionRedeliveryDelayMs, uint64(options.RedeliveryDelayMs))
+	window := uint64(options.DedupWindowMs)
+	if options.Dedup && window == 0 {
+		window = uint64(queue.DefaultDedupWindow / time.Millisecond) // the catalog stores the window in effect
+	}
+	number(optionDedupWindowMs, window)
+	number(optionDedupMaxEntries, uint64(options.DedupMaxEntries))
 	if options.DeadLetterQueue != "" {
 		out[optionDeadLetterQueue] = options.DeadLetterQueue
 	}
@@ -124,7 +136,7 @@ func setCatalogOption(out *wire.QueueOptions, key, value string) error {
 	case optionOverflow:
 		out.Overflow = wire.Overflow(value)
 		return nil
-	case optionLeaseTimeoutMs, optionMaxDeliveries, optionRedeliveryDelayMs:
+	case optionLeaseTimeoutMs, optionMaxDeliveries, optionRedeliveryDelayMs, optionDedupWindowMs, optionDedupMaxEntries:
 		bits = 32
 	case optionMessageTTLMs, optionMaxLength, optionMaxBytes:
 	default:
@@ -141,6 +153,10 @@ func setCatalogOption(out *wire.QueueOptions, key, value string) error {
 		out.MaxDeliveries = uint32(number)
 	case optionRedeliveryDelayMs:
 		out.RedeliveryDelayMs = uint32(number)
+	case optionDedupWindowMs:
+		out.DedupWindowMs = uint32(number)
+	case optionDedupMaxEntries:
+		out.DedupMaxEntries = uint32(number)
 	case optionMessageTTLMs:
 		out.MessageTTLMs = number
 	case optionMaxLength:
@@ -205,27 +221,19 @@ func failureOfClusterError(err error) requestFailure {
 }
 
 // clusterWarnings are the warnings of a declare answered in a cluster: the
-// catalog's (deprecated policy names), that replication is not active, and
-// the buffered-mode warning. owner is empty while the owner is elected.
-func clusterWarnings(outcome cluster.DeclareOutcome, owner string) []string {
+// catalog's (deprecated policy names) and the buffered-mode warning.
+func clusterWarnings(outcome cluster.DeclareOutcome) []string {
 	warnings := append([]string(nil), outcome.Warnings...)
-	queue := outcome.Queue
-	who := "its owner " + owner
-	if owner == "" {
-		who = "its owner (being elected; preferred: " + queue.Partitions[0].Replicas[0] + ")"
-	}
-	warnings = append(warnings, fmt.Sprintf(
-		"replication is not active yet: queue %q is served by %s alone; policy %s over %d replicas is recorded, "+
-			"but confirms and deliveries wait only for the owner's copy", queue.Name, who, queue.Policy, queue.Replicas))
-	if queue.Mode == cluster.ModeBuffered {
+	if outcome.Queue.Mode == cluster.ModeBuffered {
 		warnings = append(warnings, clusterBufferedWarning)
 	}
 	return warnings
 }
 
-// withClusterInfo adds the catalog's view of a queue to its info: policy,
-// owner, epoch and the replica set. Followers are listed with no progress:
-// until replication lands they hold no copy. Without cluster mode, or for a
+// withClusterInfo adds the catalog's view of a queue to its info: the
+// policy, and, unless the owner's partition listed them with their
+// progress, the owner, epoch and replica set (this node's own copy with
+// its positions, the others without). Without cluster mode, or for a
 // queue the catalog does not list, the info is returned unchanged.
 func (c *brokerCore) withClusterInfo(info wire.QueueInfo) wire.QueueInfo {
 	node := c.config.Cluster
@@ -237,11 +245,17 @@ func (c *brokerCore) withClusterInfo(info wire.QueueInfo) wire.QueueInfo {
 		return info
 	}
 	partition := catalog.Partitions[0]
-	info.Policy, info.Owner, info.Epoch = catalog.Policy, partition.Owner, partition.Epoch
+	info.Policy = catalog.Policy
+	if len(info.Replicas) != 0 {
+		return info
+	}
+	if info.Owner == "" {
+		info.Owner, info.Epoch = partition.Owner, partition.Epoch
+	}
 	info.Replicas = make([]wire.ReplicaInfo, 0, len(partition.Replicas))
 	for _, replica := range partition.Replicas {
 		entry := wire.ReplicaInfo{Node: replica}
-		if replica == partition.Owner && replica == node.ID() {
+		if replica == node.ID() {
 			entry.WrittenNext, entry.DurableNext = info.WrittenNext, info.DurableNext
 		}
 		info.Replicas = append(info.Replicas, entry)
@@ -278,7 +292,7 @@ func (b *Broker) ClusterStatus() (ClusterStatus, bool) {
 	if node == nil {
 		return ClusterStatus{}, false
 	}
-	status := ClusterStatus{Status: node.Status(), Serving: cluster.ServingOwnerOnly, Queues: []cluster.QueueInfo{}}
+	status := ClusterStatus{Status: node.Status(), Serving: cluster.ServingReplicated, Queues: []cluster.QueueInfo{}}
 	view, err := node.LocalCatalog()
 	if err != nil {
 		status.CatalogError = err.Error()

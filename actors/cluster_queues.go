@@ -120,11 +120,14 @@ type clusterQueues struct {
 	// gone is the catalog revision from which each queue deleted here is
 	// absent: an older snapshot (still listing it) never reopens it.
 	gone map[string]uint64
-	// awaiting holds, per opening queue, what to do once it leaves opening.
-	awaiting map[string][]func(record *queueRecord)
-	// foreignWarned names queues open here that the catalog gives to
-	// another node (failed with not_owner once each).
-	foreignWarned map[string]bool
+	// awaiting holds, per queue, what waits for its record to settle
+	// (cluster_replicas.go).
+	awaiting map[string][]settleWaiter
+	// forwarded is the view key last sent to each partition, by shard.
+	forwarded map[uint64]string
+	// onDisk names the queues found on disk at start that the catalog has
+	// not yet been checked against.
+	onDisk map[string]bool
 	// ownerless holds awaits of queues the catalog lists without an owner
 	// yet, answered when one is elected or at their deadline.
 	ownerless map[string][]ownerWaiter
@@ -149,7 +152,7 @@ func (m *queuesManager) maybeStartCluster(ctx actor.Context) {
 	clusterCtx, cancel := context.WithCancel(context.Background())
 	m.cluster = &clusterQueues{
 		node: node, ctx: clusterCtx, cancel: cancel, learned: map[string]uint64{}, gone: map[string]uint64{},
-		awaiting: map[string][]func(*queueRecord){}, foreignWarned: map[string]bool{},
+		awaiting: map[string][]settleWaiter{}, forwarded: map[uint64]string{}, onDisk: map[string]bool{},
 		ownerless: map[string][]ownerWaiter{},
 	}
 	self, system := ctx.Self(), ctx.ActorSystem()
@@ -238,43 +241,53 @@ func (m *queuesManager) receiveCluster(ctx actor.Context, message any) bool {
 	case queueLookedUp:
 		m.queueLookedUp(ctx, msg)
 	case deleteResult:
-		// The answer to a delete the manager made itself (catalogChanged).
+		// The answer to a delete the manager made itself (catalogChanged):
+		// a queue declared again under the same name opens fresh now.
 		if msg.failure.failed() {
 			m.core.logger.Warn("removing a queue the catalog no longer lists failed", "err", msg.failure.message)
 		}
+		if view, err := m.cluster.node.LocalCatalog(); err == nil {
+			m.catalogChanged(ctx, view)
+		}
 	default:
-		return false
+		return m.receiveReplicas(ctx, msg)
 	}
 	return true
 }
 
-// catalogChanged opens the partitions this node owns and removes queues
-// the catalog deleted.
+// catalogChanged opens the partitions this node replicates, forwards
+// coordination views, answers what waits, and removes queues the catalog
+// deleted.
 func (m *queuesManager) catalogChanged(ctx actor.Context, view cluster.CatalogView) {
-	c, self := m.cluster, m.cluster.node.ID()
+	c := m.cluster
 	listed := make(map[string]bool, len(view.Queues))
 	for _, info := range view.Queues {
 		listed[info.Name] = true
-		owner := info.Partitions[0].Owner
 		record, open := m.queues[info.Name]
 		switch {
-		case owner == self && !open && view.Revision >= c.gone[info.Name]:
+		case !m.hostsPartition(info):
+		case !open && view.Revision >= c.gone[info.Name]:
 			m.openFromCatalog(ctx, info)
-		case owner != "" && owner != self && open && record.state == queueReady && !c.foreignWarned[info.Name]:
-			// Ownership does not move yet, so this copy is of an earlier
-			// declaration of the name (deleted and declared again while this
-			// node was down). It stops serving: requests are redirected to
-			// the owner. Its files are kept for the operator.
-			c.foreignWarned[info.Name] = true
-			m.becomeFailed(record, requestFailure{code: wire.CodeNotOwner, message: fmt.Sprintf(
-				"queue %q is owned by node %s; this node holds an older copy in %s, which it does not serve",
-				info.Name, owner, record.home.dir)})
+		case open && record.state != queueDeleting && record.home.replication != nil &&
+			record.home.replication.shardID != info.Partitions[0].ShardID:
+			// The name was deleted and declared again while this node
+			// missed it: the open copy is of the old declaration.
+			m.core.logger.Warn("removing a local queue of an earlier declaration of the name", "queue", info.Name,
+				"old_shard", record.home.replication.shardID, "shard", info.Partitions[0].ShardID)
+			m.delete(ctx, deleteRequest{replyTo: ctx.Self(), name: info.Name})
+		}
+	}
+	m.forwardViews(ctx)
+	for name := range c.awaiting {
+		if record, open := m.queues[name]; open {
+			m.maybeSettleClusterWaiters(record)
 		}
 	}
 	m.maybeAnswerOwnerWaiters(ctx, view)
 	if !c.confirmed || !view.Initialized || view.Revision < c.confirmedRevision {
 		return
 	}
+	m.maybeRemoveUnlisted(ctx, view)
 	for name, record := range m.queues {
 		if listed[name] || record.state == queueDeleting || c.learned[name] > view.Revision {
 			continue
@@ -286,21 +299,22 @@ func (m *queuesManager) catalogChanged(ctx actor.Context, view cluster.CatalogVi
 	}
 }
 
-// openFromCatalog spawns the partition of a queue the catalog says this
-// node owns; nil when its declaration cannot be opened here.
+// openFromCatalog spawns this node's replica of a queue's partition; nil
+// when its declaration cannot be opened here.
 func (m *queuesManager) openFromCatalog(ctx actor.Context, info cluster.QueueInfo) *queueRecord {
 	options, err := storageOptionsOfCatalog(info)
 	if err == nil {
 		err = options.Validate()
 	}
 	if err != nil {
-		m.core.logger.Error("cannot open a queue the catalog gives to this node", "queue", info.Name, "err", err)
+		m.core.logger.Error("cannot open a queue the catalog places on this node", "queue", info.Name, "err", err)
 		return nil
 	}
 	m.cluster.learned[info.Name] = info.Revision
-	m.core.logger.Info("opening a queue this node owns", "queue", info.Name, "epoch", info.Partitions[0].Epoch,
-		"replicas", info.Partitions[0].Replicas)
-	return m.spawnQueue(ctx, info.Name, options)
+	partition := info.Partitions[0]
+	m.core.logger.Info("opening this node's replica of a queue", "queue", info.Name, "shard", partition.ShardID,
+		"replicas", partition.Replicas, "write_copies", info.WriteCopies)
+	return m.spawnQueueReplicated(ctx, info.Name, options, m.replicaHomeOf(info))
 }
 
 // clusterDeclare checks a declare locally, then proposes it to the catalog
@@ -404,7 +418,7 @@ func (m *queuesManager) clusterDeclared(ctx actor.Context, msg clusterDeclared) 
 	info := msg.outcome.Queue
 	answer := clusterDeclareAnswer{policy: info.Policy, result: declareResult{
 		requestID: request.requestID, created: msg.outcome.Created,
-		mode: wireModeOfCluster(info.Mode), warnings: clusterWarnings(msg.outcome, msg.owner.NodeID),
+		mode: wireModeOfCluster(info.Mode), warnings: clusterWarnings(msg.outcome),
 	}}
 	if !msg.owner.IsSelf {
 		ctx.Send(request.replyTo, answer)
@@ -426,30 +440,6 @@ func (m *queuesManager) clusterDeclared(ctx actor.Context, msg clusterDeclared) 
 	})
 }
 
-// whenSettled runs then once the record is ready, failed or deleting; at
-// once when it already is.
-func (m *queuesManager) whenSettled(record *queueRecord, then func(*queueRecord)) {
-	if record.state != queueOpening {
-		then(record)
-		return
-	}
-	m.cluster.awaiting[record.name] = append(m.cluster.awaiting[record.name], then)
-}
-
-// maybeSettleClusterWaiters answers what waits on a record that left the
-// opening state. Called wherever a record becomes ready, failed or
-// deleting.
-func (m *queuesManager) maybeSettleClusterWaiters(record *queueRecord) {
-	if m.cluster == nil || record.state == queueOpening {
-		return
-	}
-	waiting := m.cluster.awaiting[record.name]
-	delete(m.cluster.awaiting, record.name)
-	for _, then := range waiting {
-		then(record)
-	}
-}
-
 // settledFailure is why a settled record does not serve, if it does not.
 func settledFailure(record *queueRecord) (requestFailure, bool) {
 	switch record.state {
@@ -461,27 +451,26 @@ func settledFailure(record *queueRecord) (requestFailure, bool) {
 	return requestFailure{}, false
 }
 
-// awaitQueue answers once the named queue can serve here. A queue that is
-// not open yet is opened when the catalog gives it to this node; one
-// without an owner waits (at most clusterOwnerWait) for the election;
-// otherwise the session routes the request again (it will redirect or
-// refuse it).
+// awaitQueue answers once the named queue can serve here. A queue this
+// node replicates but has not opened yet is opened; one without an owner
+// and no replica here waits (at most clusterOwnerWait) for the election;
+// one owned by another node is routed again by the session (it will
+// redirect or refuse it).
 func (m *queuesManager) awaitQueue(ctx actor.Context, msg awaitQueue) {
 	record, open := m.queues[msg.name]
 	if !open {
 		info, err := m.cluster.node.LookupLocal(msg.name)
-		owner := ""
-		if err == nil {
-			owner = info.Partitions[0].Owner
-		}
 		switch {
 		case errors.Is(err, cluster.ErrQueueNotFound) && !msg.lookedUp:
 			m.lookUpQueue(msg) // the local replica may lag: ask the catalog
 			return
-		case err != nil, owner != "" && owner != m.cluster.node.ID():
+		case err != nil:
 			ctx.Send(msg.replyTo, queueAwaited{name: msg.name, reroute: true})
 			return
-		case owner == "":
+		case !m.hostsPartition(info) && info.Partitions[0].Owner != "":
+			ctx.Send(msg.replyTo, queueAwaited{name: msg.name, reroute: true})
+			return
+		case !m.hostsPartition(info):
 			m.awaitOwner(msg)
 			return
 		}
@@ -491,10 +480,7 @@ func (m *queuesManager) awaitQueue(ctx actor.Context, msg awaitQueue) {
 			return
 		}
 	}
-	m.whenSettled(record, func(record *queueRecord) {
-		failure, _ := settledFailure(record)
-		m.core.system.Root.Send(msg.replyTo, queueAwaited{name: msg.name, failure: failure})
-	})
+	m.whenSettled(record, m.awaitAnswer(msg))
 }
 
 // lookUpQueue reads the queue through Raft on its own goroutine; once the

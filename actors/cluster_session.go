@@ -68,8 +68,11 @@ func (s *session) maybeClusterRoute(ctx actor.Context, name string, message any)
 		return false // the manager confirmed it through Raft: unknown_queue
 	case err != nil && !errors.Is(err, cluster.ErrOwnerUnknown) && !errors.Is(err, cluster.ErrQueueNotFound):
 		s.failMessage(message, failureOfClusterError(err))
-	case err == nil && !owner.IsSelf:
+	case err == nil && !owner.IsSelf && !s.core.peerUnreachable(owner.NodeID):
 		s.redirect(message, name, owner)
+	case err == nil && !owner.IsSelf && s.cluster.replaying:
+		s.failMessage(message, requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
+			"queue %q: its owner %s is unreachable and no other node has taken it over yet; retry", name, owner.NodeID)})
 	case s.cluster.replaying:
 		s.failMessage(message, requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
 			"queue %q is not open on this node yet; retry", name)})

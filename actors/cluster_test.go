@@ -41,6 +41,25 @@ type brokerCluster struct {
 	t       *testing.T
 	members map[string]*clusterMember
 	order   []string
+	// fs is the filesystem each node's broker runs on (default: the OS).
+	fs map[string]vfs.FS
+	// configure, when set, adjusts each broker's config before it starts.
+	configure func(id string, config *Config)
+	config    *cluster.Config
+	logger    *slog.Logger
+}
+
+// brokerClusterOption adjusts a test cluster before it starts.
+type brokerClusterOption func(*brokerCluster)
+
+// withBrokerFS runs node id's broker on fs.
+func withBrokerFS(id string, fs vfs.FS) brokerClusterOption {
+	return func(c *brokerCluster) { c.fs[id] = fs }
+}
+
+// withBrokerConfig adjusts every broker's config.
+func withBrokerConfig(configure func(id string, config *Config)) brokerClusterOption {
+	return func(c *brokerCluster) { c.configure = configure }
 }
 
 // freeLoopbackAddresses returns n distinct loopback addresses whose ports
@@ -70,14 +89,14 @@ func clusterTestLogger(t *testing.T) *slog.Logger {
 
 // startBrokerCluster starts nodeCount nodes, each a cluster node plus a
 // broker, and waits until every catalog answers.
-func startBrokerCluster(t *testing.T, nodeCount int) *brokerCluster {
+func startBrokerCluster(t *testing.T, nodeCount int, options ...brokerClusterOption) *brokerCluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a three-node cluster on loopback ports")
 	}
 	dir := t.TempDir()
-	config := &cluster.Config{Cluster: cluster.ClusterSettings{Raft: cluster.RaftSettings{
-		RTT: cluster.Duration(10 * time.Millisecond), ElectionRTT: 10, HeartbeatRTT: 1}}}
+	config := &cluster.Config{Cluster: cluster.ClusterSettings{Secret: "test-cluster-secret", Raft: cluster.RaftSettings{
+		RTT: cluster.Duration(10 * time.Millisecond), ElectionRTT: 10, HeartbeatRTT: 1, CoordinationElectionRTT: 10}}}
 	ports := freeLoopbackAddresses(t, 4*nodeCount)
 	for i := 1; i <= nodeCount; i++ {
 		id, port := fmt.Sprintf("node%d", i), ports[4*(i-1):]
@@ -86,8 +105,12 @@ func startBrokerCluster(t *testing.T, nodeCount int) *brokerCluster {
 			DataDir: filepath.Join(dir, id),
 		})
 	}
-	c := &brokerCluster{t: t, members: map[string]*clusterMember{}}
+	c := &brokerCluster{t: t, members: map[string]*clusterMember{}, fs: map[string]vfs.FS{}}
+	for _, option := range options {
+		option(c)
+	}
 	logger := clusterTestLogger(t)
+	c.config, c.logger = config, logger
 	for _, nodeConfig := range config.Nodes {
 		node, err := cluster.Start(config, nodeConfig.ID, cluster.StartOptions{Logger: logger})
 		if err != nil {
@@ -95,18 +118,12 @@ func startBrokerCluster(t *testing.T, nodeCount int) *brokerCluster {
 		}
 		member := &clusterMember{config: nodeConfig, node: node}
 		c.members[nodeConfig.ID], c.order = member, append(c.order, nodeConfig.ID)
-		t.Cleanup(func() {
-			if member.broker != nil {
-				if err := member.broker.Close(); err != nil {
-					t.Errorf("close broker %s: %v", member.config.ID, err)
-				}
-			}
-			node.Close()
-		})
+		t.Cleanup(func() { c.stop(member.config.ID) })
 	}
 	for _, id := range c.order {
 		c.startBroker(id)
 	}
+	c.dumpActorsOnFailure()
 	ctx := testContext(t)
 	for _, id := range c.order {
 		if err := c.members[id].node.WaitReady(ctx); err != nil {
@@ -121,7 +138,13 @@ func (c *brokerCluster) startBroker(id string) *Broker {
 	member := c.members[id]
 	config := DefaultConfig()
 	config.DataDir, config.ListenAddr, config.FS = member.config.DataDir, member.config.ClientAddress, vfs.OS
+	if fs, ok := c.fs[id]; ok {
+		config.FS = fs
+	}
 	config.Cluster, config.Logger = member.node, clusterTestLogger(c.t)
+	if c.configure != nil {
+		c.configure(id, &config)
+	}
 	broker, err := Start(config)
 	if err != nil {
 		c.t.Fatalf("start broker %s: %v", id, err)
@@ -130,12 +153,51 @@ func (c *brokerCluster) startBroker(id string) *Broker {
 	return broker
 }
 
+// stop closes a member's broker, then its cluster node (both may be gone).
+func (c *brokerCluster) stop(id string) {
+	member := c.members[id]
+	if member.broker != nil {
+		if err := member.broker.Close(); err != nil {
+			c.t.Errorf("close broker %s: %v", id, err)
+		}
+		member.broker = nil
+	}
+	if member.node != nil {
+		member.node.Close()
+		member.node = nil
+	}
+}
+
+// restart starts a stopped member again on its data directory: a new
+// cluster node (a new replica instance) and a broker on it.
+func (c *brokerCluster) restart(id string) {
+	c.t.Helper()
+	member := c.members[id]
+	node, err := cluster.Start(c.config, id, cluster.StartOptions{Logger: c.logger})
+	if err != nil {
+		c.t.Fatalf("restart cluster node %s: %v", id, err)
+	}
+	member.node = node
+	c.startBroker(id)
+}
+
+// live lists the members whose broker runs.
+func (c *brokerCluster) live() []string {
+	var ids []string
+	for _, id := range c.order {
+		if c.members[id].broker != nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // ownerOf waits until the catalog of every node names the same owner.
 func (c *brokerCluster) ownerOf(queueName string) string {
 	c.t.Helper()
 	ctx := testContext(c.t)
 	owner := ""
-	for _, id := range c.order {
+	for _, id := range c.live() {
 		found, err := c.members[id].node.WaitOwner(ctx, queueName, 0)
 		if err != nil {
 			c.t.Fatalf("%s: owner of %s: %v", id, queueName, err)
@@ -197,20 +259,21 @@ func TestClusterRedirectsFromEveryNonOwner(t *testing.T) {
 		t.Fatalf("declare through node2: %v", err)
 	}
 	if !result.Created || result.Mode != client.ModeDurable || result.Policy != "majority_durable" ||
-		!hasWarning(result.Warnings, "replication is not active yet") {
+		len(result.Warnings) != 0 {
 		t.Fatalf("declare result %+v", result)
 	}
 	owner := c.ownerOf("orders")
-	// The owner opens the partition when its catalog shows the queue; the
-	// declare through another node does not wait for that.
-	waitUntil(t, owner+" opens orders", func() bool { return hasQueue(c.members[owner].broker.Queues(), "orders") })
+	// Every replica opens its copy when its catalog shows the queue; the
+	// owner alone serves it once its followers answered.
+	waitUntil(t, owner+" serves orders", func() bool { return servesHere(c.members[owner].broker, "orders") })
 	for _, id := range c.order {
 		declared, err := c.members[id].node.LookupLocal("orders")
 		if err != nil || declared.Mode != cluster.ModeDurable {
 			t.Fatalf("%s: local catalog has %+v, %v", id, declared, err)
 		}
-		if open := hasQueue(c.members[id].broker.Queues(), "orders"); open != (id == owner) {
-			t.Fatalf("%s has the partition open: %v; the owner is %s", id, open, owner)
+		waitUntil(t, id+" opens its copy of orders", func() bool { return hasQueue(c.members[id].broker.Queues(), "orders") })
+		if serves := servesHere(c.members[id].broker, "orders"); serves != (id == owner) {
+			t.Fatalf("%s serves the partition: %v; the owner is %s", id, serves, owner)
 		}
 	}
 	replicaSet, _ := c.members[owner].node.LookupLocal("orders")
@@ -236,7 +299,7 @@ func TestClusterRedirectsFromEveryNonOwner(t *testing.T) {
 		if info.Owner != owner || info.Epoch == 0 || info.Policy != "majority_durable" || info.Ready != uint64(sent) {
 			t.Fatalf("info through %s: %+v", id, info)
 		}
-		checkReplicaList(t, info, replicaSet.Partitions[0].Replicas, owner)
+		checkReplicaList(t, info, replicaSet.Partitions[0].Replicas, owner, 2)
 		subscription, err := sdk.Subscribe(ctx, "orders", client.SubscribeOptions{Prefetch: 50})
 		if err != nil {
 			t.Fatalf("subscribe through %s: %v", id, err)
@@ -280,22 +343,37 @@ func TestClusterRedirectsFromEveryNonOwner(t *testing.T) {
 	})
 }
 
-// checkReplicaList: every member of the replica set is listed, the owner
-// with its progress, followers with none (they hold no copy yet).
-func checkReplicaList(t *testing.T, info client.QueueInfo, replicaSet []string, owner string) {
+// checkReplicaList: every member of the replica set is listed in
+// placement order with its state; the owner's copy and at least W-1
+// followers' hold every record the quorum frontier covers, at the durable
+// boundary (the queue is durable), and the frontier covers every confirm.
+func checkReplicaList(t *testing.T, info client.QueueInfo, replicaSet []string, owner string, copies int) {
 	t.Helper()
 	if len(info.Replicas) != len(replicaSet) {
 		t.Fatalf("replicas %+v, replica set %v", info.Replicas, replicaSet)
 	}
+	holding := 0
 	for i, replica := range info.Replicas {
-		if replica.Node != replicaSet[i] {
+		if replica.Node != replicaSet[i] || replica.State == "" {
 			t.Fatalf("replicas %+v, replica set %v", info.Replicas, replicaSet)
 		}
-		hasProgress := replica.WrittenNext > 0 && replica.DurableNext > 0
-		if hasProgress != (replica.Node == owner) {
-			t.Fatalf("replica %+v: only the owner %s holds a copy", replica, owner)
+		if (replica.Node == owner) != (replica.State == "owner") {
+			t.Fatalf("replica %+v: the owner is %s", replica, owner)
+		}
+		if replica.DurableNext >= info.CommittedNext {
+			holding++
 		}
 	}
+	if info.CommittedNext == 0 || holding < copies {
+		t.Fatalf("committed_next %d held durably by %d copies, want %d: %+v", info.CommittedNext, holding, copies, info.Replicas)
+	}
+}
+
+// servesHere reports whether the broker serves the queue (its directory
+// lists it without a failure).
+func servesHere(broker *Broker, name string) bool {
+	route, ok := broker.core.directory.lookup(name)
+	return ok && !route.failure.failed()
 }
 
 func waitUntil(t *testing.T, what string, done func() bool) {
@@ -339,7 +417,7 @@ func TestClusterNonOwnerAnswersWithRedirectFrames(t *testing.T) {
 	}
 	answer, ok := raw.mustDeclare("audit", wire.ModeDurable, wire.QueueOptions{Policy: "replica_accepted:2"}).(*wire.DeclareOKMode)
 	if !ok || !answer.Created || answer.Policy != "replica_durable:2" || !hasWarning(answer.Warnings, "deprecated") ||
-		!hasWarning(answer.Warnings, "replication is not active yet") {
+		len(answer.Warnings) != 1 {
 		t.Fatalf("declare with a deprecated policy: %+v", answer)
 	}
 
@@ -438,4 +516,25 @@ func TestClusterOwnerOpensQueuesDeclaredWhileItsBrokerWasDown(t *testing.T) {
 	if _, err := c.dialSDK(c.others(owner)[1]).Publish(ctx, "first", client.Message{Payload: []byte("x")}); err != nil {
 		t.Fatalf("publish to a recovered queue through a non-owner: %v", err)
 	}
+}
+
+// dumpActorsOnFailure logs every actor's summary on every node when the
+// test fails, so a stuck replication step shows where it stopped.
+func (c *brokerCluster) dumpActorsOnFailure() {
+	c.t.Cleanup(func() {
+		if !c.t.Failed() {
+			return
+		}
+		for _, id := range c.order {
+			member := c.members[id]
+			if member.broker == nil {
+				continue
+			}
+			for _, info := range member.broker.Registry().Snapshot() {
+				if strings.Contains(info.Path, "/queues/") || strings.Contains(info.Path, "peer") {
+					c.t.Logf("%s %s [%s] mailbox=%d: %s", id, info.Path, info.Kind, info.MailboxDepth, info.Summary)
+				}
+			}
+		}
+	})
 }

@@ -72,6 +72,9 @@ type Config struct {
 	FS vfs.FS
 	// SegmentBytes is the log segment size (0 means the log's default).
 	SegmentBytes int64
+	// CheckpointEveryRecords is how many applied records make a queue
+	// checkpoint its state (and compact its log after); 0 means 100,000.
+	CheckpointEveryRecords int
 	// Trace, when set, records every client frame while a recorder runs.
 	Trace *wire.TraceSwitch
 	// Logger receives the broker's log lines (nil means discard).

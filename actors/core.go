@@ -16,6 +16,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -62,12 +63,31 @@ type brokerCore struct {
 	sessionNumbers atomic.Uint64
 	// sessions lists the live client sessions (sessions_table.go).
 	sessions sessionTable
+
+	// Cluster mode only: the peer listener (bound by Start), this node's
+	// identity on peer links, and the partitions by coordination shard.
+	peerListener net.Listener
+	peerIdentity peerIdentity
+	shards       *shardDirectory
+	// peerRoutines counts the goroutines of peer links (accepting, dialing,
+	// handshakes, transports); Close waits for them after the tree stopped.
+	peerRoutines sync.WaitGroup
+	// peersDown names the nodes whose outbound peer link is down (a dial
+	// failed or the link ended) by node id; peer links write it, sessions
+	// and the manager read it to hold requests for an owner that is gone
+	// rather than redirect clients to it (peerUnreachable).
+	peersDown sync.Map
+	// timelines holds each replicated queue's failover timeline by queue
+	// name (*failoverTimeline), for Broker.QueueFailovers; the manager
+	// writes it, any goroutine reads it.
+	timelines sync.Map
 }
 
 func newBrokerCore(config Config, system *actor.ActorSystem, registry *Registry, metrics *Metrics) *brokerCore {
 	core := &brokerCore{
 		config: config, logger: config.Logger, system: system, registry: registry, metrics: metrics,
 		directory:   newDirectory(),
+		shards:      newShardDirectory(),
 		incarnation: uint64(config.Clock().UnixNano()),
 		ready:       newSignal(), sessionsDrained: newSignal(),
 	}
@@ -239,4 +259,10 @@ func (c *closingDirs) all() []chan struct{} {
 		running = append(running, dir...)
 	}
 	return running
+}
+
+// peerUnreachable reports whether this node's peer link to node is down.
+func (c *brokerCore) peerUnreachable(node string) bool {
+	_, down := c.peersDown.Load(node)
+	return down
 }

@@ -34,6 +34,9 @@ type inPublish struct {
 	seqs     []uint64
 	messages []queue.Message
 	bytes    int // payload bytes, for metrics
+	// idempotent: the frame was FPB2 (producer id and numbers); its
+	// answer is FCF2, which marks duplicates.
+	idempotent bool
 }
 type inSubscribe struct{ frame *wire.Subscribe }
 type inUnsubscribe struct{ frame *wire.Unsubscribe }
@@ -86,7 +89,8 @@ func (k settleKind) String() string {
 
 // inboundDecoder belongs to one reader goroutine.
 type inboundDecoder struct {
-	publish wire.Publish // reused: its message slice grows once
+	publish    wire.Publish           // reused: its message slice grows once
+	idempotent wire.PublishIdempotent // the same, for FPB2
 	// lastSeq is the highest publish sequence number of the session so
 	// far. A frame whose first number is not above it is a protocol
 	// violation (docs/protocol.md 4.3); numbers within a frame that do
@@ -104,8 +108,8 @@ func newInboundDecoder() *inboundDecoder { return &inboundDecoder{} }
 // publishes the message carries (the reader waits for that much credit).
 func (d *inboundDecoder) decode(tag wire.Tag, body []byte) (message any, credit int, err error) {
 	switch tag {
-	case wire.TagPublish:
-		return d.decodePublish(body)
+	case wire.TagPublish, wire.TagPublishIdempotent:
+		return d.decodePublish(tag, body)
 	case wire.TagAck, wire.TagNack, wire.TagRelease, wire.TagDiscard, wire.TagAckSync:
 		message, err = decodeSettle(tag, body)
 		return message, 0, err
@@ -123,26 +127,42 @@ func (d *inboundDecoder) decode(tag wire.Tag, body []byte) (message any, credit 
 	return message, 0, err
 }
 
-func (d *inboundDecoder) decodePublish(body []byte) (any, int, error) {
+// decodePublish decodes FPB1 and FPB2 (whose messages also carry the
+// producer id and each its producer number) into one batch.
+func (d *inboundDecoder) decodePublish(tag wire.Tag, body []byte) (any, int, error) {
 	owned := make([]byte, len(body))
 	copy(owned, body)
-	frame := &d.publish
-	if err := frame.Decode(owned); err != nil {
-		return nil, 0, err
+	var queueName, producerID []byte
+	var messages []wire.PublishMessage
+	if tag == wire.TagPublishIdempotent {
+		if err := d.idempotent.Decode(owned); err != nil {
+			return nil, 0, err
+		}
+		queueName, producerID, messages = d.idempotent.Queue, d.idempotent.ProducerID, d.idempotent.Messages
+	} else {
+		if err := d.publish.Decode(owned); err != nil {
+			return nil, 0, err
+		}
+		queueName, messages = d.publish.Queue, d.publish.Messages
 	}
-	if first := frame.Messages[0].Seq; first <= d.lastSeq {
+	if first := messages[0].Seq; first <= d.lastSeq {
 		return nil, 0, &sequenceError{first: first, highest: d.lastSeq}
 	}
-	d.lastSeq = frame.Messages[len(frame.Messages)-1].Seq
+	d.lastSeq = messages[len(messages)-1].Seq
 	batch := inPublish{
-		queue:    string(frame.Queue),
-		seqs:     make([]uint64, len(frame.Messages)),
-		messages: make([]queue.Message, len(frame.Messages)),
+		queue:      string(queueName),
+		seqs:       make([]uint64, len(messages)),
+		messages:   make([]queue.Message, len(messages)),
+		idempotent: tag == wire.TagPublishIdempotent,
 	}
-	for i := range frame.Messages {
-		m := &frame.Messages[i]
+	producer := string(producerID) // one string for the batch
+	for i := range messages {
+		m := &messages[i]
 		batch.seqs[i] = m.Seq
 		batch.messages[i] = queue.Message{ID: string(m.MessageID), Payload: m.Payload}
+		if m.ProducerSeq != 0 {
+			batch.messages[i].ProducerID, batch.messages[i].ProducerSeq = producer, m.ProducerSeq
+		}
 		if len(m.Headers) > 0 {
 			headers := make([]queue.Header, len(m.Headers))
 			for j, header := range m.Headers {
@@ -154,9 +174,10 @@ func (d *inboundDecoder) decodePublish(body []byte) (any, int, error) {
 	}
 	// Drop the decoded frame's references into owned so the reused frame
 	// does not keep the batch alive.
-	for i := range frame.Messages {
-		frame.Messages[i] = wire.PublishMessage{Headers: frame.Messages[i].Headers[:0]}
+	for i := range messages {
+		messages[i] = wire.PublishMessage{Headers: messages[i].Headers[:0]}
 	}
+	d.publish.Queue, d.idempotent.Queue, d.idempotent.ProducerID = nil, nil, nil
 	return batch, len(batch.messages), nil
 }
 

@@ -81,12 +81,15 @@ type publishBatch struct {
 }
 
 // publishResult answers a batch: messages [0, confirmed) are confirmed at
-// boundary, the rest (if any) are rejected with failure.
+// boundary, the rest (if any) are rejected with failure. duplicates lists
+// the confirmed indices the queue did not store again because it had
+// stored them already (its dedup window), increasing.
 type publishResult struct {
-	batchID   uint64
-	confirmed int
-	boundary  wire.Boundary
-	failure   requestFailure
+	batchID    uint64
+	confirmed  int
+	duplicates []int
+	boundary   wire.Boundary
+	failure    requestFailure
 }
 
 type subscribeRequest struct {

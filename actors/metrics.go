@@ -50,15 +50,16 @@ type Metrics struct {
 	fencedQueues   atomic.Int64
 	refusals       *prometheus.CounterVec
 
-	publishes, publishBytes, confirms, rejects       *prometheus.CounterVec
-	deliveries, redeliveries, deliveryBytes, settles *prometheus.CounterVec
-	expiries, deadLetters, restarts                  *prometheus.CounterVec
-	confirmSeconds, deliverySeconds, syncSeconds     *prometheus.HistogramVec
-	logWriteSeconds, logFsyncSeconds                 *prometheus.HistogramVec
-	queueState                                       *queueStateCollector
-	restartsTotal                                    func() uint64
-	mu                                               sync.Mutex
-	queues                                           map[string]*queueMetrics
+	publishes, publishBytes, confirms, rejects, duplicates *prometheus.CounterVec
+	deliveries, redeliveries, deliveryBytes, settles       *prometheus.CounterVec
+	expiries, deadLetters, restarts                        *prometheus.CounterVec
+	confirmSeconds, deliverySeconds, syncSeconds           *prometheus.HistogramVec
+	logWriteSeconds, logFsyncSeconds                       *prometheus.HistogramVec
+	queueState                                             *queueStateCollector
+	replication                                            *replicationMetrics
+	restartsTotal                                          func() uint64
+	mu                                                     sync.Mutex
+	queues                                                 map[string]*queueMetrics
 }
 
 // counter adapts a Prometheus counter to the call sites' Inc and Add(int).
@@ -81,6 +82,7 @@ type queueMetrics struct {
 	publishBytes    counter // their payload bytes
 	confirms        counter // messages confirmed, at the queue's boundary
 	rejects         counter // messages negatively confirmed by the partition
+	duplicates      counter // messages confirmed as duplicates, not stored again
 	deliveries      counter // deliveries sent (first and repeated)
 	redeliveries    counter // deliveries marked redelivered
 	deliveryBytes   counter
@@ -120,6 +122,8 @@ func newMetrics(restartsTotal func() uint64) *Metrics {
 		"boundary")
 	m.rejects = perQueue("fibril_publish_rejects_total",
 		"Messages the queue refused after accepting them (storage failure, fence, shutdown); refusals by code are fibril_refusals_total.")
+	m.duplicates = perQueue("fibril_publish_duplicates_total",
+		"Messages a queue with a dedup window did not store because it had stored them already; each was confirmed as a duplicate.")
 	m.deliveries = perQueue("fibril_deliveries_total", "Deliveries sent to consumers, first and repeated.")
 	m.redeliveries = perQueue("fibril_redeliveries_total", "Deliveries sent marked redelivered (possible duplicates).")
 	m.deliveryBytes = perQueue("fibril_delivery_bytes_total", "Payload bytes delivered.")
@@ -154,6 +158,7 @@ func newMetrics(restartsTotal func() uint64) *Metrics {
 	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fibril_actor_restarts_total",
 		Help: "Restarts of any actor of the node since it started."}, func() float64 { return float64(m.restartsTotal()) }))
 	m.queueState = newQueueStateCollector(m)
+	m.replication = newReplicationMetrics(m.registry)
 	m.registry.MustRegister(m.queueState)
 	return m
 }
@@ -220,6 +225,7 @@ func (m *Metrics) forQueue(name string, boundary string) *queueMetrics {
 		publishBytes:    counter{m.publishBytes.WithLabelValues(name)},
 		confirms:        counter{m.confirms.WithLabelValues(name, boundary)},
 		rejects:         counter{m.rejects.WithLabelValues(name)},
+		duplicates:      counter{m.duplicates.WithLabelValues(name)},
 		deliveries:      counter{m.deliveries.WithLabelValues(name)},
 		redeliveries:    counter{m.redeliveries.WithLabelValues(name)},
 		deliveryBytes:   counter{m.deliveryBytes.WithLabelValues(name)},
@@ -250,7 +256,7 @@ func (m *Metrics) dropQueue(name string) {
 		return
 	}
 	labels := prometheus.Labels{"queue": name}
-	for _, vec := range []*prometheus.CounterVec{m.publishes, m.publishBytes, m.confirms, m.rejects, m.deliveries,
+	for _, vec := range []*prometheus.CounterVec{m.publishes, m.publishBytes, m.confirms, m.rejects, m.duplicates, m.deliveries,
 		m.redeliveries, m.deliveryBytes, m.settles, m.expiries, m.deadLetters, m.restarts} {
 		vec.DeletePartialMatch(labels)
 	}
@@ -258,6 +264,7 @@ func (m *Metrics) dropQueue(name string) {
 		m.logWriteSeconds, m.logFsyncSeconds} {
 		vec.DeletePartialMatch(labels)
 	}
+	m.replication.dropQueue(name)
 }
 
 // countRefusal counts what the node refuses a client: an error frame (by

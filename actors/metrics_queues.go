@@ -16,6 +16,7 @@ package actors
 //	fibril_queue_info                                                  1, with mode, policy and owner labels
 //	fibril_queue_replica_lag_records                                   per replica (labels queue, replica):
 //	                                                                   emitted once replication reports progress
+//	fibril_queue_dedup_entries, fibril_queue_dedup_evicted_early_total queues that deduplicate only
 //
 // The replica gauge is described from the start so dashboards and alerts
 // can be written against it; replicaLag is where replication will fill it.
@@ -34,7 +35,8 @@ type queueStateCollector struct {
 	ready, leased, delayed, consumers *prometheus.Desc
 	unsyncedRecords, unsyncedBytes    *prometheus.Desc
 	lastSync, fenced, latched, info   *prometheus.Desc
-	replicaLag                        *prometheus.Desc
+	replicaLag, copies                *prometheus.Desc
+	dedupEntries, dedupEvictedEarly   *prometheus.Desc
 }
 
 func newQueueStateCollector(m *Metrics) *queueStateCollector {
@@ -61,6 +63,13 @@ func newQueueStateCollector(m *Metrics) *queueStateCollector {
 		replicaLag: desc("fibril_queue_replica_lag_records",
 			"Records a replica is behind the owner at the queue's boundary (emitted once replication reports progress).",
 			"replica"),
+		copies: desc("fibril_queue_copies",
+			"Copies (owner included) that hold every confirmed message at the boundary; reported by the owner.",
+			"boundary"),
+		dedupEntries: desc("fibril_queue_dedup_entries",
+			"Keys the queue's deduplication table holds (producer pairs and publisher-given message ids); only for queues with a dedup window."),
+		dedupEvictedEarly: desc("fibril_queue_dedup_evicted_early_total",
+			"Deduplication entries that left at dedup_max_entries before their window ended; while it grows the effective window is shorter than declared."),
 	}
 }
 
@@ -68,7 +77,7 @@ func (c *queueStateCollector) setSource(read func() []wire.QueueInfo) { c.source
 
 func (c *queueStateCollector) Describe(descs chan<- *prometheus.Desc) {
 	for _, desc := range []*prometheus.Desc{c.ready, c.leased, c.delayed, c.consumers, c.unsyncedRecords,
-		c.unsyncedBytes, c.lastSync, c.fenced, c.latched, c.info, c.replicaLag} {
+		c.unsyncedBytes, c.lastSync, c.fenced, c.latched, c.info, c.replicaLag, c.copies, c.dedupEntries, c.dedupEvictedEarly} {
 		descs <- desc
 	}
 }
@@ -98,6 +107,14 @@ func (c *queueStateCollector) Collect(metrics chan<- prometheus.Metric) {
 		for _, lag := range replicaLag(info) {
 			gauge(c.replicaLag, float64(lag.records), name, lag.replica)
 		}
+		if info.WrittenOn != 0 {
+			gauge(c.copies, float64(info.WrittenOn), name, "written")
+			gauge(c.copies, float64(info.DurableOn), name, "durable")
+		}
+		if d := info.Dedup; d != nil {
+			gauge(c.dedupEntries, float64(d.Entries), name)
+			metrics <- prometheus.MustNewConstMetric(c.dedupEvictedEarly, prometheus.CounterValue, float64(d.EvictedEarly), name)
+		}
 	}
 }
 
@@ -115,11 +132,38 @@ type replicaProgress struct {
 }
 
 // replicaLag is each follower's lag behind the owner at the queue's
-// boundary. Until replication lands no follower holds a copy, and queue
-// info reports followers with zero progress that would read as a lag of
-// the whole log, so nothing is reported; replication fills this in from
-// the owner's per-replica progress.
-func replicaLag(wire.QueueInfo) []replicaProgress { return nil }
+// boundary, from the owner's queue info (only the owner lists its
+// followers' progress with their states; elsewhere nothing is reported).
+func replicaLag(info wire.QueueInfo) []replicaProgress {
+	var owner *wire.ReplicaInfo
+	for i := range info.Replicas {
+		if info.Replicas[i].State == "owner" {
+			owner = &info.Replicas[i]
+		}
+	}
+	if owner == nil {
+		return nil
+	}
+	buffered := info.Mode == wire.ModeBuffered
+	at := func(replica wire.ReplicaInfo) uint64 {
+		if buffered {
+			return max(replica.WrittenNext, replica.DurableNext)
+		}
+		return replica.DurableNext
+	}
+	lags := make([]replicaProgress, 0, len(info.Replicas)-1)
+	for _, replica := range info.Replicas {
+		if replica.Node == owner.Node {
+			continue
+		}
+		lag := uint64(0)
+		if ahead, behind := at(*owner), at(replica); ahead > behind {
+			lag = ahead - behind
+		}
+		lags = append(lags, replicaProgress{replica: replica.Node, records: lag})
+	}
+	return lags
+}
 
 func boolGauge(value bool) float64 {
 	if value {

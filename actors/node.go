@@ -64,6 +64,16 @@ func (n *node) spawnChildren(ctx actor.Context) {
 	if _, err := ctx.SpawnNamed(sessions, "sessions"); err != nil {
 		panic(fmt.Errorf("actors: spawn sessions supervisor: %w: %w", err, ErrFatal))
 	}
+	if core.peerListener != nil {
+		// Peers before queues: a partition's follower links and replicas
+		// talk through them from their first message.
+		peers := core.registry.props("peers", core.logger, func(entry *Entry) actor.Actor {
+			return newPeersSupervisor(entry, core)
+		})
+		if _, err := ctx.SpawnNamed(peers, "peers"); err != nil {
+			panic(fmt.Errorf("actors: spawn peers supervisor: %w: %w", err, ErrFatal))
+		}
+	}
 	managerPID := core.queuesManager
 	queues := core.registry.props("queues", core.logger, func(entry *Entry) actor.Actor {
 		return newQueuesManager(entry, core)

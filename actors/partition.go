@@ -103,6 +103,8 @@ type partitionHome struct {
 	declared    wire.QueueOptions // as the first declare named them, for info
 	manager     *actor.PID
 	subscribers *subscriptionSet
+	// replication is set in a cluster (partition_cluster.go).
+	replication *replicaHome
 }
 
 // partition is one instance of the partition actor.
@@ -147,6 +149,11 @@ type partition struct {
 	deleteTimer *time.Timer
 
 	statusTimer *time.Timer
+
+	// Cluster mode only (partition_cluster.go): the role and replication
+	// state, and what follower links share with the partition.
+	repl       *replication
+	linkShared *linkShared
 }
 
 type pendingPublish struct {
@@ -167,9 +174,10 @@ type pendingPurge struct {
 // abandons it (an instance that restarts or stops while opening) closes
 // what it opened once done is closed.
 type openAttempt struct {
-	done chan struct{} // closed when Open returned
-	q    *queue.Queue
-	err  error
+	done  chan struct{} // closed when Open returned
+	q     *queue.Queue
+	fence uint64 // a cluster partition's fence (fence.go)
+	err   error
 }
 
 // Messages the partition sends itself.
@@ -260,6 +268,9 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 	if p.deleting && p.refuseWhileDeleting(ctx, message) {
 		return
 	}
+	if p.refuseUnlessOwner(ctx, message) {
+		return
+	}
 	switch msg := message.(type) {
 	case infoRequest: // held while opening
 		p.info(ctx, msg)
@@ -308,6 +319,9 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 		p.core.logger.Warn("deleted queue's appends did not finish in time; it stops without them", "queue", p.home.name)
 		p.stopDeleted(ctx)
 	default:
+		if p.receiveCluster(ctx, message) {
+			return
+		}
 		p.core.logger.Error("partition got an unexpected message", "queue", p.home.name,
 			"type", fmt.Sprintf("%T", message))
 	}
@@ -322,6 +336,7 @@ func (p *partition) becomeOpening(ctx actor.Context) {
 	p.syncInterval = logOptions.SyncInterval
 	clock := p.core.config.Clock
 	previous := p.core.closing.pending(dir) // a close of this directory still running
+	replication, fs, dataDir, name, unique := p.home.replication, p.core.config.FS, p.core.config.DataDir, p.home.name, p.core.newID()
 	attempt := &openAttempt{done: make(chan struct{})}
 	p.opening = attempt
 	p.core.storageClosers.Add(1) // an open in flight must finish before Close returns
@@ -330,7 +345,12 @@ func (p *partition) becomeOpening(ctx actor.Context) {
 		for _, closing := range previous {
 			<-closing
 		}
-		attempt.q, attempt.err = queue.Open(dir, options, logOptions, queue.Clock(clock))
+		if replication != nil {
+			attempt.q, attempt.fence, attempt.err = openReplicated(fs, dataDir, dir, name, replication.shardID, unique,
+				options, logOptions, queue.Clock(clock))
+		} else {
+			attempt.q, attempt.err = queue.Open(dir, options, logOptions, queue.Clock(clock))
+		}
 		close(attempt.done)
 		system.Root.Send(self, queueOpened{attempt: attempt})
 	}()
@@ -370,6 +390,15 @@ func (p *partition) opened(ctx actor.Context, attempt *openAttempt) {
 	if recovery := p.q.Recovery(); recovery.ExpiredLeases > 0 || p.home.subscribers.len() > 0 {
 		p.core.logger.Info("queue opened", "queue", p.home.name, "log_end", recovery.LogEnd,
 			"expired_leases", recovery.ExpiredLeases, "replayed", recovery.Replayed)
+	}
+	if p.isReplicated() {
+		// A cluster partition opens as a replica and serves only once the
+		// coordination shard names it (partition_cluster.go).
+		ctx.Send(p.home.manager, partitionReplicaOpened{name: p.home.name, pid: ctx.Self()})
+		p.clusterOpened(ctx, attempt.fence)
+		p.drainWaiting(ctx)
+		p.publishSummary()
+		return
 	}
 	p.drainWaiting(ctx)
 	p.advance(ctx)
@@ -460,9 +489,8 @@ func fencedFailureOf(name string, cause error) requestFailure {
 func (p *partition) restarting(ctx actor.Context) {
 	p.metrics.restarts.Inc()
 	failure := requestFailure{code: wire.CodeInternal, message: fmt.Sprintf(
-		"queue %q restarted after an internal failure before confirming this publish; it may have been stored: "+
-			"publish again if needed (consumers deduplicate on message id)", p.home.name)}
-	p.refuseOwed(ctx, failure)
+		"queue %q restarted after an internal failure", p.home.name)}
+	p.refuseOwedUnknown(ctx, failure)
 	p.home.subscribers.forgetHeld()
 	notice := partitionNotice{queue: p.home.name, failure: requestFailure{code: wire.CodeInternal,
 		message: "the queue restarted after an internal failure; held deliveries are stale and will be delivered again"}}
@@ -486,7 +514,11 @@ func (p *partition) stopping(ctx actor.Context) {
 	if p.deleteTimer != nil {
 		p.deleteTimer.Stop()
 	}
-	p.refuseOwed(ctx, failure)
+	if cause == stopDelete {
+		p.refuseOwed(ctx, failure) // the queue is gone: nothing of it is stored
+	} else {
+		p.refuseOwedUnknown(ctx, failure)
+	}
 	p.home.subscribers.endAll(ctx, failure)
 	p.stopStatusTick()
 	p.closeQueueAsync()
@@ -500,14 +532,13 @@ func (p *partition) stoppedFailure(cause stopReason) requestFailure {
 		return requestFailure{code: wire.CodeUnknownQueue, message: fmt.Sprintf("queue %q was deleted", p.home.name)}
 	case stopRestart:
 		return requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
-			"queue %q is reopening after an internal failure of the node; a publish it had not confirmed may have "+
-				"been stored: publish again if needed (consumers deduplicate on message id)", p.home.name)}
+			"queue %q is reopening after an internal failure of the node; retry", p.home.name)}
 	case stopFailed:
 		return requestFailure{code: wire.CodeInternal, message: fmt.Sprintf(
 			"queue %q stopped after repeated internal failures; %s", p.home.name, reopenAdvice(p.home.name))}
 	}
 	return requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
-		"queue %q stopped: the node is shutting down; a publish it had not confirmed may have been stored", p.home.name)}
+		"queue %q stopped: the node is shutting down", p.home.name)}
 }
 
 // ReceiveStopping answers what arrives once the partition stops, without
@@ -528,13 +559,27 @@ func (p *partition) ReceiveStopping(ctx actor.Context) {
 	}
 }
 
-// refuseOwed answers every publish and purge this instance still owes.
+// refuseOwed answers every publish and purge this instance still owes
+// with failure.
 func (p *partition) refuseOwed(ctx actor.Context, failure requestFailure) {
+	p.refuseOwedAs(ctx, failure, failure)
+}
+
+// refuseOwedUnknown is refuseOwed when the queue stays (it restarts, the
+// node shuts down, or another node takes it over): a publish that reached
+// the log (it has a ticket) gets outcome_unknown with failure's reason,
+// since it may or may not be in the log the queue reopens with; the others
+// were not stored and get failure itself.
+func (p *partition) refuseOwedUnknown(ctx actor.Context, failure requestFailure) {
+	p.refuseOwedAs(ctx, outcomeUnknown(failure), failure)
+}
+
+func (p *partition) refuseOwedAs(ctx actor.Context, appended, failure requestFailure) {
 	for ticket, pending := range p.tickets {
 		delete(p.tickets, ticket)
 		p.metrics.rejects.Add(pending.count)
 		if pending.replyTo != nil {
-			ctx.Send(pending.replyTo, publishResult{batchID: pending.batchID, failure: failure})
+			ctx.Send(pending.replyTo, publishResult{batchID: pending.batchID, failure: appended})
 		} else if batch, ok := p.deadLetterBatches[pending.batchID]; ok {
 			delete(p.deadLetterBatches, pending.batchID)
 			ctx.Send(batch.source, deadLettersRefused{offsets: batch.offsets, failure: failure})
@@ -554,6 +599,17 @@ func (p *partition) refuseOwed(ctx actor.Context, failure requestFailure) {
 	}
 	p.refuseAckSyncs(ctx, failure)
 	p.deadline.stop()
+}
+
+// outcomeUnknown is the failure of a publish that reached the log and was
+// not confirmed, for the reason failure says.
+func outcomeUnknown(failure requestFailure) requestFailure {
+	if failure.code == wire.CodeOutcomeUnknown {
+		return failure
+	}
+	return requestFailure{code: wire.CodeOutcomeUnknown, message: fmt.Sprintf(
+		"%s; this publish had reached the queue's log unconfirmed, so it may or may not have been stored: "+
+			"publish again if it must arrive (a copy may then be delivered twice)", failure.message)}
 }
 
 // closeQueueAsync closes the queue on a goroutine (Close flushes and syncs,
@@ -653,8 +709,20 @@ func (p *partition) publishSummary() {
 			p.home.options.Mode, len(p.tickets), len(p.busy), p.home.subscribers.len(), p.fenceErr.Error()))
 		return
 	}
+	if p.repl != nil {
+		p.entry.SetSummaryValues(&clusterPartitionSummary, int64(p.state), int64(p.home.options.Mode),
+			int64(len(p.tickets)), int64(len(p.busy)), int64(p.home.subscribers.len()), int64(p.repl.role),
+			int64(p.repl.epoch), int64(p.repl.fence), int64(p.repl.committed))
+		return
+	}
 	p.entry.SetSummaryValues(&partitionSummary, int64(p.state), int64(p.home.options.Mode),
 		int64(len(p.tickets)), int64(len(p.busy)), int64(p.home.subscribers.len()))
+}
+
+// clusterPartitionSummary adds the replication role to partitionSummary.
+var clusterPartitionSummary SummaryFormat = func(v [SummaryValuesMax]int64) string {
+	return fmt.Sprintf("%s %s tickets=%d busy=%d subscriptions=%d role=%s epoch=%d fence=%d committed=%d",
+		partitionState(v[0]), queue.Mode(v[1]), v[2], v[3], v[4], partitionRole(v[5]), v[6], v[7], v[8])
 }
 
 // partitionSummary formats publishSummary's values.

@@ -448,6 +448,9 @@ func (p *partition) deadlineReached(ctx actor.Context, msg deadlineReached) {
 		return
 	}
 	p.deadline.timer = nil
+	if p.q.IsReplica() {
+		return // armed while it owned the queue: the new owner expires leases now
+	}
 	now := p.core.now()
 	p.forgetExpiredTags(now.UnixMilli())
 	for range 1024 { // bounded: each call expires up to one batch

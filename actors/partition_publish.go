@@ -25,8 +25,17 @@ import (
 const busyBatchesMax = publishCreditMessages
 
 // checkpointEveryRecords is how many applied records trigger a checkpoint
-// (and a compaction after it), so recovery replays a bounded tail.
+// (and a compaction after it), so recovery replays a bounded tail, unless
+// Config.CheckpointEveryRecords says otherwise.
 const checkpointEveryRecords = 100_000
+
+// checkpointEvery is the checkpoint threshold in force.
+func (p *partition) checkpointEvery() int {
+	if every := p.core.config.CheckpointEveryRecords; every > 0 {
+		return every
+	}
+	return checkpointEveryRecords
+}
 
 func (p *partition) publish(ctx actor.Context, batch publishBatch) {
 	if p.state == partitionFenced {
@@ -36,6 +45,11 @@ func (p *partition) publish(ctx actor.Context, batch publishBatch) {
 	}
 	if p.core.draining.Load() {
 		p.refuseDraining(ctx, batch)
+		return
+	}
+	if admitted, failure := p.admitsPublishes(); !admitted {
+		ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: failure})
+		p.metrics.rejects.Add(len(batch.messages))
 		return
 	}
 	if len(p.busy) > 0 {
@@ -106,6 +120,7 @@ func (p *partition) advance(ctx actor.Context) {
 	if p.state != partitionOpen {
 		return
 	}
+	p.maybeReplicationAdvance(ctx)
 	progress, err := p.q.Advance()
 	if err != nil {
 		if !p.maybeFence(ctx, err) {
@@ -145,10 +160,13 @@ func (p *partition) answerConfirms(ctx actor.Context, confirms []queue.Confirm) 
 		}
 		// Count first: a client that saw its confirm sees it counted.
 		p.metrics.confirms.Add(confirm.Count)
+		p.metrics.duplicates.Add(len(confirm.Duplicates))
 		p.metrics.confirmSeconds.observeSince(now, pending.start)
 		p.appliedSinceSnapshot += uint64(confirm.Count)
 		if pending.replyTo != nil {
-			ctx.Send(pending.replyTo, publishResult{batchID: pending.batchID, confirmed: confirm.Count, boundary: boundary})
+			// Duplicates were stored before: the batch is confirmed whole.
+			ctx.Send(pending.replyTo, publishResult{batchID: pending.batchID, confirmed: confirm.Count + len(confirm.Duplicates),
+				duplicates: confirm.Duplicates, boundary: boundary})
 		} else {
 			p.deadLetterConfirmed(ctx, pending.batchID)
 		}
@@ -183,8 +201,8 @@ func (p *partition) purge(ctx actor.Context, msg purgeRequest) {
 
 // maybeCheckpoint starts a checkpoint after enough applied records.
 func (p *partition) maybeCheckpoint(ctx actor.Context) {
-	if p.checkpointing || p.appliedSinceSnapshot < checkpointEveryRecords {
-		return
+	if p.checkpointing || p.appliedSinceSnapshot < uint64(p.checkpointEvery()) || p.q.IsReplica() {
+		return // a replica checkpoints at the owner's markers (Advance)
 	}
 	if _, err := p.q.Checkpoint(); err != nil {
 		p.maybeFence(ctx, err)
@@ -263,6 +281,13 @@ func (p *partition) queueInfo() wire.QueueInfo {
 	if state.Fenced != nil && info.FenceError == "" {
 		info.Fenced, info.FenceError = true, state.Fenced.Error()
 	}
+	if d := state.Dedup; d.Window > 0 {
+		info.Dedup = &wire.DedupStats{Entries: uint64(d.Entries), EvictedEarly: d.EvictedEarly, Refused: d.DuplicatesRefused}
+		if !d.Oldest.IsZero() {
+			info.Dedup.OldestUnixMs = d.Oldest.UnixMilli()
+		}
+	}
+	p.addClusterInfo(&info)
 	return info
 }
 

@@ -27,6 +27,10 @@ package actors
 //	          delete is answered once the partition actor terminated and
 //	          its files are gone; declares of the name that arrive meanwhile
 //	          wait and then create a fresh queue
+//	replica   cluster mode: open here as a replica (or recovering), served
+//	          by another node or not yet by this one; the directory marks
+//	          it not_owner so sessions route its requests by the
+//	          coordination shard (cluster_replicas.go)
 //
 // Messages taken: declareRequest, deleteRequest, listRequest, reopenRequest
 // (sessions, Broker), partitionReady, partitionOpenFailed, deleteCounted,
@@ -62,6 +66,10 @@ const (
 	queueReady
 	queueFailed
 	queueDeleting
+	// queueReplica: a cluster partition open as a replica (or recovering)
+	// on this node; the directory sends its requests the cluster way
+	// (cluster_replicas.go).
+	queueReplica
 )
 
 type queueRecord struct {
@@ -272,6 +280,7 @@ func (m *queuesManager) answerAllWaiting(failure requestFailure) {
 		m.answerReopeners(record, fmt.Errorf("%w: %s", ErrQueueNotServing, failure.message))
 		record.waiters, record.redeclares, record.deleters = nil, nil, nil
 	}
+	m.failClusterWaiters(failure)
 }
 
 // scan lists the queues on disk on its own goroutine, once every close of
@@ -298,6 +307,12 @@ func (m *queuesManager) recover(ctx actor.Context, msg recoveredQueues) {
 	}
 	// Routes of an earlier instance whose queue is gone from disk go.
 	m.core.directory.keepOnly(func(name string) bool { _, found := msg.declarations[name]; return found })
+	if m.cluster != nil {
+		// The catalog decides what opens in a cluster (cluster_replicas.go).
+		m.keepFoundOnDisk(msg.declarations)
+		m.maybeRecovered()
+		return
+	}
 	for name, options := range msg.declarations {
 		if record := m.spawnQueue(ctx, name, options); record.state == queueOpening {
 			record.recovering = true
@@ -327,10 +342,18 @@ func (m *queuesManager) maybeRecovered() {
 // spawnQueue creates a record and its partition actor. A spawn the library
 // refuses leaves the record failed, with the reason.
 func (m *queuesManager) spawnQueue(ctx actor.Context, name string, options queue.Options) *queueRecord {
+	return m.spawnQueueReplicated(ctx, name, options, nil)
+}
+
+// spawnQueueReplicated is spawnQueue for a cluster partition (replication
+// set) or a single-node queue (nil).
+func (m *queuesManager) spawnQueueReplicated(ctx actor.Context, name string, options queue.Options,
+	replication *replicaHome) *queueRecord {
 	options = options.WithDefaults()
 	home := &partitionHome{
 		name: name, dir: partitionDir(m.core.config.DataDir, name), options: options,
 		declared: wireOptions(options), manager: ctx.Self(), subscribers: newSubscriptionSet(),
+		replication: replication,
 	}
 	record := &queueRecord{name: name, home: home}
 	m.queues[name] = record
@@ -358,6 +381,9 @@ func (m *queuesManager) spawnPartition(ctx actor.Context, record *queueRecord) {
 		return
 	}
 	record.pid = pid
+	if home.replication != nil {
+		m.core.shards.set(home.replication.shardID, pid) // peer links route by shard (shards.go)
+	}
 }
 
 func (m *queuesManager) partitionReady(ctx actor.Context, msg partitionReady) {
@@ -448,6 +474,9 @@ func (m *queuesManager) partitionTerminated(ctx actor.Context, pid *actor.PID) {
 		return
 	}
 	record.terminated = true
+	if record.home.replication != nil {
+		m.core.shards.remove(record.home.replication.shardID, pid)
+	}
 	switch {
 	case record.state == queueDeleting:
 		m.removeFiles(ctx, record)
@@ -528,6 +557,7 @@ func (m *queuesManager) maybeFinishDelete(ctx actor.Context, record *queueRecord
 	}
 	delete(m.queues, record.name)
 	m.core.metrics.dropQueue(record.name)
+	m.core.timelines.Delete(record.name)
 	for _, request := range record.deleters {
 		result := deleteResult{requestID: request.requestID, removed: record.removed}
 		if record.deleteErr != nil {
@@ -660,8 +690,9 @@ func (m *queuesManager) publishSummary() {
 	for _, record := range m.queues {
 		counts[record.state]++
 	}
-	m.entry.SetSummary(fmt.Sprintf("queues=%d ready=%d opening=%d failed=%d deleting=%d recovered=%v",
-		len(m.queues), counts[queueReady], counts[queueOpening], counts[queueFailed], counts[queueDeleting], m.recovered))
+	m.entry.SetSummary(fmt.Sprintf("queues=%d ready=%d replica=%d opening=%d failed=%d deleting=%d recovered=%v",
+		len(m.queues), counts[queueReady], counts[queueReplica], counts[queueOpening], counts[queueFailed],
+		counts[queueDeleting], m.recovered))
 }
 
 // offsetsOf lists the offsets of dead letters.

@@ -136,6 +136,11 @@ func storageOptions(name string, options wire.QueueOptions, mode wire.Mode) (que
 		MaxLength:       options.MaxLength,
 		MaxBytes:        options.MaxBytes,
 		RedeliveryDelay: time.Duration(options.RedeliveryDelayMs) * time.Millisecond,
+		DedupWindow:     time.Duration(options.DedupWindowMs) * time.Millisecond,
+		DedupMaxEntries: options.DedupMaxEntries,
+	}
+	if options.Dedup && converted.DedupWindow == 0 {
+		converted.DedupWindow = queue.DefaultDedupWindow // "dedup": true turns it on with the default window
 	}
 	switch mode {
 	case wire.ModeDurable:
@@ -166,6 +171,8 @@ func wireOptions(options queue.Options) wire.QueueOptions {
 		MaxLength:         options.MaxLength,
 		MaxBytes:          options.MaxBytes,
 		RedeliveryDelayMs: uint32(options.RedeliveryDelay / time.Millisecond),
+		DedupWindowMs:     uint32(options.DedupWindow / time.Millisecond),
+		DedupMaxEntries:   options.DedupMaxEntries,
 	}
 	switch options.Overflow {
 	case queue.RejectPublish:
@@ -204,6 +211,9 @@ func declareConflict(stored queue.Options, options wire.QueueOptions, mode wire.
 		{"max_bytes", options.MaxBytes != 0, options.MaxBytes == current.MaxBytes, options.MaxBytes, current.MaxBytes},
 		{"overflow", options.Overflow != "", options.Overflow == current.Overflow, options.Overflow, current.Overflow},
 		{"redelivery_delay_ms", options.RedeliveryDelayMs != 0, options.RedeliveryDelayMs == current.RedeliveryDelayMs, options.RedeliveryDelayMs, current.RedeliveryDelayMs},
+		{"dedup", options.Dedup, current.DedupWindowMs != 0, options.Dedup, current.DedupWindowMs != 0},
+		{"dedup_window_ms", options.DedupWindowMs != 0, options.DedupWindowMs == current.DedupWindowMs, options.DedupWindowMs, current.DedupWindowMs},
+		{"dedup_max_entries", options.DedupMaxEntries != 0, options.DedupMaxEntries == current.DedupMaxEntries, options.DedupMaxEntries, current.DedupMaxEntries},
 	}
 	for _, f := range fields {
 		if f.set && !f.equal {
@@ -289,7 +299,8 @@ func removeTree(fs vfs.FS, name string) error {
 func gatherInfos(system *actor.ActorSystem, routes []queueRoute) []wire.QueueInfo {
 	futures := make([]*actor.Future, len(routes))
 	for i, route := range routes {
-		if !route.failure.failed() {
+		// A cluster replica (routed not_owner) answers with its own copy.
+		if !route.failure.failed() || route.failure.code == wire.CodeNotOwner {
 			futures[i] = system.Root.RequestFuture(route.pid, infoRequest{}, infoTimeout)
 		}
 	}

@@ -97,7 +97,7 @@ type Entry struct {
 type mailboxHolder struct{ mailbox actor.Mailbox }
 
 // SummaryValuesMax is how many integers a lazy summary carries.
-const SummaryValuesMax = 6
+const SummaryValuesMax = 10
 
 // SummaryFormat turns a lazy summary's values into its text. It runs on
 // the reader's goroutine: it may use only its argument and data that never

@@ -84,7 +84,14 @@ func (p *partition) reopen(ctx actor.Context) {
 	p.core.logger.Info("reopening a fenced queue", "queue", p.home.name, "fence", storageCause(p.fenceErr))
 	p.core.metrics.fencedQueues.Add(-1)
 	p.metrics.latched.Store(false)
-	p.state, p.fenceErr = partitionOpening, nil
+	p.fenceErr = nil
+	p.beginReopen(ctx)
+}
+
+// beginReopen closes the queue on a goroutine and opens it again once the
+// log and sync children have stopped; requests wait in opening meanwhile.
+func (p *partition) beginReopen(ctx actor.Context) {
+	p.state = partitionOpening
 	p.stopStatusTick()
 	p.closeQueueAsync()
 	for _, child := range []*actor.PID{p.logPID, p.syncPID} {

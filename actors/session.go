@@ -50,9 +50,10 @@ import (
 )
 
 type pendingBatch struct {
-	partition *actor.PID
-	queue     string
-	seqs      []uint64
+	partition  *actor.PID
+	queue      string
+	seqs       []uint64
+	idempotent bool // published with FPB2: confirmed with FCF2
 }
 
 // partitionEnded is sent by the session to itself when a watched partition

@@ -39,7 +39,7 @@ func (s *session) publish(ctx actor.Context, msg inPublish) {
 	partition := route.pid
 	s.watch(ctx, partition)
 	s.nextBatchID++
-	s.pending[s.nextBatchID] = pendingBatch{partition: partition, queue: msg.queue, seqs: msg.seqs}
+	s.pending[s.nextBatchID] = pendingBatch{partition: partition, queue: msg.queue, seqs: msg.seqs, idempotent: msg.idempotent}
 	ctx.Send(partition, publishBatch{replyTo: ctx.Self(), batchID: s.nextBatchID, messages: msg.messages, bytes: msg.bytes})
 }
 
@@ -55,14 +55,25 @@ func (s *session) publishAnswered(msg publishResult) {
 		return // answered already, when the partition stopped
 	}
 	delete(s.pending, msg.batchID)
-	s.answerBatch(batch, msg.confirmed, msg.boundary, msg.failure)
+	s.answerBatchDeduplicated(batch, msg.confirmed, msg.duplicates, msg.boundary, msg.failure)
 }
 
 // answerBatch sends the confirm and negative confirm of one batch and
 // returns its credit.
 func (s *session) answerBatch(batch pendingBatch, confirmed int, boundary wire.Boundary, failure requestFailure) {
+	s.answerBatchDeduplicated(batch, confirmed, nil, boundary, failure)
+}
+
+// answerBatchDeduplicated is answerBatch for a batch some of whose
+// confirmed messages were duplicates: an FPB2 batch is confirmed with
+// FCF2, which marks them; an FPB1 batch with FCF1, as before (its
+// publisher knows no other confirm).
+func (s *session) answerBatchDeduplicated(batch pendingBatch, confirmed int, duplicates []int, boundary wire.Boundary, failure requestFailure) {
 	confirmed = min(max(confirmed, 0), len(batch.seqs))
-	if confirmed > 0 {
+	switch {
+	case confirmed > 0 && batch.idempotent:
+		s.push(&wire.ConfirmIdempotent{Ranges: idempotentRanges(nil, batch.seqs[:confirmed], duplicates, boundary)})
+	case confirmed > 0:
 		s.push(&wire.Confirm{Ranges: confirmRanges(nil, batch.seqs[:confirmed], boundary)})
 	}
 	if rest := batch.seqs[confirmed:]; len(rest) > 0 {
@@ -81,6 +92,27 @@ func confirmRanges(dst []wire.ConfirmRange, seqs []uint64, boundary wire.Boundar
 	for start := 0; start < len(seqs); {
 		end := runEnd(seqs, start)
 		dst = append(dst, wire.ConfirmRange{First: seqs[start], Last: seqs[end], Boundary: boundary})
+		start = end + 1
+	}
+	return dst
+}
+
+// idempotentRanges is confirmRanges for FCF2: a range also ends where the
+// duplicate flag changes. duplicates are indices into seqs, increasing.
+func idempotentRanges(dst []wire.IdempotentRange, seqs []uint64, duplicates []int, boundary wire.Boundary) []wire.IdempotentRange {
+	isDuplicate := make([]bool, len(seqs))
+	for _, i := range duplicates {
+		if i < len(seqs) {
+			isDuplicate[i] = true
+		}
+	}
+	for start := 0; start < len(seqs); {
+		end := start
+		for end+1 < len(seqs) && seqs[end+1] == seqs[end]+1 && isDuplicate[end+1] == isDuplicate[start] {
+			end++
+		}
+		dst = append(dst, wire.IdempotentRange{First: seqs[start], Last: seqs[end], Boundary: boundary,
+			Duplicate: isDuplicate[start]})
 		start = end + 1
 	}
 	return dst
@@ -134,8 +166,9 @@ func (s *session) partitionStopped(partition *actor.PID) {
 			continue
 		}
 		delete(s.pending, batchID)
-		s.answerBatch(batch, 0, 0, requestFailure{code: wire.CodeUnknownQueue,
-			message: fmt.Sprintf("queue %q stopped (deleted, restarted, or the node is shutting down) before answering the publish; it may have been stored", batch.queue)})
+		s.answerBatch(batch, 0, 0, requestFailure{code: wire.CodeOutcomeUnknown,
+			message: fmt.Sprintf("queue %q stopped (deleted, restarted, or the node is shutting down) before answering "+
+				"the publish; it may or may not have been stored", batch.queue)})
 	}
 	for id, subscription := range s.subscriptions {
 		if subscription.partition.Id != partition.Id {

@@ -106,7 +106,23 @@ func (n *BrokerNode) Queue(name string) (QueueStatus, bool) {
 	}
 	status := queueStatusOf(&info)
 	status.Consumers = consumersOf(n.broker, name)
+	status.Failovers = failoversOf(n.broker, name)
 	return status, true
+}
+
+// failoversOf translates the broker's failover timeline of a queue.
+func failoversOf(broker *actors.Broker, name string) []FailoverStatus {
+	records, _ := broker.QueueFailovers(name)
+	var out []FailoverStatus
+	for _, record := range records {
+		failover := FailoverStatus{Epoch: record.Epoch, StartedAt: record.StartedAt, Outcome: record.Outcome}
+		for _, stage := range record.Stages {
+			failover.Stages = append(failover.Stages, FailoverStage{Stage: stage.Stage, Peer: stage.Peer,
+				Micros: stage.Micros, Detail: stage.Detail})
+		}
+		out = append(out, failover)
+	}
+	return out
 }
 
 // consumersOf lists a queue's subscriptions as the broker reports them;
@@ -134,7 +150,8 @@ func queueStatusOf(info *wire.QueueInfo) QueueStatus {
 			DeadLetterQueue: options.DeadLetterQueue, MessageTTLMs: options.MessageTTLMs,
 			MaxLength: options.MaxLength, MaxBytes: options.MaxBytes, Overflow: string(options.Overflow),
 			RedeliveryDelayMs: uint64(options.RedeliveryDelayMs), Policy: options.Policy,
-			Replicas: uint64(options.Replicas),
+			Replicas: uint64(options.Replicas), DedupWindowMs: uint64(options.DedupWindowMs),
+			DedupMaxEntries: uint64(options.DedupMaxEntries),
 		},
 		Counts: QueueCounts{Ready: info.Ready, Leased: info.Leased, Delayed: info.Delayed,
 			DeadLettered: info.DeadLettered},
@@ -151,8 +168,20 @@ func queueStatusOf(info *wire.QueueInfo) QueueStatus {
 		ConsumerCount:   int(info.Consumers),
 		Owner:           info.Owner,
 		Epoch:           info.Epoch,
+		CommittedNext:   info.CommittedNext,
+		WrittenOn:       info.WrittenOn,
+		DurableOn:       info.DurableOn,
 		Replicas:        replicaStatusOf(info.Replicas),
+		Dedup:           dedupStatusOf(info.Dedup),
 	}
+}
+
+func dedupStatusOf(stats *wire.DedupStats) *DedupStatus {
+	if stats == nil {
+		return nil
+	}
+	return &DedupStatus{Entries: stats.Entries, EvictedEarly: stats.EvictedEarly, OldestUnixMs: stats.OldestUnixMs,
+		DuplicatesRefused: stats.Refused}
 }
 
 // replicaStatusOf translates the cluster replica list; nil on a single
@@ -163,7 +192,8 @@ func replicaStatusOf(replicas []wire.ReplicaInfo) []ReplicaStatus {
 	}
 	out := make([]ReplicaStatus, len(replicas))
 	for i, replica := range replicas {
-		out[i] = ReplicaStatus{Node: replica.Node, WrittenNext: replica.WrittenNext, DurableNext: replica.DurableNext}
+		out[i] = ReplicaStatus{Node: replica.Node, WrittenNext: replica.WrittenNext, DurableNext: replica.DurableNext,
+			State: replica.State}
 	}
 	return out
 }
@@ -211,7 +241,11 @@ func (n *BrokerNode) Health() Health {
 	for _, queue := range health.Queues {
 		fenced = append(fenced, FencedPartition{Queue: queue.Name, Partition: 0, Error: queue.Error})
 	}
-	return Health{Fatal: health.Fatal, Fenced: fenced}
+	var unowned []FencedPartition
+	for _, queue := range health.Unowned {
+		unowned = append(unowned, FencedPartition{Queue: queue.Name, Partition: 0, Error: queue.Error})
+	}
+	return Health{Fatal: health.Fatal, Fenced: fenced, Unowned: unowned}
 }
 
 // SetSyncInterval implements Node.

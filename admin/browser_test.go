@@ -272,7 +272,7 @@ func startAdminCluster(t *testing.T) []adminMember {
 		listeners = append(listeners, listener)
 		return listener.Addr().String()
 	}
-	config := &cluster.Config{Cluster: cluster.ClusterSettings{Raft: cluster.RaftSettings{
+	config := &cluster.Config{Cluster: cluster.ClusterSettings{Secret: "admin-test-cluster-secret", Raft: cluster.RaftSettings{
 		RTT: cluster.Duration(10 * time.Millisecond), ElectionRTT: 10, HeartbeatRTT: 1}}}
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("node%d", i)

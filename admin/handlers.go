@@ -114,16 +114,21 @@ func (s *Server) handleQueueSync(ctx *fasthttp.RequestCtx, name string) {
 
 // healthView is the body of GET /healthz.
 type healthView struct {
-	Status string            `json:"status"` // "serving", "fenced" or "failed"
+	Status string            `json:"status"` // "serving", "fenced", "unowned" or "failed"
 	Fatal  string            `json:"fatal,omitempty"`
 	Fenced []FencedPartition `json:"fenced"`
+	// Unowned: partitions this node replicates that no node serves now
+	// (cluster only; omitted when there are none).
+	Unowned []FencedPartition `json:"unowned,omitempty"`
 }
 
 // handleHealth answers 200 when the node serves every partition and 503
-// otherwise, naming each fenced partition with its error.
+// otherwise, naming each fenced partition with its error, and in a cluster
+// each partition it replicates that has no serving owner.
 func (s *Server) handleHealth(ctx *fasthttp.RequestCtx, _ string) {
 	health := s.node.Health()
-	view := healthView{Status: "serving", Fatal: health.Fatal, Fenced: append([]FencedPartition{}, health.Fenced...)}
+	view := healthView{Status: "serving", Fatal: health.Fatal, Fenced: append([]FencedPartition{}, health.Fenced...),
+		Unowned: health.Unowned}
 	sort.Slice(view.Fenced, func(i, j int) bool {
 		a, b := view.Fenced[i], view.Fenced[j]
 		return a.Queue < b.Queue || a.Queue == b.Queue && a.Partition < b.Partition
@@ -134,6 +139,8 @@ func (s *Server) handleHealth(ctx *fasthttp.RequestCtx, _ string) {
 		view.Status, status = "failed", fasthttp.StatusServiceUnavailable
 	case len(view.Fenced) > 0:
 		view.Status, status = "fenced", fasthttp.StatusServiceUnavailable
+	case len(view.Unowned) > 0:
+		view.Status, status = "unowned", fasthttp.StatusServiceUnavailable
 	}
 	writeJSON(ctx, status, view)
 }

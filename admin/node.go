@@ -114,19 +114,66 @@ type QueueStatus struct {
 	Consumers     []ConsumerStatus `json:"consumers"`
 
 	// Cluster fields, omitted on a single node: the owner node, its
-	// ownership epoch and the replica set with each copy's progress as the
-	// owner last heard of it.
-	Owner    string          `json:"owner,omitempty"`
-	Epoch    uint64          `json:"epoch,omitempty"`
-	Replicas []ReplicaStatus `json:"replicas,omitempty"`
+	// ownership epoch, the quorum frontier (the offset below which the
+	// policy's copies hold every record at the queue's boundary; confirms
+	// and deliveries stop there) and the replica set with each copy's
+	// progress and state as the owner last heard of it. A non-owner lists
+	// its own copy's progress and none for the others.
+	Owner         string `json:"owner,omitempty"`
+	Epoch         uint64 `json:"epoch,omitempty"`
+	CommittedNext uint64 `json:"committed_next,omitempty"`
+	// WrittenOn and DurableOn count the copies that hold every confirmed
+	// message written and durable ("written on 3 of 3, durable on 2 of 3").
+	WrittenOn uint32          `json:"written_on,omitempty"`
+	DurableOn uint32          `json:"durable_on,omitempty"`
+	Replicas  []ReplicaStatus `json:"replicas,omitempty"`
+
+	// Failovers are the recoveries of the queue this node ran (it became
+	// the owner), oldest first, each with its stages in microseconds from
+	// its start; omitted when none.
+	Failovers []FailoverStatus `json:"failovers,omitempty"`
+
+	// Dedup is the deduplication table of a queue with a dedup window;
+	// omitted otherwise (docs/protocol.md 6.2).
+	Dedup *DedupStatus `json:"dedup,omitempty"`
 }
 
-// ReplicaStatus is one copy of a queue in a cluster. Until replication is
-// active only the owner holds a copy; followers report zero progress.
+// DedupStatus is a queue's deduplication table.
+type DedupStatus struct {
+	Entries           uint64 `json:"entries"`       // keys held (derived from the log)
+	EvictedEarly      uint64 `json:"evicted_early"` // left at dedup_max_entries before their window ended
+	OldestUnixMs      int64  `json:"oldest_unix_ms,omitempty"`
+	DuplicatesRefused uint64 `json:"duplicates_refused"` // since the owner opened the queue
+}
+
+// FailoverStatus is one recovery of a queue: the epoch it claimed, when it
+// started, its stages and how it ended ("serving" or "failed: ...").
+type FailoverStatus struct {
+	Epoch     uint64          `json:"epoch"`
+	StartedAt time.Time       `json:"started_at"`
+	Outcome   string          `json:"outcome"`
+	Stages    []FailoverStage `json:"stages"`
+}
+
+// FailoverStage is one step of a recovery: claimed, sealed (per peer),
+// source chosen, truncated, transfer, promoted, installed, activated,
+// serving.
+type FailoverStage struct {
+	Stage  string `json:"stage"`
+	Peer   string `json:"peer,omitempty"`
+	Micros int64  `json:"micros"` // since the recovery started (monotonic)
+	Detail string `json:"detail,omitempty"`
+}
+
+// ReplicaStatus is one copy of a queue in a cluster.
 type ReplicaStatus struct {
 	Node        string `json:"node"`
 	WrittenNext uint64 `json:"written_next"` // offset after the last record this copy handed to the OS
 	DurableNext uint64 `json:"durable_next"` // offset after the last record this copy fsynced
+	// State is "owner", or a follower's replication state as the owner
+	// sees it ("in sync", "catching up", "probing", "unreachable",
+	// "latched", "stale", with a reason); empty from a non-owner.
+	State string `json:"state,omitempty"`
 }
 
 // QueueCounts are a queue's message counts.
@@ -149,6 +196,8 @@ type QueueOptions struct {
 	RedeliveryDelayMs uint64 `json:"redelivery_delay_ms,omitempty"`
 	Policy            string `json:"policy,omitempty"`
 	Replicas          uint64 `json:"replicas,omitempty"`
+	DedupWindowMs     uint64 `json:"dedup_window_ms,omitempty"`
+	DedupMaxEntries   uint64 `json:"dedup_max_entries,omitempty"`
 }
 
 // ConsumerStatus is one subscription on a queue.
@@ -174,6 +223,9 @@ type ActorInfo struct {
 type Health struct {
 	Fatal  string // a failure the node could not contain; empty when none
 	Fenced []FencedPartition
+	// Unowned lists, in a cluster, the partitions this node replicates
+	// that no node serves now, with why (Error).
+	Unowned []FencedPartition
 }
 
 // FencedPartition is one queue partition that refuses publishes.

@@ -198,6 +198,13 @@ var templateFuncs = template.FuncMap{
 		return formatBytes(*value)
 	},
 	"join": strings.Join,
+	"failoverTook": func(f FailoverStatus) string {
+		if len(f.Stages) == 0 {
+			return ""
+		}
+		return formatDuration(time.Duration(f.Stages[len(f.Stages)-1].Micros) * time.Microsecond)
+	},
+	"failoverStages": formatFailoverStages,
 	"sortedKeys": func(m map[string]string) []string {
 		keys := make([]string, 0, len(m))
 		for key := range m {
@@ -322,14 +329,15 @@ const queueTemplate = `{{define "content"}}{{with .Body}}{{with .Queue}}
 <tbody id="consumers">{{range .Consumers}}<tr><td class="text">{{if .ClientName}}{{.ClientName}}{{else}}(unknown){{end}}</td><td class="text">{{.RemoteAddress}}</td><td class="text mono">{{.Session}}</td><td>{{.Subscription}}</td><td>{{.Prefetch}}</td><td>{{.Outstanding}}</td></tr>{{else}}<tr class="empty"><td colspan="6">no consumer</td></tr>{{end}}</tbody>
 </table></div>
 <h2>Replicas</h2>
+<p class="muted">Confirms and deliveries stop at the quorum frontier: committed next <span id="q-committed">{{if .Queue.CommittedNext}}{{.Queue.CommittedNext}}{{end}}</span>.</p>
 <div class="scroll"><table id="replicas-table">
-<thead><tr><th class="text">node</th><th>written next</th><th>durable next</th></tr></thead>
-<tbody id="replicas">{{range .Queue.Replicas}}<tr><td class="text">{{.Node}}</td><td>{{.WrittenNext}}</td><td>{{.DurableNext}}</td></tr>{{else}}<tr class="empty"><td colspan="3">single copy: replication is not active yet</td></tr>{{end}}</tbody>
+<thead><tr><th class="text">node</th><th class="text">state</th><th>written next</th><th>durable next</th></tr></thead>
+<tbody id="replicas">{{range .Queue.Replicas}}<tr><td class="text">{{.Node}}</td><td class="text">{{.State}}</td><td>{{.WrittenNext}}</td><td>{{.DurableNext}}</td></tr>{{else}}<tr class="empty"><td colspan="4">a single node: one copy</td></tr>{{end}}</tbody>
 </table></div>
 <h2>Recent failovers</h2>
 <div class="scroll"><table id="failovers-table">
-<thead><tr><th class="text">when</th><th>epoch</th><th class="text">from</th><th class="text">to</th><th>took</th></tr></thead>
-<tbody id="failovers"><tr class="empty"><td colspan="5">none recorded: failover is not active yet</td></tr></tbody>
+<thead><tr><th class="text">started</th><th>epoch</th><th class="text">outcome</th><th>took</th><th class="text">timeline (ms since the recovery began)</th></tr></thead>
+<tbody id="failovers">{{range .Queue.Failovers}}<tr><td class="text">{{.StartedAt.Format "2006-01-02 15:04:05.000"}}</td><td>{{.Epoch}}</td><td class="text">{{.Outcome}}</td><td>{{failoverTook .}}</td><td class="text mono">{{failoverStages .}}</td></tr>{{else}}<tr class="empty"><td colspan="5">none run by this node since it started</td></tr>{{end}}</tbody>
 </table></div>{{end}}{{end}}`
 
 const clusterTemplate = `{{define "content"}}{{with .Body}}
@@ -352,3 +360,17 @@ var (
 	queuePage    = template.Must(template.New("queue").Funcs(templateFuncs).Parse(layoutTemplate + queueTemplate))
 	clusterPage  = template.Must(template.New("cluster").Funcs(templateFuncs).Parse(layoutTemplate + clusterTemplate))
 )
+
+// formatFailoverStages is one line per recovery: each stage with its peer
+// and its time since the recovery began, in milliseconds.
+func formatFailoverStages(f FailoverStatus) string {
+	parts := make([]string, 0, len(f.Stages))
+	for _, stage := range f.Stages {
+		part := stage.Stage
+		if stage.Peer != "" {
+			part += " " + stage.Peer
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f", part, float64(stage.Micros)/1000))
+	}
+	return strings.Join(parts, " · ")
+}

@@ -75,6 +75,19 @@ type QueueConfig struct {
 	RedeliveryDelay time.Duration // delay before a nacked or expired message is ready again
 	Policy          string        // replication policy, e.g. "replica_durable:2"
 	Replicas        uint32        // copies including the owner
+
+	// Dedup turns deduplication on with the node's default window (2
+	// minutes) when DedupWindow is not set; DedupWindow turns it on with
+	// that window. A queue that deduplicates does not store a second copy
+	// of a message whose producer pair (Options.Idempotent) or message id
+	// it stored within the window, and confirms the copy as a duplicate
+	// (docs/protocol.md 4.3).
+	Dedup       bool
+	DedupWindow time.Duration
+	// DedupMaxEntries bounds the keys the queue remembers (the node's
+	// default: 100,000); past it the oldest leave early, and the window is
+	// then shorter than DedupWindow.
+	DedupMaxEntries uint32
 }
 
 // DeclareResult is the node's answer to a declare.
@@ -141,6 +154,10 @@ func (config QueueConfig) options() (wire.QueueOptions, error) {
 	if err != nil {
 		return wire.QueueOptions{}, fmt.Errorf("redelivery delay: %w", err)
 	}
+	window, err := durationMs(config.DedupWindow, math.MaxUint32)
+	if err != nil {
+		return wire.QueueOptions{}, fmt.Errorf("dedup window: %w", err)
+	}
 	if config.DeadLetterQueue != "" {
 		if err := checkName("dead-letter queue name", config.DeadLetterQueue); err != nil {
 			return wire.QueueOptions{}, err
@@ -150,6 +167,7 @@ func (config QueueConfig) options() (wire.QueueOptions, error) {
 		LeaseTimeoutMs: uint32(lease), MaxDeliveries: config.MaxDeliveries, DeadLetterQueue: config.DeadLetterQueue,
 		MessageTTLMs: ttl, MaxLength: config.MaxLength, MaxBytes: config.MaxBytes, Overflow: config.Overflow,
 		RedeliveryDelayMs: uint32(delay), Policy: config.Policy, Replicas: config.Replicas,
+		Dedup: config.Dedup && window == 0, DedupWindowMs: uint32(window), DedupMaxEntries: config.DedupMaxEntries,
 	}, nil
 }
 

@@ -37,6 +37,10 @@ type Client struct {
 
 	randomMu sync.Mutex
 	random   *rand.Rand
+
+	// producerID names this Client as a publisher when
+	// Options.Idempotent; empty otherwise.
+	producerID string
 }
 
 // Dial connects to the first of options.Addresses that answers hello and
@@ -59,6 +63,9 @@ func Dial(ctx context.Context, options Options) (*Client, error) {
 	if options.Confirms {
 		c.confirms = newConfirmPump(options.MaxPendingPublishes, c.window)
 	}
+	if options.Idempotent {
+		c.producerID = fmt.Sprintf("%016x%016x", c.random.Uint64(), c.random.Uint64())
+	}
 	c.home = newLink(c, options.Addresses)
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
@@ -80,6 +87,11 @@ func Dial(ctx context.Context, options Options) (*Client, error) {
 	}
 	return nil, fmt.Errorf("client: dial: %w", errors.Join(failures...))
 }
+
+// ProducerID returns the producer id this Client's publishes carry
+// (Options.Idempotent), chosen at Dial and kept across reconnects; empty
+// when the Client is not idempotent.
+func (c *Client) ProducerID() string { return c.producerID }
 
 // Session returns the session of the home connection (the one Dial made),
 // and false while it is reconnecting.
@@ -242,9 +254,29 @@ func (c *Client) roundTrip(ctx context.Context, request call) (reply, error) {
 }
 
 // linkFor returns the link that serves a queue: its owner's, once a
-// redirect has named one, and home otherwise.
+// redirect has named one and while that node answers, and home otherwise.
+// A route whose link lost its connection is dropped: the owner may have
+// failed over, and home (or the next node home reaches) redirects to the
+// new one.
 func (c *Client) linkFor(queue string) *link {
 	if routed := c.routedLink(queue); routed != nil {
+		if !routed.lost() {
+			return routed
+		}
+		return c.dropRoute(queue, routed)
+	}
+	return c.home
+}
+
+// dropRoute forgets that dead serves queue (its node stopped answering, or
+// said it no longer owns the queue) and returns the link to ask next.
+func (c *Client) dropRoute(queue string, dead *link) *link {
+	c.routesMu.Lock()
+	defer c.routesMu.Unlock()
+	if c.routes[queue] == dead {
+		delete(c.routes, queue)
+	}
+	if routed := c.routes[queue]; routed != nil {
 		return routed
 	}
 	return c.home

@@ -175,6 +175,7 @@ func (c *conn) fail(err error) {
 			request.done <- reply{err: err}
 		}
 		slices.SortFunc(publishes, func(a, b *PublishFuture) int { return compareUint64(a.seq, b.seq) })
+		publishes = c.client.splitRetries(c.link, publishes, err)
 		for _, future := range publishes {
 			c.client.finishPublish(future, Confirm{Err: err})
 		}

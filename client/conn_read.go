@@ -24,6 +24,7 @@ type readerState struct {
 	reader    *wire.Reader
 	bindings  map[uint64]*binding // by subscription id
 	confirm   wire.Confirm
+	confirm2  wire.ConfirmIdempotent
 	reject    wire.NegativeConfirm
 	deliver   wire.Deliver
 	completed []*PublishFuture
@@ -74,6 +75,8 @@ func (c *conn) handleFrame(tag wire.Tag, body []byte) {
 	switch tag {
 	case wire.TagConfirm:
 		c.handleConfirm(body)
+	case wire.TagConfirmIdempotent:
+		c.handleConfirmIdempotent(body)
 	case wire.TagNegativeConfirm:
 		c.handleReject(body)
 	case wire.TagDeliver:
@@ -118,6 +121,23 @@ func (c *conn) handleConfirm(body []byte) {
 	clear(r.completed)
 }
 
+// handleConfirmIdempotent completes publishes an FCF2 confirms, telling
+// duplicates apart.
+func (c *conn) handleConfirmIdempotent(body []byte) {
+	r := &c.reading
+	if err := r.confirm2.Decode(body); err != nil {
+		c.closeWith(wire.ErrorFrameFor(0, err), connectionLost(err))
+		return
+	}
+	for _, confirmed := range r.confirm2.Ranges {
+		r.completed = c.pending.takePublishRange(confirmed.First, confirmed.Last, r.completed[:0])
+		for _, future := range r.completed {
+			c.client.finishPublish(future, Confirm{Boundary: confirmed.Boundary, Duplicate: confirmed.Duplicate})
+		}
+	}
+	clear(r.completed)
+}
+
 func (c *conn) handleReject(body []byte) {
 	r := &c.reading
 	if err := r.reject.Decode(body); err != nil {
@@ -131,6 +151,12 @@ func (c *conn) handleReject(body []byte) {
 			continue
 		}
 		refusal := &ServerError{Code: rejected.Code, Message: rejected.Message}
+		if rejected.Code == wire.CodeOutcomeUnknown {
+			// The queue changed owner or restarted with these appended:
+			// like a lost connection, a deduplicating queue may take them
+			// again (Options.RetryUnknownPublishes).
+			futures = c.client.splitRetries(c.link, futures, refusal)
+		}
 		for _, future := range futures {
 			c.client.finishPublish(future, Confirm{Err: refusal})
 		}
@@ -222,6 +248,12 @@ func (c *conn) handleSubscriptionEnded(body []byte) {
 	b.ended.Store(true)
 	if s := b.subscription; s != nil && s.boundTo(c) {
 		c.link.forget(s)
+		if frame.Code == wire.CodeNotOwner {
+			// The queue's owner stepped down (a failover): subscribe again
+			// wherever the queue is served now.
+			s.startRebind(c.client.dropRoute(s.queue, c.link))
+			return
+		}
 		s.finish(&ServerError{Code: frame.Code, Message: frame.Message})
 	}
 }

@@ -24,7 +24,8 @@ type writerState struct {
 	writer       *wire.Writer
 	nextSeq      uint64
 	batch        wire.Publish
-	batchFutures []*PublishFuture // parallel to batch.Messages
+	idempotent   wire.PublishIdempotent // the frame batch becomes on an idempotent Client
+	batchFutures []*PublishFuture       // parallel to batch.Messages
 	batchQueue   string
 	batchBytes   int
 
@@ -123,12 +124,15 @@ func (c *conn) addToBatch(future *PublishFuture) {
 	if !c.client.enterBatch(future, c) {
 		return // its deadline passed while it was queued
 	}
-	if publishFrameOverhead+len(future.queue)+future.encodedBytes > int(c.peerMaxBody) {
+	if c.client.publishFrameOverhead()+len(future.queue)+future.encodedBytes > int(c.peerMaxBody) {
 		c.client.finishPublish(future, Confirm{Err: ErrMessageTooLarge})
 		return
 	}
 	w.nextSeq++
 	message := wire.PublishMessage{Seq: w.nextSeq, MessageID: future.messageID, Headers: future.headers, Payload: future.payload}
+	if c.client.producerID != "" {
+		message.ProducerSeq = future.seq // the Client-wide publish number: the same on every retry
+	}
 	future.wireSeq = w.nextSeq
 	if err := c.pending.addPublish(w.nextSeq, future); err != nil {
 		c.client.finishPublish(future, Confirm{Err: err})
@@ -137,7 +141,7 @@ func (c *conn) addToBatch(future *PublishFuture) {
 	if len(w.batch.Messages) == 0 {
 		w.batchQueue = future.queue
 		w.batch.Queue = append(w.batch.Queue[:0], future.queue...)
-		w.batchBytes = publishFrameOverhead + len(future.queue)
+		w.batchBytes = c.client.publishFrameOverhead() + len(future.queue)
 	}
 	w.batch.Messages = append(w.batch.Messages, message)
 	w.batchFutures = append(w.batchFutures, future)
@@ -150,7 +154,13 @@ func (c *conn) emitPublishBatch() {
 	if len(w.batch.Messages) == 0 {
 		return
 	}
-	err := w.writer.WriteFrame(&w.batch)
+	var frame wire.Frame = &w.batch
+	if producer := c.client.producerID; producer != "" {
+		w.idempotent.Queue, w.idempotent.Messages = w.batch.Queue, w.batch.Messages
+		w.idempotent.ProducerID = append(w.idempotent.ProducerID[:0], producer...)
+		frame = &w.idempotent
+	}
+	err := w.writer.WriteFrame(frame)
 	if err != nil && !isFrameError(err) {
 		c.fail(connectionLost(err))
 	} else if err != nil {
@@ -232,11 +242,19 @@ func (c *conn) closeOutbox() {
 	c.gate.Lock()
 	c.gateClosed = true
 	c.gate.Unlock()
+	var unsent []*PublishFuture
+	defer func() {
+		// Never sent, so not stored: with RetryUnknownPublishes they go to
+		// the next connection like the unknown ones.
+		for _, future := range c.client.splitRetries(c.link, unsent, c.failure) {
+			c.client.finishQueued(future, Confirm{Err: c.failure})
+		}
+	}()
 	for {
 		select {
 		case item := <-c.outbox:
 			if item.publish != nil {
-				c.client.finishQueued(item.publish, Confirm{Err: c.failure})
+				unsent = append(unsent, item.publish)
 			}
 			// Requests were registered before they were queued, so fail
 			// has already answered them.

@@ -43,6 +43,26 @@
 // it again if you need at-least-once, and deduplicate on the message id
 // when consuming.
 //
+// # Publishing once
+//
+// To a queue declared with a dedup window (QueueConfig.Dedup or
+// DedupWindow), a message is stored once however often it is sent within
+// the window, when every copy carries the same key: its MessageID, or,
+// with Options.Idempotent, the Client's producer id and the publish's
+// number. With Options.RetryUnknownPublishes as well, the SDK sends such a
+// publish again by itself after a reconnect instead of failing it with
+// ErrConnectionLost (only to queues that deduplicate, within half their
+// window); the confirm of a copy the queue had stored says Duplicate.
+//
+//	c, err := client.Dial(ctx, client.Options{Addresses: addresses, Idempotent: true, RetryUnknownPublishes: true})
+//	_, err = c.Declare(ctx, "payments", client.QueueConfig{Dedup: true})
+//	confirm, err := c.Publish(ctx, "payments", client.Message{MessageID: "payment-8812", Payload: body})
+//
+// A publish that still fails with ErrConnectionLost (its window passed,
+// or the reconnect took too long) may be published again by you with the
+// same MessageID: the queue still stores it once. docs/durability.md,
+// "Publishing exactly once", says what this survives and what it does not.
+//
 // Deadlines: Options.PublishTimeout bounds every publish's wait for its
 // confirm, WithPublishTimeout and WithDeadline one publish's, and Publish
 // ends at its context's deadline; a publish past its deadline fails with

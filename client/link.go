@@ -96,6 +96,14 @@ func (l *link) connection(ctx context.Context) (*conn, error) {
 	}
 }
 
+// lost reports whether the link has no connection after having tried:
+// its node went away (or never answered).
+func (l *link) lost() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return (l.current == nil || l.current.isDead()) && l.attempted
+}
+
 // notifyLocked wakes everyone waiting for a change. Lock must be held.
 func (l *link) notifyLocked() {
 	close(l.changed)
@@ -258,6 +266,15 @@ func (l *link) becomeDisconnected(c *conn, reason error) {
 	}
 	if reason == ErrClosed {
 		return
+	}
+	if l != l.client.home {
+		// A redirect target went away: its queues may have failed over to
+		// another node. Their subscriptions ask where each queue lives now
+		// (home redirects) instead of waiting for this node to return.
+		for _, s := range subscriptions {
+			l.forget(s)
+			s.startRebind(l.client.dropRoute(s.queue, l))
+		}
 	}
 	if options := l.client.options; options.OnConnectionLost != nil {
 		options.OnConnectionLost(c.session.Address, reason)

@@ -75,6 +75,26 @@ type Options struct {
 	// and Publish also ends at its context's deadline.
 	PublishTimeout time.Duration
 
+	// Idempotent makes every publish carry this Client's producer id (one
+	// the SDK chooses at Dial, kept across reconnects: Client.ProducerID)
+	// and its publish number (Confirm.Seq) as the producer sequence, in
+	// FPB2 frames. A queue with a dedup window then stores each message
+	// once however often it is sent within the window, and confirms a
+	// repeat with Confirm.Duplicate set. It needs a node that speaks FPB2
+	// (this version and later); an older node closes the connection.
+	Idempotent bool
+	// RetryUnknownPublishes sends a publish again, on the next connection,
+	// when its connection ended before its outcome was known, instead of
+	// failing it with ErrConnectionLost, but only when that is safe: the
+	// publish carries a dedup key (Idempotent, or a MessageID of the
+	// caller's), its queue deduplicates (the SDK reads the queue's
+	// dedup_window_ms from its info after the reconnect), and less than
+	// half that window has passed since the publish was first sent. Every
+	// other publish fails as before. The publish's deadline still bounds
+	// it. The confirm of a retry that the queue had stored already says
+	// Duplicate.
+	RetryUnknownPublishes bool
+
 	// OnConnect is called after every successful hello (the first one and
 	// each reconnect, on the home connection and on redirect targets),
 	// from the connection's supervising goroutine; keep it short.

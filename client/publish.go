@@ -57,6 +57,13 @@ type Confirm struct {
 	Queue    string   // the queue published to
 	Tag      any      // what WithTag attached to the publish; nil without it
 	Boundary Boundary // when Err is nil: written (buffered queue) or durable (durable queue)
+	// Duplicate is set when the queue had stored this message already
+	// (within its dedup window: a retry of a publish whose first outcome
+	// was lost, or a repeat of its producer pair or message id) and did
+	// not store it again; Boundary is the one the first copy stands on.
+	// Only idempotent publishes (Options.Idempotent) learn it: a queue
+	// confirms a repeated message id of a plain publish without saying so.
+	Duplicate bool
 	// Err is nil when the message was stored. A *ServerError means the
 	// node refused it and did not store it (see IsRetryable); an error
 	// matching ErrConnectionLost or ErrPublishTimeout means the outcome is
@@ -126,6 +133,8 @@ type PublishFuture struct {
 	encodedBytes int  // the message's size inside a publish frame
 	notify       bool // report the outcome on the Confirms channel
 	redirects    int
+	retries      int       // times sent again after an unknown outcome (retry.go)
+	firstSent    time.Time // when it was first handed to a connection
 	tag          any
 	callback     func(Confirm)
 
@@ -239,10 +248,14 @@ func (c *Client) publish(ctx context.Context, queue string, message Message, not
 		return nil, err
 	}
 	future.tag, future.callback = settings.tag, settings.callback
+	if c.producerID != "" {
+		future.encodedBytes += 8 // the producer sequence of FPB2
+	}
 	if err := c.window.acquire(ctx); err != nil {
 		return nil, err
 	}
 	future.seq = c.nextPublishID.Add(1)
+	future.firstSent = time.Now()
 	c.armDeadline(future, settings)
 	if err := c.sendPublish(ctx, future, c.linkFor(queue)); err != nil {
 		future.notify = false
@@ -280,10 +293,19 @@ func (c *Client) sendPublish(ctx context.Context, future *PublishFuture, target 
 	if err != nil {
 		return err
 	}
-	if publishFrameOverhead+len(future.queue)+future.encodedBytes > int(connection.peerMaxBody) {
+	if c.publishFrameOverhead()+len(future.queue)+future.encodedBytes > int(connection.peerMaxBody) {
 		return ErrMessageTooLarge
 	}
 	return connection.enqueue(ctx, outbound{publish: future})
+}
+
+// publishFrameOverhead is a publish frame's body size without its queue
+// name bytes and messages: FPB1's, plus the producer id in FPB2.
+func (c *Client) publishFrameOverhead() int {
+	if c.producerID != "" {
+		return publishFrameOverhead + 2 + len(c.producerID)
+	}
+	return publishFrameOverhead
 }
 
 // finishPublish completes a future its caller owns alone: it took it out

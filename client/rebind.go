@@ -19,6 +19,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // startRebind starts the subscription's rebind loop on l, or, when one
@@ -73,6 +75,12 @@ func (s *Subscription) rebind(l *link) {
 			l.forget(s)
 			s.finish(err)
 			continue
+		case l != client.home && (errors.Is(err, ErrConnectionLost) || CodeOf(err) == wire.CodeNotOwner):
+			// The queue's owner went away or moved: ask where it lives now,
+			// soon (the first backoff step), since the cluster is moving it.
+			l.forget(s)
+			l = client.dropRoute(s.queue, l)
+			failures = 0
 		}
 		delay := backoffDelay(failures, client.options.Backoff.Initial, client.options.Backoff.Max, client.randomFloat)
 		failures++
@@ -99,7 +107,7 @@ func (s *Subscription) maybeStopRebinding(l *link) (done bool, target *link) {
 	current := l.live()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	bound := s.binding != nil && s.binding.conn == current && !current.isDead()
+	bound := s.binding != nil && s.binding.conn == current && !current.isDead() && !s.binding.ended.Load()
 	switch {
 	case s.ended, s.client.isClosed():
 		s.rebinding = false

@@ -39,9 +39,10 @@ const (
 	MaxPartitions = 64
 	// MaxQueueNameBytes bounds queue names (the protocol's rule).
 	MaxQueueNameBytes = wire.MaxQueueNameBytes
-	// ServingOwnerOnly is QueueInfo.Serving until replication lands: the
-	// owner alone holds and serves the queue's data.
-	ServingOwnerOnly = "owner_only"
+	// ServingReplicated is QueueInfo.Serving: every replica holds the
+	// queue's log, the owner serves clients and confirms once the policy's
+	// copies hold a record.
+	ServingReplicated = "replicated"
 )
 
 // QueueDecl is a declare request. Zero fields mean "not named": on a new
@@ -68,7 +69,7 @@ type QueueInfo struct {
 	// Revision is the catalog revision at which the queue was declared.
 	Revision   uint64          `msgpack:"revision" json:"revision"`
 	Partitions []PartitionInfo `msgpack:"partitions" json:"partitions"`
-	// Serving says who serves the data; ServingOwnerOnly for now.
+	// Serving says who serves the data (ServingReplicated).
 	Serving string `msgpack:"serving" json:"serving"`
 }
 
@@ -84,6 +85,12 @@ type PartitionInfo struct {
 	// partition reports its own coordination state instead.
 	Owner string `msgpack:"owner" json:"owner"`
 	Epoch uint64 `msgpack:"epoch" json:"epoch"`
+	// Members are the Raft replica ids of the coordination shard's members
+	// by node id: the nodes' ids when the partition was created, and a
+	// replacement's new id once it replaced one (Joined then names it:
+	// it joins the shard instead of starting as an initial member).
+	Members map[string]uint64 `msgpack:"members" json:"members,omitempty"`
+	Joined  []string          `msgpack:"joined" json:"joined,omitempty"`
 }
 
 // NodeInfo is a node as the catalog records it.
@@ -93,7 +100,11 @@ type NodeInfo struct {
 	PeerAddress   string `msgpack:"peer_address" json:"peer_address"`
 	RaftAddress   string `msgpack:"raft_address" json:"raft_address"`
 	HTTPAddress   string `msgpack:"http_address" json:"http_address"`
-	ReplicaID     uint64 `msgpack:"replica_id" json:"replica_id"`
+	// ReplicaID is the node's current Raft replica id; it changes when a
+	// node whose data directory was lost rejoins as a new replica.
+	ReplicaID uint64 `msgpack:"replica_id" json:"replica_id"`
+	// Replaced counts those rejoins.
+	Replaced int `msgpack:"replaced" json:"replaced,omitempty"`
 }
 
 // Settings are the runtime settings held by the catalog, first copied from
@@ -133,6 +144,7 @@ const (
 	commandDelete
 	commandSetSetting
 	commandOwnerHint
+	commandReplaceReplica
 )
 
 // catalogCommand is one proposal to the catalog shard.
@@ -144,6 +156,8 @@ type catalogCommand struct {
 	Key     string       `msgpack:"key,omitempty"`
 	Value   string       `msgpack:"value,omitempty"`
 	Hint    *ownerHint   `msgpack:"hint,omitempty"`
+	// ReplicaID is the new replica id of a replaced node (Name).
+	ReplicaID uint64 `msgpack:"replica_id,omitempty"`
 }
 
 // initCommand fills an empty catalog from a node's config. It is proposed
@@ -226,6 +240,8 @@ func (s *CatalogState) Apply(command catalogCommand) catalogResult {
 		result = s.applySetSetting(command.Key, command.Value)
 	case commandOwnerHint:
 		result = s.applyOwnerHint(command.Hint)
+	case commandReplaceReplica:
+		result = s.applyReplaceReplica(command.Name, command.ReplicaID)
 	default:
 		result = failure(resultInvalidDeclaration, "unknown command kind %d", command.Kind)
 	}
@@ -314,16 +330,23 @@ func (s *CatalogState) createQueue(decl *QueueDecl) catalogResult {
 		return result
 	}
 	nodeIDs := make([]string, 0, len(s.Nodes))
+	replicaIDs := map[string]uint64{}
 	for _, node := range s.Nodes {
 		nodeIDs = append(nodeIDs, node.ID)
+		replicaIDs[node.ID] = node.ReplicaID
 	}
 	s.Revision++
 	queue := &QueueInfo{
 		Name: decl.Name, Mode: policy.Mode(), Policy: policy.String(), WriteCopies: policy.Copies,
-		Replicas: replicas, Options: maps.Clone(decl.Options), Revision: s.Revision, Serving: ServingOwnerOnly,
+		Replicas: replicas, Options: maps.Clone(decl.Options), Revision: s.Revision, Serving: ServingReplicated,
 	}
 	for index, replicaSet := range place(nodeIDs, loadOf(s.Queues), replicas, partitions) {
-		queue.Partitions = append(queue.Partitions, PartitionInfo{Index: index, ShardID: s.NextShardID, Replicas: replicaSet})
+		members := map[string]uint64{}
+		for _, id := range replicaSet {
+			members[id] = replicaIDs[id]
+		}
+		queue.Partitions = append(queue.Partitions, PartitionInfo{Index: index, ShardID: s.NextShardID,
+			Replicas: replicaSet, Members: members})
 		s.NextShardID++
 	}
 	s.Queues[queue.Name] = queue
@@ -415,6 +438,40 @@ func (s *CatalogState) applyOwnerHint(hint *ownerHint) catalogResult {
 	return catalogResult{}
 }
 
+// applyReplaceReplica records that node rejoined with a new Raft replica
+// id (its data directory was lost): its entry and every partition it
+// replicates name the new id, and it joins those shards. The membership
+// changes of the shards themselves were made before (Node.ReplaceReplica).
+func (s *CatalogState) applyReplaceReplica(node string, replicaID uint64) catalogResult {
+	index := slices.IndexFunc(s.Nodes, func(info NodeInfo) bool { return info.ID == node })
+	if index < 0 || replicaID == 0 {
+		return failure(resultInvalidSetting, "replace replica: unknown node %q or replica id 0", node)
+	}
+	for _, other := range s.Nodes {
+		if other.ReplicaID == replicaID && other.ID != node {
+			return failure(resultInvalidSetting, "replace replica: id %d is %s's", replicaID, other.ID)
+		}
+	}
+	if s.Nodes[index].ReplicaID == replicaID {
+		return catalogResult{} // applied already
+	}
+	s.Nodes[index].ReplicaID = replicaID
+	s.Nodes[index].Replaced++
+	for _, queue := range s.Queues {
+		for i := range queue.Partitions {
+			partition := &queue.Partitions[i]
+			if _, member := partition.Members[node]; member {
+				partition.Members[node] = replicaID
+				if !slices.Contains(partition.Joined, node) {
+					partition.Joined = append(partition.Joined, node)
+				}
+			}
+		}
+	}
+	s.Revision++
+	return catalogResult{}
+}
+
 // validateQueueName applies the protocol's queue-name rule to every
 // declaration the catalog applies, including commands proposed through
 // Raft directly, which pass no session.
@@ -428,6 +485,8 @@ func (q *QueueInfo) clone() *QueueInfo {
 	out.Partitions = make([]PartitionInfo, len(q.Partitions))
 	for index, partition := range q.Partitions {
 		partition.Replicas = slices.Clone(partition.Replicas)
+		partition.Members = maps.Clone(partition.Members)
+		partition.Joined = slices.Clone(partition.Joined)
 		out.Partitions[index] = partition
 	}
 	return &out

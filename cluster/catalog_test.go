@@ -75,7 +75,7 @@ func TestDeclareDefaults(t *testing.T) {
 			if !result.Created || queue.Mode != tc.wantMode || queue.Policy != tc.wantPolicy || queue.WriteCopies != tc.wantCopies {
 				t.Fatalf("queue = %+v created %v", queue, result.Created)
 			}
-			if queue.Serving != ServingOwnerOnly || len(queue.Partitions) != 1 || queue.Partitions[0].ShardID != FirstCoordinationShardID {
+			if queue.Serving != ServingReplicated || len(queue.Partitions) != 1 || queue.Partitions[0].ShardID != FirstCoordinationShardID {
 				t.Fatalf("queue = %+v", queue)
 			}
 		})

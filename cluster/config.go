@@ -29,12 +29,16 @@ const (
 	DefaultDeploymentID           = 1
 	DefaultReplicasMax            = 3
 	DefaultBackgroundSyncInterval = 100 * time.Millisecond
-	DefaultRaftRTT                = 50 * time.Millisecond
-	DefaultElectionRTT            = 10
-	DefaultHeartbeatRTT           = 1
-	DefaultSnapshotEntries        = 1000
-	DefaultCompactionOverhead     = 500
-	DefaultRaftLogLevel           = "error"
+	DefaultRaftRTT                = 10 * time.Millisecond
+	DefaultElectionRTT            = 50
+	DefaultHeartbeatRTT           = 5
+	// The coordination shards' election decides how fast a dead owner is
+	// detected: 20 ticks of 10 ms (docs/cluster.md has the measurements).
+	DefaultCoordinationElectionRTT  = 20
+	DefaultCoordinationHeartbeatRTT = 2
+	DefaultSnapshotEntries          = 1000
+	DefaultCompactionOverhead       = 500
+	DefaultRaftLogLevel             = "error"
 )
 
 // Config is the whole cluster config file.
@@ -57,6 +61,12 @@ type ClusterSettings struct {
 	// BackgroundSyncInterval is the background fsync target of buffered
 	// queue logs. "0s" turns background sync off. Default 100ms.
 	BackgroundSyncInterval *Duration `json:"background_sync_interval,omitempty"`
+	// Secret authenticates the nodes to each other on peer links (every
+	// node's config must hold the same one). SecretFile names a file whose
+	// content (trailing newline removed) is the secret instead; exactly one
+	// of the two is required.
+	Secret     string `json:"secret,omitempty"`
+	SecretFile string `json:"secret_file,omitempty"`
 	// Raft is the Raft timing and log settings.
 	Raft RaftSettings `json:"raft"`
 }
@@ -64,12 +74,17 @@ type ClusterSettings struct {
 // RaftSettings tune dragonboat. RTT is one logical clock tick; election and
 // heartbeat timeouts are counted in ticks.
 type RaftSettings struct {
-	RTT                Duration `json:"rtt,omitempty"`
-	ElectionRTT        uint64   `json:"election_rtt,omitempty"`
-	HeartbeatRTT       uint64   `json:"heartbeat_rtt,omitempty"`
-	Quiesce            bool     `json:"quiesce,omitempty"`
-	SnapshotEntries    uint64   `json:"snapshot_entries,omitempty"`
-	CompactionOverhead uint64   `json:"compaction_overhead,omitempty"`
+	RTT          Duration `json:"rtt,omitempty"`
+	ElectionRTT  uint64   `json:"election_rtt,omitempty"`
+	HeartbeatRTT uint64   `json:"heartbeat_rtt,omitempty"`
+	// CoordinationElectionRTT and CoordinationHeartbeatRTT are the same for
+	// the partitions' coordination shards, whose elections detect a dead
+	// owner; ElectionRTT and HeartbeatRTT apply to the catalog.
+	CoordinationElectionRTT  uint64 `json:"coordination_election_rtt,omitempty"`
+	CoordinationHeartbeatRTT uint64 `json:"coordination_heartbeat_rtt,omitempty"`
+	Quiesce                  bool   `json:"quiesce,omitempty"`
+	SnapshotEntries          uint64 `json:"snapshot_entries,omitempty"`
+	CompactionOverhead       uint64 `json:"compaction_overhead,omitempty"`
 	// LogLevel is the level at and above which dragonboat's own log lines
 	// reach the node's logger: "debug", "info", "warn" or "error".
 	LogLevel string `json:"log_level,omitempty"`
@@ -212,7 +227,13 @@ func (c *Config) WithDefaults() Config {
 		raft.ElectionRTT = DefaultElectionRTT
 	}
 	if raft.HeartbeatRTT == 0 {
-		raft.HeartbeatRTT = DefaultHeartbeatRTT
+		raft.HeartbeatRTT = min(DefaultHeartbeatRTT, max(1, raft.ElectionRTT/10))
+	}
+	if raft.CoordinationElectionRTT == 0 {
+		raft.CoordinationElectionRTT = DefaultCoordinationElectionRTT
+	}
+	if raft.CoordinationHeartbeatRTT == 0 {
+		raft.CoordinationHeartbeatRTT = min(DefaultCoordinationHeartbeatRTT, max(1, raft.CoordinationElectionRTT/10))
 	}
 	if raft.SnapshotEntries == 0 {
 		raft.SnapshotEntries = DefaultSnapshotEntries
@@ -330,6 +351,21 @@ func (c *Config) validateSettings(report reportFunc) {
 	if raft.ElectionRTT > 1000 {
 		report("cluster.raft.election_rtt", "must be at most 1000, got %d", raft.ElectionRTT)
 	}
+	if raft.CoordinationElectionRTT < 10*raft.CoordinationHeartbeatRTT {
+		report("cluster.raft.coordination_election_rtt", "must be at least 10 x coordination_heartbeat_rtt (%d), got %d",
+			raft.CoordinationHeartbeatRTT, raft.CoordinationElectionRTT)
+	}
+	if raft.CoordinationElectionRTT > 1000 {
+		report("cluster.raft.coordination_election_rtt", "must be at most 1000, got %d", raft.CoordinationElectionRTT)
+	}
+	switch {
+	case settings.Secret == "" && settings.SecretFile == "":
+		report("cluster.secret", "required (or secret_file): nodes authenticate their peer links with it")
+	case settings.Secret != "" && settings.SecretFile != "":
+		report("cluster.secret", "give secret or secret_file, not both")
+	case settings.Secret != "" && len(settings.Secret) < 16:
+		report("cluster.secret", "must be at least 16 bytes, got %d", len(settings.Secret))
+	}
 	if _, err := parseLogLevel(raft.LogLevel); err != nil {
 		report("cluster.raft.log_level", "%v", err)
 	}
@@ -369,4 +405,22 @@ func validateAddress(address string) error {
 		return fmt.Errorf("%q: port must be 1-65535", address)
 	}
 	return nil
+}
+
+// PeerSecret returns the cluster secret: Secret, or SecretFile's content
+// without its trailing newline.
+func (c *Config) PeerSecret() ([]byte, error) {
+	settings := c.Cluster
+	if settings.SecretFile == "" {
+		return []byte(settings.Secret), nil
+	}
+	data, err := os.ReadFile(settings.SecretFile)
+	if err != nil {
+		return nil, &ConfigError{Field: "cluster.secret_file", Problem: err.Error()}
+	}
+	secret := bytes.TrimRight(data, "\r\n")
+	if len(secret) < 16 {
+		return nil, &ConfigError{Field: "cluster.secret_file", Problem: fmt.Sprintf("the secret must be at least 16 bytes, got %d", len(secret))}
+	}
+	return secret, nil
 }

@@ -27,8 +27,8 @@ func TestLoadConfigReadsTheExample(t *testing.T) {
 	if node2.ClientAddress != "127.0.0.1:7422" || node2.RaftAddress != "127.0.0.1:7442" || node2.DataDir != "./cluster-data/node2" {
 		t.Fatalf("node2 = %+v", node2)
 	}
-	if got := time.Duration(cfg.Cluster.Raft.RTT); got != 50*time.Millisecond {
-		t.Fatalf("rtt = %s, want 50ms", got)
+	if got := time.Duration(cfg.Cluster.Raft.RTT); got != 10*time.Millisecond {
+		t.Fatalf("rtt = %s, want 10ms", got)
 	}
 	if got := time.Duration(*cfg.Cluster.BackgroundSyncInterval); got != 100*time.Millisecond {
 		t.Fatalf("background_sync_interval = %s", got)
@@ -36,7 +36,7 @@ func TestLoadConfigReadsTheExample(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	cfg, err := ParseConfig([]byte(`{"nodes":[
+	cfg, err := ParseConfig([]byte(`{"cluster":{"secret":"sixteen-bytes-at-least"},"nodes":[
 		{"id":"a","client_address":"127.0.0.1:1","peer_address":"127.0.0.1:2","raft_address":"127.0.0.1:3","http_address":"127.0.0.1:4","data_dir":"a"},
 		{"id":"b","client_address":"127.0.0.1:5","peer_address":"127.0.0.1:6","raft_address":"127.0.0.1:7","http_address":"127.0.0.1:8","data_dir":"b"}]}`))
 	if err != nil {
@@ -46,7 +46,8 @@ func TestConfigDefaults(t *testing.T) {
 	if settings.DefaultReplicas != 2 {
 		t.Errorf("default_replicas = %d, want 2 (capped by the node count)", settings.DefaultReplicas)
 	}
-	if time.Duration(settings.Raft.RTT) != DefaultRaftRTT || settings.Raft.ElectionRTT != DefaultElectionRTT || settings.Raft.HeartbeatRTT != DefaultHeartbeatRTT {
+	if time.Duration(settings.Raft.RTT) != DefaultRaftRTT || settings.Raft.ElectionRTT != DefaultElectionRTT || settings.Raft.HeartbeatRTT != DefaultHeartbeatRTT ||
+		settings.Raft.CoordinationElectionRTT != DefaultCoordinationElectionRTT || settings.Raft.CoordinationHeartbeatRTT != DefaultCoordinationHeartbeatRTT {
 		t.Errorf("raft defaults = %+v", settings.Raft)
 	}
 	if time.Duration(*settings.BackgroundSyncInterval) != DefaultBackgroundSyncInterval {
@@ -109,6 +110,14 @@ func TestConfigValueErrorsNameTheField(t *testing.T) {
 		{"election too short", func(c *Config) { c.Cluster.Raft.ElectionRTT = 5 }, "cluster.raft.election_rtt", "at least 10 x heartbeat_rtt"},
 		{"election short for heartbeat", func(c *Config) { c.Cluster.Raft.HeartbeatRTT = 2; c.Cluster.Raft.ElectionRTT = 15 }, "cluster.raft.election_rtt", "at least 10 x heartbeat_rtt (2)"},
 		{"bad log level", func(c *Config) { c.Cluster.Raft.LogLevel = "loud" }, "cluster.raft.log_level", "want debug, info, warn or error"},
+		{"coordination election short", func(c *Config) {
+			c.Cluster.Raft.CoordinationHeartbeatRTT = 3
+			c.Cluster.Raft.CoordinationElectionRTT = 20
+		},
+			"cluster.raft.coordination_election_rtt", "at least 10 x coordination_heartbeat_rtt (3)"},
+		{"no secret", func(c *Config) { c.Cluster.Secret = "" }, "cluster.secret", "required"},
+		{"short secret", func(c *Config) { c.Cluster.Secret = "short" }, "cluster.secret", "at least 16 bytes"},
+		{"two secrets", func(c *Config) { c.Cluster.SecretFile = "/etc/fibril/secret" }, "cluster.secret", "not both"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,16 +2,32 @@ package cluster
 
 // Each queue partition has a coordination shard, a small Raft group on the
 // partition's replica set. Its state is the partition's ownership record:
-// the epoch, the owner of that epoch and the accepted history, one entry
-// {epoch, first offset} per epoch. Failover (next) advances the epoch;
-// here the shard only elects and records the first owner.
+// the current epoch, who claimed it (node and process instance), whether
+// that owner is still recovering or already serving, and the accepted
+// history, one entry {epoch, first offset} per epoch that served.
 //
-// Ownership changes by compare-and-set on the epoch: becomeOwner names the
-// epoch it expects to replace and is refused when another claim got there
-// first, so two nodes claiming at once never both win.
+// Authority. The owner of a partition is the node whose process instance
+// claimed the current epoch; it serves only while it leads the shard and
+// the epoch is active. Whoever leads the shard and is not that serving
+// owner claims the next epoch for itself and recovers the partition
+// (actors/recovery.go): a dead owner is replaced within an election of
+// this shard, a restarted owner is a new instance and recovers too.
 //
-// Invariant: Epoch == len(History), History epochs are 1, 2, 3, ... in
-// order, and Owner is empty exactly when Epoch is 0.
+// Commands, both compare-and-set so two nodes acting at once never both
+// win:
+//
+//   - claim {owner, instance, expect_epoch}: when the current epoch is still
+//     expect_epoch, the claimer takes epoch expect_epoch+1. A claim of epoch
+//     1 (a partition nobody ever served) is active at once with first offset
+//     0; any later claim starts recovering.
+//   - activate {owner, instance, epoch, first_offset}: when the claim of that
+//     epoch by that instance is still the current one and recovering, it
+//     becomes active; the history gains {epoch, first_offset}.
+//
+// Invariant: History epochs strictly increase and never pass Epoch; first
+// offsets never decrease; Phase is PhaseActive exactly when Epoch > 0 and
+// the last history entry is Epoch's; Owner and OwnerInstance are empty
+// exactly when Epoch is 0.
 
 import (
 	"fmt"
@@ -23,11 +39,47 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
+// Phase says whether the current epoch's owner serves yet.
+type Phase uint8
+
+// Phases of an epoch.
+const (
+	// PhaseNone: no epoch was ever claimed.
+	PhaseNone Phase = 0
+	// PhaseRecovering: the epoch is claimed; its owner is sealing the
+	// replicas and installing the chosen history. Nobody serves.
+	PhaseRecovering Phase = 1
+	// PhaseActive: the owner installed the history and serves.
+	PhaseActive Phase = 2
+)
+
+func (p Phase) String() string {
+	switch p {
+	case PhaseNone:
+		return "none"
+	case PhaseRecovering:
+		return "recovering"
+	case PhaseActive:
+		return "active"
+	}
+	return "phase(?)"
+}
+
+// MarshalJSON makes phases readable in the cluster API (msgpack keeps the
+// number).
+func (p Phase) MarshalJSON() ([]byte, error) { return []byte(`"` + p.String() + `"`), nil }
+
 // CoordState is a partition's ownership record.
 type CoordState struct {
-	Epoch   uint64         `msgpack:"epoch" json:"epoch"`
-	Owner   string         `msgpack:"owner" json:"owner"`
-	History []HistoryEntry `msgpack:"history" json:"history"`
+	Epoch         uint64         `msgpack:"epoch" json:"epoch"`
+	Owner         string         `msgpack:"owner" json:"owner"`
+	OwnerInstance uint64         `msgpack:"owner_instance" json:"owner_instance"`
+	Phase         Phase          `msgpack:"phase" json:"phase"`
+	History       []HistoryEntry `msgpack:"history" json:"history"`
+	// ClaimedUnixMs and ActivatedUnixMs time the current epoch (from the
+	// claimer's and activator's clocks), for the failover timeline.
+	ClaimedUnixMs   int64 `msgpack:"claimed_unix_ms" json:"claimed_unix_ms"`
+	ActivatedUnixMs int64 `msgpack:"activated_unix_ms" json:"activated_unix_ms"`
 }
 
 // HistoryEntry says that epoch Epoch's records start at FirstOffset.
@@ -36,15 +88,29 @@ type HistoryEntry struct {
 	FirstOffset uint64 `msgpack:"first_offset" json:"first_offset"`
 }
 
-// becomeOwnerCommand claims the next epoch for Owner if the current epoch is
-// still ExpectEpoch.
-type becomeOwnerCommand struct {
-	Owner       string `msgpack:"owner"`
-	ExpectEpoch uint64 `msgpack:"expect_epoch"`
-	FirstOffset uint64 `msgpack:"first_offset"`
+// Serving reports whether instance of node is the serving owner.
+func (s CoordState) Serving(node string, instance uint64) bool {
+	return s.Phase == PhaseActive && s.Owner == node && s.OwnerInstance == instance
 }
 
-// Result values of a becomeOwner command.
+type coordCommandKind uint8
+
+const (
+	coordClaim coordCommandKind = iota + 1
+	coordActivate
+)
+
+// coordCommand is one coordination shard proposal.
+type coordCommand struct {
+	Kind        coordCommandKind `msgpack:"kind"`
+	Owner       string           `msgpack:"owner"`
+	Instance    uint64           `msgpack:"instance"`
+	Epoch       uint64           `msgpack:"epoch"` // claim: the epoch expected now; activate: the epoch to activate
+	FirstOffset uint64           `msgpack:"first_offset"`
+	UnixMs      int64            `msgpack:"unix_ms"`
+}
+
+// Result values of a coordination command.
 const (
 	claimAccepted uint64 = 0
 	claimRefused  uint64 = 1
@@ -56,29 +122,59 @@ func (s *CoordState) clone() CoordState {
 	return out
 }
 
-// becomeOwner applies a claim; it reports whether the claim won.
-func (s *CoordState) becomeOwner(claim becomeOwnerCommand) bool {
-	if claim.ExpectEpoch != s.Epoch || claim.Owner == "" {
+// apply runs a command; it reports whether it changed the state.
+func (s *CoordState) apply(command coordCommand) bool {
+	switch command.Kind {
+	case coordClaim:
+		return s.claim(command)
+	case coordActivate:
+		return s.activate(command)
+	}
+	return false
+}
+
+func (s *CoordState) claim(command coordCommand) bool {
+	if command.Epoch != s.Epoch || command.Owner == "" || command.Instance == 0 {
 		return false
 	}
 	s.Epoch++
-	s.Owner = claim.Owner
-	s.History = append(s.History, HistoryEntry{Epoch: s.Epoch, FirstOffset: claim.FirstOffset})
+	s.Owner, s.OwnerInstance = command.Owner, command.Instance
+	s.ClaimedUnixMs, s.ActivatedUnixMs = command.UnixMs, 0
+	s.Phase = PhaseRecovering
+	if s.Epoch == 1 {
+		// Nobody ever served this partition: no replica holds a record, so
+		// there is nothing to recover.
+		s.Phase = PhaseActive
+		s.ActivatedUnixMs = command.UnixMs
+		s.History = append(s.History, HistoryEntry{Epoch: 1, FirstOffset: 0})
+	}
 	return true
 }
 
-// shouldClaim decides whether this node should claim the first epoch of an
-// ownerless partition: the preferred owner claims at once; any other
-// replica claims when it leads the coordination shard and the partition has
-// stayed ownerless for the grace period (the preferred owner is down).
-func shouldClaim(state CoordState, self, preferred string, selfIsLeader bool, ownerlessFor, grace time.Duration) bool {
-	if state.Epoch != 0 {
+func (s *CoordState) activate(command coordCommand) bool {
+	if command.Epoch != s.Epoch || s.Phase != PhaseRecovering || command.Owner != s.Owner ||
+		command.Instance != s.OwnerInstance {
 		return false
 	}
-	if self == preferred {
-		return true
+	if n := len(s.History); n > 0 && command.FirstOffset < s.History[n-1].FirstOffset {
+		return false // an activation below an earlier epoch's start is a bug in the caller
 	}
-	return selfIsLeader && ownerlessFor >= grace
+	s.Phase = PhaseActive
+	s.ActivatedUnixMs = command.UnixMs
+	s.History = append(s.History, HistoryEntry{Epoch: s.Epoch, FirstOffset: command.FirstOffset})
+	return true
+}
+
+// shouldClaimFirst decides whether this node claims the first epoch of a
+// partition nobody ever served: its leader does, once it is the preferred
+// owner or the partition has stayed ownerless for the grace period under
+// its leadership (the preferred owner did not take the leadership it was
+// offered).
+func shouldClaimFirst(state CoordState, self, preferred string, selfIsLeader bool, ownerlessFor, grace time.Duration) bool {
+	if state.Epoch != 0 || !selfIsLeader {
+		return false
+	}
+	return self == preferred || ownerlessFor >= grace
 }
 
 // coordQuery asks a coordination machine for its state.
@@ -98,11 +194,11 @@ func newCoordMachine(changed func()) sm.CreateStateMachineFunc {
 }
 
 func (m *coordMachine) Update(entry sm.Entry) (sm.Result, error) {
-	var claim becomeOwnerCommand
-	if err := msgpack.Unmarshal(entry.Cmd, &claim); err != nil {
+	var command coordCommand
+	if err := msgpack.Unmarshal(entry.Cmd, &command); err != nil {
 		panic(fmt.Sprintf("cluster: coordination entry %d does not decode: %v", entry.Index, err))
 	}
-	if !m.state.becomeOwner(claim) {
+	if !m.state.apply(command) {
 		return sm.Result{Value: claimRefused}, nil
 	}
 	if m.changed != nil {

@@ -10,29 +10,71 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-func TestBecomeOwnerIsCompareAndSet(t *testing.T) {
+func claimOf(owner string, instance, expect uint64) coordCommand {
+	return coordCommand{Kind: coordClaim, Owner: owner, Instance: instance, Epoch: expect, UnixMs: 1}
+}
+
+func activationOf(owner string, instance, epoch, first uint64) coordCommand {
+	return coordCommand{Kind: coordActivate, Owner: owner, Instance: instance, Epoch: epoch, FirstOffset: first, UnixMs: 2}
+}
+
+func TestCoordinationIsCompareAndSet(t *testing.T) {
 	var state CoordState
-	if !state.becomeOwner(becomeOwnerCommand{Owner: "node1", ExpectEpoch: 0}) {
+	if !state.apply(claimOf("node1", 11, 0)) {
 		t.Fatal("first claim refused")
 	}
-	if state.becomeOwner(becomeOwnerCommand{Owner: "node2", ExpectEpoch: 0}) {
+	if state.Phase != PhaseActive || !state.Serving("node1", 11) {
+		t.Fatalf("epoch 1 is not active at once: %+v", state)
+	}
+	if state.apply(claimOf("node2", 22, 0)) {
 		t.Fatal("a second claim of epoch 1 won")
 	}
-	if state.becomeOwner(becomeOwnerCommand{Owner: "", ExpectEpoch: 1}) {
-		t.Fatal("a claim without an owner won")
+	if state.apply(claimOf("", 22, 1)) || state.apply(claimOf("node2", 0, 1)) {
+		t.Fatal("a claim without an owner or an instance won")
 	}
-	if !state.becomeOwner(becomeOwnerCommand{Owner: "node2", ExpectEpoch: 1, FirstOffset: 42}) {
+	if !state.apply(claimOf("node2", 22, 1)) {
 		t.Fatal("claim of epoch 2 refused")
 	}
-	want := CoordState{Epoch: 2, Owner: "node2", History: []HistoryEntry{{Epoch: 1, FirstOffset: 0}, {Epoch: 2, FirstOffset: 42}}}
+	if state.Phase != PhaseRecovering || state.Serving("node2", 22) || state.Serving("node1", 11) {
+		t.Fatalf("after the claim of epoch 2 someone serves: %+v", state)
+	}
+	for name, command := range map[string]coordCommand{
+		"another instance":  activationOf("node2", 23, 2, 42),
+		"another node":      activationOf("node3", 22, 2, 42),
+		"another epoch":     activationOf("node2", 22, 1, 42),
+		"below the history": activationOf("node2", 22, 2, 0),
+	} {
+		probe := state.clone()
+		if command.FirstOffset == 0 {
+			probe.History[0].FirstOffset = 5 // make 0 fall below the history
+		}
+		if probe.apply(command) {
+			t.Errorf("activation by %s won", name)
+		}
+	}
+	if !state.apply(activationOf("node2", 22, 2, 42)) {
+		t.Fatal("the claimer's activation was refused")
+	}
+	if state.apply(activationOf("node2", 22, 2, 42)) {
+		t.Fatal("a second activation won")
+	}
+	want := CoordState{Epoch: 2, Owner: "node2", OwnerInstance: 22, Phase: PhaseActive,
+		History: []HistoryEntry{{Epoch: 1, FirstOffset: 0}, {Epoch: 2, FirstOffset: 42}}, ClaimedUnixMs: 1, ActivatedUnixMs: 2}
 	if !reflect.DeepEqual(state, want) {
 		t.Fatalf("state = %+v", state)
 	}
+	// A claim during recovery replaces the claimer that never activated.
+	if !state.apply(claimOf("node3", 33, 2)) || !state.apply(claimOf("node1", 12, 3)) || state.Owner != "node1" {
+		t.Fatalf("claims during recovery: %+v", state)
+	}
+	if len(state.History) != 2 {
+		t.Fatalf("epochs that never served entered the history: %+v", state.History)
+	}
 }
 
-func TestShouldClaim(t *testing.T) {
+func TestShouldClaimFirst(t *testing.T) {
 	grace := time.Second
-	owned := CoordState{Epoch: 1, Owner: "node1"}
+	owned := CoordState{Epoch: 1, Owner: "node1", Phase: PhaseActive}
 	cases := []struct {
 		name         string
 		state        CoordState
@@ -41,15 +83,16 @@ func TestShouldClaim(t *testing.T) {
 		ownerlessFor time.Duration
 		want         bool
 	}{
-		{"preferred claims at once", CoordState{}, "node1", false, 0, true},
-		{"other waits", CoordState{}, "node2", true, grace / 2, false},
+		{"preferred leader claims at once", CoordState{}, "node1", true, 0, true},
+		{"preferred follower waits for the leadership", CoordState{}, "node1", false, time.Hour, false},
+		{"other leader waits", CoordState{}, "node2", true, grace / 2, false},
 		{"other leader claims after grace", CoordState{}, "node2", true, grace, true},
 		{"other follower never claims", CoordState{}, "node2", false, time.Hour, false},
 		{"owned is never claimed", owned, "node1", true, time.Hour, false},
 	}
 	for _, tc := range cases {
-		if got := shouldClaim(tc.state, tc.self, "node1", tc.selfIsLeader, tc.ownerlessFor, grace); got != tc.want {
-			t.Errorf("%s: shouldClaim = %v", tc.name, got)
+		if got := shouldClaimFirst(tc.state, tc.self, "node1", tc.selfIsLeader, tc.ownerlessFor, grace); got != tc.want {
+			t.Errorf("%s: shouldClaimFirst = %v", tc.name, got)
 		}
 	}
 }
@@ -57,8 +100,8 @@ func TestShouldClaim(t *testing.T) {
 func TestCoordMachine(t *testing.T) {
 	changes := 0
 	machine := newCoordMachine(func() { changes++ })(FirstCoordinationShardID, 1).(*coordMachine)
-	apply := func(claim becomeOwnerCommand) uint64 {
-		data, err := msgpack.Marshal(&claim)
+	apply := func(command coordCommand) uint64 {
+		data, err := msgpack.Marshal(&command)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +111,7 @@ func TestCoordMachine(t *testing.T) {
 		}
 		return result.Value
 	}
-	if apply(becomeOwnerCommand{Owner: "node3"}) != claimAccepted || apply(becomeOwnerCommand{Owner: "node1"}) != claimRefused {
+	if apply(claimOf("node3", 3, 0)) != claimAccepted || apply(claimOf("node1", 1, 0)) != claimRefused {
 		t.Fatal("claims not compare-and-set")
 	}
 	if changes != 1 {
@@ -86,7 +129,7 @@ func TestCoordMachine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if state := value.(CoordState); state.Owner != "node3" || state.Epoch != 1 || len(state.History) != 1 {
+	if state := value.(CoordState); !state.Serving("node3", 3) || state.Epoch != 1 || len(state.History) != 1 {
 		t.Fatalf("recovered = %+v", state)
 	}
 }

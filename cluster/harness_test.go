@@ -81,17 +81,20 @@ func newTCPCluster(t *testing.T, nodeCount int, options ...clusterOption) *testC
 
 func newTestCluster(t *testing.T, nodeCount int, useTCP bool, options ...clusterOption) *testCluster {
 	cluster := &testCluster{t: t, useTCP: useTCP, fs: map[string]vfs.FS{}, nodes: map[string]*Node{}}
-	cfg := &Config{Cluster: ClusterSettings{Raft: RaftSettings{RTT: Duration(10 * time.Millisecond), ElectionRTT: 10}}}
+	cfg := &Config{Cluster: ClusterSettings{Secret: testSecret, Raft: RaftSettings{RTT: Duration(10 * time.Millisecond), ElectionRTT: 10, CoordinationElectionRTT: 10}}}
+	var addresses []string
 	if useTCP {
 		cluster.dataDir = t.TempDir()
+		addresses = freePorts(t, 4*nodeCount)
 	}
 	for index := range nodeCount {
 		id := fmt.Sprintf("node%d", index+1)
 		node := NodeConfig{ID: id, DataDir: "/" + id}
 		if useTCP {
 			node.DataDir = filepath.Join(cluster.dataDir, id)
-			node.ClientAddress, node.PeerAddress = freePort(t), freePort(t)
-			node.RaftAddress, node.HTTPAddress = freePort(t), freePort(t)
+			own := addresses[4*index : 4*index+4]
+			node.ClientAddress, node.PeerAddress = own[0], own[1]
+			node.RaftAddress, node.HTTPAddress = own[2], own[3]
 		} else {
 			base := fakePorts.Add(4)
 			node.ClientAddress = fmt.Sprintf("127.0.0.1:%d", base)
@@ -113,15 +116,21 @@ func newTestCluster(t *testing.T, nodeCount int, useTCP bool, options ...cluster
 	return cluster
 }
 
-// freePort returns a loopback address whose port was free a moment ago.
-func freePort(t testing.TB) string {
+// freePorts returns n distinct loopback addresses whose ports were free a
+// moment ago. Every listener stays open until all are chosen: closing each
+// at once let the kernel hand the same port out twice.
+func freePorts(t testing.TB, n int) []string {
 	t.Helper()
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	addresses := make([]string, 0, n)
+	for range n {
+		listener, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		defer listener.Close()
+		addresses = append(addresses, listener.Addr().String())
 	}
-	defer listener.Close()
-	return listener.Addr().String()
+	return addresses
 }
 
 func testLogger() *slog.Logger {
@@ -226,3 +235,18 @@ func (c *testCluster) catalogLeader(timeout time.Duration) string {
 }
 
 var _ config.TransportFactory = (*chanTransportFactory)(nil)
+
+// testSecret is the peer-link secret of every test cluster.
+const testSecret = "test-cluster-secret"
+
+// waitFor polls done until it holds or testTimeout passes.
+func waitFor(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -43,6 +43,16 @@ type StartOptions struct {
 	// TransportFactory replaces dragonboat's TCP transport (tests pass a
 	// channel transport). Nil means TCP on the node's raft_address.
 	TransportFactory config.TransportFactory
+	// ReplicaID is this node's Raft replica id, as its data directory
+	// recorded it (the broker's identity file). 0 means the id derived from
+	// the node id, which every node of a new cluster starts with.
+	ReplicaID uint64
+	// Join says this node rejoins under a new replica id after its data
+	// directory was lost: another node already replaced its old replica in
+	// the catalog (ReplaceReplica), so it joins the catalog shard, and every
+	// coordination shard that names it joined, instead of starting them as
+	// an initial member.
+	Join bool
 }
 
 // Node is one running cluster node.
@@ -50,14 +60,18 @@ type Node struct {
 	config    Config
 	self      NodeConfig
 	replicaID uint64
+	instance  uint64 // this process's replica instance (partition_api.go)
 	nodesByID map[string]NodeConfig
-	byReplica map[uint64]string
+	byReplica map[uint64]string // the config's derived ids; the view adds replaced ones
 	logger    *slog.Logger
 	nodeHost  *dragonboat.NodeHost
 	events    *eventListener
 
 	rtt             time.Duration
-	electionTimeout time.Duration
+	electionTimeout time.Duration // the catalog's
+	// coordinationElectionTimeout is the coordination shards' election
+	// timeout: the time a dead owner goes undetected.
+	coordinationElectionTimeout time.Duration
 
 	kick      chan struct{} // capacity 1: "something changed, reconcile"
 	stop      chan struct{} // closed by Close
@@ -98,12 +112,19 @@ func Start(cfg *Config, nodeID string, options StartOptions) (*Node, error) {
 	warnAboutSettingsFiles(logger)
 
 	node := newNode(effective, self, logger)
+	if options.ReplicaID != 0 {
+		node.replicaID = options.ReplicaID
+	}
 	nodeHost, err := dragonboat.NewNodeHost(node.nodeHostConfig(options))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start node %s: %w", nodeID, err)
 	}
 	node.nodeHost = nodeHost
-	if err := nodeHost.StartReplica(node.catalogMembers(), false, newCatalogMachine(node.kickReconcile), node.raftConfig(CatalogShardID)); err != nil {
+	members, join := node.catalogMembers(), false
+	if options.Join {
+		members, join = nil, true
+	}
+	if err := nodeHost.StartReplica(members, join, newCatalogMachine(node.kickReconcile), node.raftConfig(CatalogShardID)); err != nil {
 		nodeHost.Close()
 		return nil, fmt.Errorf("cluster: start catalog shard on %s: %w", nodeID, err)
 	}
@@ -114,19 +135,21 @@ func Start(cfg *Config, nodeID string, options StartOptions) (*Node, error) {
 func newNode(effective Config, self NodeConfig, logger *slog.Logger) *Node {
 	raft := effective.Cluster.Raft
 	node := &Node{
-		config:          effective,
-		self:            self,
-		replicaID:       self.ReplicaID(),
-		nodesByID:       map[string]NodeConfig{},
-		byReplica:       map[uint64]string{},
-		logger:          logger,
-		rtt:             time.Duration(raft.RTT),
-		electionTimeout: time.Duration(raft.RTT) * time.Duration(raft.ElectionRTT),
-		kick:            make(chan struct{}, 1),
-		stop:            make(chan struct{}),
-		loopDone:        make(chan struct{}),
-		watchers:        map[*Watch]struct{}{},
-		leaderChanges:   map[uint64]chan struct{}{},
+		config:                      effective,
+		self:                        self,
+		replicaID:                   self.ReplicaID(),
+		instance:                    newInstance(),
+		nodesByID:                   map[string]NodeConfig{},
+		byReplica:                   map[uint64]string{},
+		logger:                      logger,
+		rtt:                         time.Duration(raft.RTT),
+		electionTimeout:             time.Duration(raft.RTT) * time.Duration(raft.ElectionRTT),
+		coordinationElectionTimeout: time.Duration(raft.RTT) * time.Duration(raft.CoordinationElectionRTT),
+		kick:                        make(chan struct{}, 1),
+		stop:                        make(chan struct{}),
+		loopDone:                    make(chan struct{}),
+		watchers:                    map[*Watch]struct{}{},
+		leaderChanges:               map[uint64]chan struct{}{},
 	}
 	for _, peer := range effective.Nodes {
 		node.nodesByID[peer.ID] = peer
@@ -159,14 +182,20 @@ func (n *Node) nodeHostConfig(options StartOptions) config.NodeHostConfig {
 	}
 }
 
-// raftConfig is the replica config of this node in shard shardID.
+// raftConfig is the replica config of this node in shard shardID: the
+// catalog's election settings for the catalog, the coordination ones for
+// partitions.
 func (n *Node) raftConfig(shardID uint64) config.Config {
 	raft := n.config.Cluster.Raft
+	election, heartbeat := raft.ElectionRTT, raft.HeartbeatRTT
+	if shardID != CatalogShardID {
+		election, heartbeat = raft.CoordinationElectionRTT, raft.CoordinationHeartbeatRTT
+	}
 	return config.Config{
 		ShardID:            shardID,
 		ReplicaID:          n.replicaID,
-		ElectionRTT:        raft.ElectionRTT,
-		HeartbeatRTT:       raft.HeartbeatRTT,
+		ElectionRTT:        election,
+		HeartbeatRTT:       heartbeat,
 		CheckQuorum:        true,
 		PreVote:            true,
 		SnapshotEntries:    raft.SnapshotEntries,
@@ -179,6 +208,47 @@ func (n *Node) catalogMembers() map[uint64]string {
 	members := map[uint64]string{}
 	for _, peer := range n.config.Nodes {
 		members[peer.ReplicaID()] = peer.RaftAddress
+	}
+	return members
+}
+
+// ReplicaID is this node's Raft replica id.
+func (n *Node) ReplicaID() uint64 { return n.replicaID }
+
+// nodeOfReplica names the node a Raft replica id belongs to: the catalog's
+// current ids first (a node that rejoined has a new one), then the ids
+// derived from the config.
+func (n *Node) nodeOfReplica(replicaID uint64) (string, bool) {
+	if name, found := n.view.Load().replicaNames[replicaID]; found {
+		return name, true
+	}
+	name, found := n.byReplica[replicaID]
+	return name, found
+}
+
+// replicaIDOf is a node's current Raft replica id.
+func (n *Node) replicaIDOf(nodeID string) (uint64, bool) {
+	for replicaID, name := range n.view.Load().replicaNames {
+		if name == nodeID {
+			return replicaID, true
+		}
+	}
+	peer, found := n.nodesByID[nodeID]
+	return peer.ReplicaID(), found
+}
+
+// partitionMembers maps a partition's coordination shard members to Raft
+// addresses: the replica ids the catalog recorded for it, or, for a
+// partition recorded before it kept them, the ids derived from node ids.
+func (n *Node) partitionMembers(partition PartitionInfo) map[uint64]string {
+	if len(partition.Members) == 0 {
+		return n.members(partition.Replicas)
+	}
+	members := map[uint64]string{}
+	for id, replicaID := range partition.Members {
+		if peer, found := n.nodesByID[id]; found {
+			members[replicaID] = peer.RaftAddress
+		}
 	}
 	return members
 }

@@ -169,7 +169,7 @@ func TestOwnerIsConsistentFromEveryNode(t *testing.T) {
 		t.Fatalf("Owner(a, 1) = %v", err)
 	}
 	queue, err := cluster.node("node3").Lookup(ctx, "b")
-	if err != nil || queue.Partitions[0].Owner == "" || queue.Partitions[0].Epoch != 1 || queue.Serving != ServingOwnerOnly {
+	if err != nil || queue.Partitions[0].Owner == "" || queue.Partitions[0].Epoch != 1 || queue.Serving != ServingReplicated {
 		t.Fatalf("queue info does not carry owner and epoch: %+v %v", queue, err)
 	}
 }
@@ -359,10 +359,24 @@ func TestStatusAndWatch(t *testing.T) {
 	if !hostsShard(status, CatalogShardID) || !hostsShard(status, queue.Partitions[0].ShardID) {
 		t.Fatalf("shards = %+v", status.Shards)
 	}
-	for _, shard := range status.Shards {
-		if shard.Leader == "" {
-			t.Fatalf("shard %d has no known leader: %+v", shard.ShardID, status.Shards)
+	// A shard's leader can be briefly unknown here: the first owner's
+	// election moves the coordination leadership to the preferred owner,
+	// and node2 learns the new leader with its next heartbeat.
+	for leaderless := time.Now().Add(testTimeout); ; {
+		unknown := -1
+		for i, shard := range status.Shards {
+			if shard.Leader == "" {
+				unknown = i
+			}
 		}
+		if unknown < 0 {
+			break
+		}
+		if time.Now().After(leaderless) {
+			t.Fatalf("shard %d has no known leader: %+v", status.Shards[unknown].ShardID, status.Shards)
+		}
+		time.Sleep(10 * time.Millisecond)
+		status = node.Status()
 	}
 	// The leader streams to every follower, so it sees all of them.
 	deadline := time.Now().Add(testTimeout)

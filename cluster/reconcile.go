@@ -8,10 +8,14 @@ package cluster
 //  1. propose the catalog's init command if the catalog is empty;
 //  2. start the coordination shard of every partition whose replica set
 //     names this node, and stop (then remove) those no longer in it;
-//  3. for every hosted, ownerless partition, claim the first epoch if this
-//     node should (shouldClaim in coord.go): the preferred owner at once,
-//     another replica once it has led the coordination shard, with the
-//     partition still ownerless, for three election timeouts;
+//  3. for every hosted partition nobody ever served, claim the first epoch
+//     if this node should (shouldClaimFirst in coord.go): its leader claims
+//     when it is the preferred owner; until then the leader and the
+//     preferred owner ask for the leadership to move (once per election
+//     timeout), and a leader that is not preferred claims itself when the
+//     partition stayed ownerless under its leadership for ten election
+//     timeouts. Later epochs are claimed by the broker's recovery, which
+//     owns the partition's data (actors/recovery.go);
 //  4. when this node owns a partition and the catalog's owner hint is older
 //     than the coordination epoch, copy the owner into the catalog;
 //  5. publish the local view (hosted shards and their states) and signal
@@ -25,14 +29,12 @@ package cluster
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 const maxInFlight = 64
@@ -43,6 +45,9 @@ type localView struct {
 	revision    uint64
 	initialized bool
 	shards      map[uint64]hostedView
+	// replicaNames maps every node's current Raft replica id (from the
+	// catalog) to its node id.
+	replicaNames map[uint64]string
 }
 
 // hostedView is a hosted coordination shard as last read.
@@ -50,7 +55,15 @@ type hostedView struct {
 	Queue     string
 	Partition int
 	Replicas  []string
-	State     CoordState
+	// Members and Join are how this node starts the shard: as an initial
+	// member with these members, or joining it (it replaced its replica).
+	Members map[uint64]string
+	Join    bool
+	State   CoordState
+	// LeaderID is the shard's Raft leader as this node last heard (0 when
+	// none is known); LeaderTerm its term.
+	LeaderID   uint64
+	LeaderTerm uint64
 }
 
 // hostedShard is the loop's own record of a coordination shard it started.
@@ -62,6 +75,9 @@ type hostedShard struct {
 	// from there, so the time an election took is never taken from the
 	// preferred owner's chance to claim.
 	ledSince time.Time
+	// transferOfferedAt is when this node last asked for the leadership of
+	// an ownerless shard to move to its preferred owner.
+	transferOfferedAt time.Time
 }
 
 type operationKind uint8
@@ -194,7 +210,8 @@ func (r *reconciler) startAndStopShards(state *CatalogState) {
 		for _, partition := range queue.Partitions {
 			for _, replica := range partition.Replicas {
 				if replica == n.self.ID {
-					desired[partition.ShardID] = hostedView{Queue: queue.Name, Partition: partition.Index, Replicas: partition.Replicas}
+					desired[partition.ShardID] = hostedView{Queue: queue.Name, Partition: partition.Index, Replicas: partition.Replicas,
+						Members: n.partitionMembers(partition), Join: slices.Contains(partition.Joined, n.self.ID)}
 				}
 			}
 		}
@@ -203,7 +220,11 @@ func (r *reconciler) startAndStopShards(state *CatalogState) {
 		if _, hosted := r.hosted[shardID]; hosted {
 			continue
 		}
-		err := n.nodeHost.StartReplica(n.members(view.Replicas), false, newCoordMachine(n.kickReconcile), n.raftConfig(shardID))
+		members := view.Members
+		if view.Join {
+			members = nil
+		}
+		err := n.nodeHost.StartReplica(members, view.Join, newCoordMachine(n.kickReconcile), n.raftConfig(shardID))
 		if err != nil && !errors.Is(err, dragonboat.ErrShardAlreadyExist) {
 			n.logger.Warn("start coordination shard failed; will retry", "queue", view.Queue, "partition", view.Partition, "shard", shardID, "error", err)
 			continue
@@ -229,6 +250,10 @@ func (r *reconciler) startAndStopShards(state *CatalogState) {
 }
 
 func (r *reconciler) readShard(shardID uint64, shard *hostedShard) {
+	shard.view.LeaderID, shard.view.LeaderTerm = 0, 0
+	if leaderID, term, valid, err := r.node.nodeHost.GetLeaderID(shardID); err == nil && valid {
+		shard.view.LeaderID, shard.view.LeaderTerm = leaderID, term
+	}
 	value, err := r.node.staleRead(shardID, coordQuery{})
 	if err != nil {
 		return // not ready yet
@@ -245,8 +270,7 @@ func (r *reconciler) maybeClaim(shardID uint64, shard *hostedShard, now time.Tim
 	if shard.ownerlessSince.IsZero() {
 		shard.ownerlessSince = now
 	}
-	leaderID, _, valid, err := n.nodeHost.GetLeaderID(shardID)
-	selfLeads := err == nil && valid && leaderID == n.replicaID
+	selfLeads := shard.view.LeaderID == n.replicaID
 	switch {
 	case !selfLeads:
 		shard.ledSince = time.Time{}
@@ -258,17 +282,23 @@ func (r *reconciler) maybeClaim(shardID uint64, shard *hostedShard, now time.Tim
 		waited = min(waited, now.Sub(shard.ledSince))
 	}
 	preferred := shard.view.Replicas[0]
-	grace := 3 * n.electionTimeout
-	if !shouldClaim(shard.view.State, n.self.ID, preferred, selfLeads, waited, grace) {
+	grace := 10 * n.coordinationElectionTimeout
+	if n.self.ID != preferred && selfLeads || n.self.ID == preferred && !selfLeads {
+		// The first owner is the shard's leader: move the leadership to the
+		// preferred owner (placement spreads those). Both the leader and the
+		// preferred owner ask, once per election timeout, until it moves or
+		// the leader's grace runs out.
+		if replicaID, found := n.replicaIDOf(preferred); found && now.Sub(shard.transferOfferedAt) >= n.coordinationElectionTimeout {
+			shard.transferOfferedAt = now
+			_ = n.nodeHost.RequestLeaderTransfer(shardID, replicaID) // best effort; the grace covers a refusal
+		}
+	}
+	if !shouldClaimFirst(shard.view.State, n.self.ID, preferred, selfLeads, waited, grace) {
 		return
 	}
-	claim := becomeOwnerCommand{Owner: n.self.ID, ExpectEpoch: 0, FirstOffset: 0}
+	claim := coordCommand{Kind: coordClaim, Owner: n.self.ID, Instance: n.instance, Epoch: 0, UnixMs: now.UnixMilli()}
 	r.launch(operationKey{kind: operationClaim, shardID: shardID}, func(ctx context.Context) error {
-		data, err := msgpack.Marshal(&claim)
-		if err != nil {
-			panic(fmt.Sprintf("cluster: claim does not encode: %v", err))
-		}
-		_, err = n.propose(ctx, shardID, data) // a refused claim means another won: fine
+		_, err := n.proposeCoordination(ctx, shardID, claim) // a refused claim means another won: fine
 		return err
 	})
 }
@@ -278,7 +308,7 @@ func (r *reconciler) maybeClaim(shardID uint64, shard *hostedShard, now time.Tim
 func (r *reconciler) maybeHint(shardID uint64, shard *hostedShard, state *CatalogState) {
 	n := r.node
 	coord := shard.view.State
-	if coord.Owner != n.self.ID {
+	if coord.Owner != n.self.ID || coord.Phase != PhaseActive {
 		return
 	}
 	queue, found := state.Queues[shard.view.Queue]
@@ -297,14 +327,19 @@ func (r *reconciler) maybeHint(shardID uint64, shard *hostedShard, state *Catalo
 
 // publish stores the new local view and signals watchers if it changed.
 func (r *reconciler) publish(state *CatalogState) {
-	view := &localView{revision: state.Revision, initialized: state.Initialized, shards: map[uint64]hostedView{}}
+	view := &localView{revision: state.Revision, initialized: state.Initialized, shards: map[uint64]hostedView{},
+		replicaNames: map[uint64]string{}}
+	for _, node := range state.Nodes {
+		view.replicaNames[node.ReplicaID] = node.ID
+	}
 	for shardID, shard := range r.hosted {
 		view.shards[shardID] = shard.view
 	}
 	r.node.view.Store(view)
 	changed := view.revision != r.last.revision || view.initialized != r.last.initialized ||
 		!maps.EqualFunc(view.shards, r.last.shards, func(a, b hostedView) bool {
-			return a.State.Epoch == b.State.Epoch && a.State.Owner == b.State.Owner
+			return a.State.Epoch == b.State.Epoch && a.State.Owner == b.State.Owner &&
+				a.State.Phase == b.State.Phase && a.LeaderID == b.LeaderID && a.LeaderTerm == b.LeaderTerm
 		})
 	r.last = view
 	if changed {

@@ -89,6 +89,9 @@ func (n *Node) shardStatus(shardID uint64) ShardStatus {
 	leaderID, term, valid, err := n.nodeHost.GetLeaderID(shardID)
 	if err == nil && valid {
 		shard.Leader, shard.Term = n.byReplica[leaderID], term
+		if name, found := n.nodeOfReplica(leaderID); found {
+			shard.Leader = name
+		}
 	}
 	return shard
 }

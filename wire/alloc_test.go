@@ -61,16 +61,23 @@ func benchDeliver(messages int) *Deliver {
 // decode into.
 func hotFrames() map[string][2]Frame {
 	return map[string][2]Frame{
-		"publish":          {benchPublish(4), new(Publish)},
-		"deliver":          {benchDeliver(4), new(Deliver)},
-		"confirm":          {&Confirm{Ranges: []ConfirmRange{{1, 9, BoundaryDurable}, {11, 11, BoundaryWritten}}}, new(Confirm)},
-		"ack":              {&Ack{Settle{SubscriptionID: 1, DeliveryTags: []uint64{1, 2, 3}}}, new(Ack)},
-		"nack":             {&Nack{SubscriptionID: 1, Requeue: true, DeliveryTags: []uint64{4}}, new(Nack)},
-		"release":          {&Release{Settle{SubscriptionID: 1, DeliveryTags: []uint64{5, 6}}}, new(Release)},
-		"discard":          {&Discard{Settle{SubscriptionID: 1, DeliveryTags: []uint64{7}}}, new(Discard)},
-		"push":             {&Push{Queue: []byte("orders"), Epoch: 3, StartOffset: 9, RecordCount: 1, Records: payload1KiB()}, new(Push)},
-		"progress":         {&Progress{Queue: []byte("orders"), Epoch: 3, DurableNext: 10}, new(Progress)},
-		"progress-written": {&ProgressWritten{Queue: []byte("orders"), Epoch: 3, DurableNext: 10, WrittenNext: 12}, new(ProgressWritten)},
+		"publish": {benchPublish(4), new(Publish)},
+		"deliver": {benchDeliver(4), new(Deliver)},
+		"publish-idempotent": {&PublishIdempotent{Queue: []byte("orders"), ProducerID: []byte("p-1"),
+			Messages: benchPublish(4).Messages}, new(PublishIdempotent)},
+		"confirm-idempotent": {&ConfirmIdempotent{Ranges: []IdempotentRange{{1, 9, BoundaryDurable, false},
+			{11, 11, BoundaryWritten, true}}}, new(ConfirmIdempotent)},
+		"confirm": {&Confirm{Ranges: []ConfirmRange{{1, 9, BoundaryDurable}, {11, 11, BoundaryWritten}}}, new(Confirm)},
+		"ack":     {&Ack{Settle{SubscriptionID: 1, DeliveryTags: []uint64{1, 2, 3}}}, new(Ack)},
+		"nack":    {&Nack{SubscriptionID: 1, Requeue: true, DeliveryTags: []uint64{4}}, new(Nack)},
+		"release": {&Release{Settle{SubscriptionID: 1, DeliveryTags: []uint64{5, 6}}}, new(Release)},
+		"discard": {&Discard{Settle{SubscriptionID: 1, DeliveryTags: []uint64{7}}}, new(Discard)},
+		"push": {&Push{Partition: 1000, Epoch: 3, StartOffset: 9, PreviousEpoch: 3, CommittedNext: 8, RecordCount: 1,
+			Records: payload1KiB()}, new(Push)},
+		"progress":         {&Progress{Partition: 1000, Epoch: 3, Instance: 7, DurableNext: 10}, new(Progress)},
+		"progress-written": {&ProgressWritten{Partition: 1000, Epoch: 3, Instance: 7, DurableNext: 10, WrittenNext: 12}, new(ProgressWritten)},
+		"page": {&Page{RequestID: 1, Partition: 1000, FromOffset: 9, FirstOffset: 0, EndOffset: 10, RecordCount: 1,
+			Records: payload1KiB()}, new(Page)},
 	}
 }
 
@@ -93,7 +100,7 @@ func TestHotFramesDoNotAllocate(t *testing.T) {
 	}
 	progress := make([]byte, 0, 64)
 	allocations := testing.AllocsPerRun(200, func() {
-		progress = EncodeProgress(progress[:0], []byte("orders"), 3, 10, 12)
+		progress = EncodeProgress(progress[:0], 1000, 3, 7, 10, 12)
 	})
 	if allocations != 0 {
 		t.Errorf("EncodeProgress: %.1f allocations, want 0", allocations)

@@ -48,6 +48,7 @@ const (
 	CodeInvalidRequest      Code = 212 // a well-formed request with a value the node refuses
 	CodeOverloaded          Code = 213 // the queue has too many publishes waiting for its log; back off
 	CodeForbidden           Code = 214 // the session's user lacks the permission for this operation on this queue
+	CodeOutcomeUnknown      Code = 215 // the publish may or may not have been stored (its queue changed owner or restarted)
 )
 
 // codeInfo is one row of the code table.
@@ -80,6 +81,7 @@ var codeTable = map[Code]codeInfo{
 	CodeInvalidRequest:      {"invalid_request", false, "a well-formed request carries a value the node refuses, or its reply cannot fit the client's max_body_bytes"},
 	CodeOverloaded:          {"overloaded", true, "the queue has too many publishes waiting for its log; retry once earlier publishes are answered"},
 	CodeForbidden:           {"forbidden", false, "the session's user has no permission for this operation on this queue (declare, publish, consume or admin)"},
+	CodeOutcomeUnknown:      {"outcome_unknown", true, "the publish may or may not have been stored: its queue changed owner or restarted before confirming it; publish again for at-least-once (a copy may then be delivered twice)"},
 }
 
 // Codes returns every defined code in ascending order.

@@ -75,6 +75,13 @@ type QueueOptions struct {
 	RedeliveryDelayMs uint32   // redelivery_delay_ms: delay before a nacked or expired message is ready again
 	Policy            string   // policy: replication policy, e.g. "replica_durable:2"
 	Replicas          uint32   // replicas: copies including the owner
+	// Dedup (dedup) turns deduplication on with the node's default window
+	// when DedupWindowMs is not set; DedupWindowMs (dedup_window_ms) turns
+	// it on with that window; DedupMaxEntries (dedup_max_entries) bounds
+	// the table (docs/protocol.md 4.3, 6.1).
+	Dedup           bool
+	DedupWindowMs   uint32
+	DedupMaxEntries uint32
 }
 
 // IsZero reports whether no option is set.
@@ -88,6 +95,7 @@ func (o QueueOptions) appendMsgpack(dst []byte) []byte {
 		number uint64
 		text   string
 		isText bool
+		isBool bool // number 1 = true; false is not written
 	}
 	entries := [...]entry{
 		{key: "lease_timeout_ms", number: uint64(o.LeaseTimeoutMs)},
@@ -100,6 +108,9 @@ func (o QueueOptions) appendMsgpack(dst []byte) []byte {
 		{key: "redelivery_delay_ms", number: uint64(o.RedeliveryDelayMs)},
 		{key: "policy", text: o.Policy, isText: true},
 		{key: "replicas", number: uint64(o.Replicas)},
+		{key: "dedup", number: boolNumber(o.Dedup), isBool: true},
+		{key: "dedup_window_ms", number: uint64(o.DedupWindowMs)},
+		{key: "dedup_max_entries", number: uint64(o.DedupMaxEntries)},
 	}
 	set := 0
 	for _, e := range entries {
@@ -112,11 +123,20 @@ func (o QueueOptions) appendMsgpack(dst []byte) []byte {
 		switch {
 		case e.isText && e.text != "":
 			dst = appendMsgpackString(appendMsgpackString(dst, e.key), e.text)
-		case !e.isText && e.number != 0:
+		case e.isBool && e.number != 0:
+			dst = appendMsgpackBool(appendMsgpackString(dst, e.key), true)
+		case !e.isText && !e.isBool && e.number != 0:
 			dst = appendMsgpackUint(appendMsgpackString(dst, e.key), e.number)
 		}
 	}
 	return dst
+}
+
+func boolNumber(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // parseQueueOptions decodes a declare's options map. Strict parsing (a
@@ -148,7 +168,7 @@ func readQueueOption(reader *msgpackReader, key string, o *QueueOptions, strict 
 	var number uint64
 	var err error
 	switch key {
-	case "lease_timeout_ms", "max_deliveries", "redelivery_delay_ms", "replicas":
+	case "lease_timeout_ms", "max_deliveries", "redelivery_delay_ms", "replicas", "dedup_window_ms", "dedup_max_entries":
 		number, err = reader.uint(math.MaxUint32)
 	case "message_ttl_ms", "max_length", "max_bytes":
 		number, err = reader.uint(math.MaxUint64)
@@ -165,6 +185,12 @@ func readQueueOption(reader *msgpackReader, key string, o *QueueOptions, strict 
 		o.RedeliveryDelayMs = uint32(number)
 	case "replicas":
 		o.Replicas = uint32(number)
+	case "dedup_window_ms":
+		o.DedupWindowMs = uint32(number)
+	case "dedup_max_entries":
+		o.DedupMaxEntries = uint32(number)
+	case "dedup":
+		o.Dedup, err = reader.boolean()
 	case "message_ttl_ms":
 		o.MessageTTLMs = number
 	case "max_length":

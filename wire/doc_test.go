@@ -59,9 +59,9 @@ func codeTableMarkdown() string {
 func tagTableMarkdown() string {
 	var out strings.Builder
 	out.WriteString("| tag | frame | sent by | hot path |\n|---|---|---|---|\n")
-	hot := map[Tag]bool{TagPublish: true, TagConfirm: true, TagDeliver: true,
+	hot := map[Tag]bool{TagPublish: true, TagConfirm: true, TagPublishIdempotent: true, TagConfirmIdempotent: true, TagDeliver: true,
 		TagAck: true, TagNack: true, TagRelease: true, TagDiscard: true, TagPush: true,
-		TagProgress: true, TagProgressWritten: true}
+		TagProgress: true, TagProgressWritten: true, TagPage: true}
 	for _, k := range kinds {
 		mark := ""
 		if hot[k.tag] {

@@ -37,37 +37,51 @@ type Tag uint32
 // Tags of every frame kind. Client frames are sent by clients to a node,
 // server frames by a node to its clients, node frames between nodes.
 const (
-	TagHello           Tag = 'F'<<24 | 'H'<<16 | 'L'<<8 | '1' // FHL1 client
-	TagHelloOK         Tag = 'F'<<24 | 'H'<<16 | 'O'<<8 | '1' // FHO1 server
-	TagDeclare         Tag = 'F'<<24 | 'D'<<16 | 'C'<<8 | '1' // FDC1 client
-	TagDeclareOK       Tag = 'F'<<24 | 'D'<<16 | 'K'<<8 | '1' // FDK1 server
-	TagDeclareOKMode   Tag = 'F'<<24 | 'D'<<16 | 'K'<<8 | '2' // FDK2 server
-	TagPublish         Tag = 'F'<<24 | 'P'<<16 | 'B'<<8 | '1' // FPB1 client
-	TagConfirm         Tag = 'F'<<24 | 'C'<<16 | 'F'<<8 | '1' // FCF1 server
-	TagNegativeConfirm Tag = 'F'<<24 | 'N'<<16 | 'C'<<8 | '1' // FNC1 server
-	TagSubscribe       Tag = 'F'<<24 | 'S'<<16 | 'B'<<8 | '1' // FSB1 client
-	TagSubscribeOK     Tag = 'F'<<24 | 'S'<<16 | 'K'<<8 | '1' // FSK1 server
-	TagDeliver         Tag = 'F'<<24 | 'D'<<16 | 'L'<<8 | '1' // FDL1 server
-	TagAck             Tag = 'F'<<24 | 'A'<<16 | 'K'<<8 | '1' // FAK1 client
-	TagAckSync         Tag = 'F'<<24 | 'A'<<16 | 'K'<<8 | '2' // FAK2 client
-	TagNack            Tag = 'F'<<24 | 'N'<<16 | 'K'<<8 | '1' // FNK1 client
-	TagRelease         Tag = 'F'<<24 | 'R'<<16 | 'L'<<8 | '1' // FRL1 client
-	TagDiscard         Tag = 'F'<<24 | 'D'<<16 | 'S'<<8 | '1' // FDS1 client
-	TagUnsubscribe     Tag = 'F'<<24 | 'U'<<16 | 'S'<<8 | '1' // FUS1 client
-	TagGetQueueInfo    Tag = 'F'<<24 | 'I'<<16 | 'Q'<<8 | '1' // FIQ1 client
-	TagQueueInfoReply  Tag = 'F'<<24 | 'I'<<16 | 'R'<<8 | '1' // FIR1 server
-	TagListQueues      Tag = 'F'<<24 | 'L'<<16 | 'Q'<<8 | '1' // FLQ1 client
-	TagQueueList       Tag = 'F'<<24 | 'L'<<16 | 'R'<<8 | '1' // FLR1 server
-	TagDeleteQueue     Tag = 'F'<<24 | 'D'<<16 | 'Q'<<8 | '1' // FDQ1 client
-	TagPurgeQueue      Tag = 'F'<<24 | 'P'<<16 | 'G'<<8 | '1' // FPG1 client
-	TagOK              Tag = 'F'<<24 | 'O'<<16 | 'K'<<8 | '1' // FOK1 server
-	TagPing            Tag = 'F'<<24 | 'P'<<16 | 'I'<<8 | '1' // FPI1 either
-	TagPong            Tag = 'F'<<24 | 'P'<<16 | 'O'<<8 | '1' // FPO1 either
-	TagError           Tag = 'F'<<24 | 'E'<<16 | 'R'<<8 | '1' // FER1 either
-	TagRedirect        Tag = 'F'<<24 | 'R'<<16 | 'D'<<8 | '1' // FRD1 server
-	TagPush            Tag = 'F'<<24 | 'Q'<<16 | 'R'<<8 | '1' // FQR1 node (owner to follower)
-	TagProgress        Tag = 'F'<<24 | 'Q'<<16 | 'P'<<8 | '1' // FQP1 node (follower to owner)
-	TagProgressWritten Tag = 'F'<<24 | 'Q'<<16 | 'P'<<8 | '2' // FQP2 node (follower to owner)
+	TagHello         Tag = 'F'<<24 | 'H'<<16 | 'L'<<8 | '1' // FHL1 client
+	TagHelloOK       Tag = 'F'<<24 | 'H'<<16 | 'O'<<8 | '1' // FHO1 server
+	TagDeclare       Tag = 'F'<<24 | 'D'<<16 | 'C'<<8 | '1' // FDC1 client
+	TagDeclareOK     Tag = 'F'<<24 | 'D'<<16 | 'K'<<8 | '1' // FDK1 server
+	TagDeclareOKMode Tag = 'F'<<24 | 'D'<<16 | 'K'<<8 | '2' // FDK2 server
+	TagPublish       Tag = 'F'<<24 | 'P'<<16 | 'B'<<8 | '1' // FPB1 client
+	TagConfirm       Tag = 'F'<<24 | 'C'<<16 | 'F'<<8 | '1' // FCF1 server
+	// FPB2 and FCF2: idempotent publish and its confirm (publish_idempotent.go).
+	TagPublishIdempotent Tag = 'F'<<24 | 'P'<<16 | 'B'<<8 | '2' // FPB2 client
+	TagConfirmIdempotent Tag = 'F'<<24 | 'C'<<16 | 'F'<<8 | '2' // FCF2 server
+	TagNegativeConfirm   Tag = 'F'<<24 | 'N'<<16 | 'C'<<8 | '1' // FNC1 server
+	TagSubscribe         Tag = 'F'<<24 | 'S'<<16 | 'B'<<8 | '1' // FSB1 client
+	TagSubscribeOK       Tag = 'F'<<24 | 'S'<<16 | 'K'<<8 | '1' // FSK1 server
+	TagDeliver           Tag = 'F'<<24 | 'D'<<16 | 'L'<<8 | '1' // FDL1 server
+	TagAck               Tag = 'F'<<24 | 'A'<<16 | 'K'<<8 | '1' // FAK1 client
+	TagAckSync           Tag = 'F'<<24 | 'A'<<16 | 'K'<<8 | '2' // FAK2 client
+	TagNack              Tag = 'F'<<24 | 'N'<<16 | 'K'<<8 | '1' // FNK1 client
+	TagRelease           Tag = 'F'<<24 | 'R'<<16 | 'L'<<8 | '1' // FRL1 client
+	TagDiscard           Tag = 'F'<<24 | 'D'<<16 | 'S'<<8 | '1' // FDS1 client
+	TagUnsubscribe       Tag = 'F'<<24 | 'U'<<16 | 'S'<<8 | '1' // FUS1 client
+	TagGetQueueInfo      Tag = 'F'<<24 | 'I'<<16 | 'Q'<<8 | '1' // FIQ1 client
+	TagQueueInfoReply    Tag = 'F'<<24 | 'I'<<16 | 'R'<<8 | '1' // FIR1 server
+	TagListQueues        Tag = 'F'<<24 | 'L'<<16 | 'Q'<<8 | '1' // FLQ1 client
+	TagQueueList         Tag = 'F'<<24 | 'L'<<16 | 'R'<<8 | '1' // FLR1 server
+	TagDeleteQueue       Tag = 'F'<<24 | 'D'<<16 | 'Q'<<8 | '1' // FDQ1 client
+	TagPurgeQueue        Tag = 'F'<<24 | 'P'<<16 | 'G'<<8 | '1' // FPG1 client
+	TagOK                Tag = 'F'<<24 | 'O'<<16 | 'K'<<8 | '1' // FOK1 server
+	TagPing              Tag = 'F'<<24 | 'P'<<16 | 'I'<<8 | '1' // FPI1 either
+	TagPong              Tag = 'F'<<24 | 'P'<<16 | 'O'<<8 | '1' // FPO1 either
+	TagError             Tag = 'F'<<24 | 'E'<<16 | 'R'<<8 | '1' // FER1 either
+	TagRedirect          Tag = 'F'<<24 | 'R'<<16 | 'D'<<8 | '1' // FRD1 server
+	TagPush              Tag = 'F'<<24 | 'Q'<<16 | 'R'<<8 | '1' // FQR1 node (owner to follower)
+	TagProgress          Tag = 'F'<<24 | 'Q'<<16 | 'P'<<8 | '1' // FQP1 node (follower to owner)
+	TagProgressWritten   Tag = 'F'<<24 | 'Q'<<16 | 'P'<<8 | '2' // FQP2 node (follower to owner)
+	TagPushRefused       Tag = 'F'<<24 | 'Q'<<16 | 'N'<<8 | '1' // FQN1 node (follower to owner)
+	TagFetch             Tag = 'F'<<24 | 'Q'<<16 | 'F'<<8 | '1' // FQF1 node (asks a source for records)
+	TagPage              Tag = 'F'<<24 | 'Q'<<16 | 'G'<<8 | '1' // FQG1 node (answers a fetch)
+	TagSeal              Tag = 'F'<<24 | 'Q'<<16 | 'S'<<8 | '1' // FQS1 node (recovery to a replica)
+	TagSealed            Tag = 'F'<<24 | 'Q'<<16 | 'T'<<8 | '1' // FQT1 node (answers a seal)
+	TagPeerHello         Tag = 'F'<<24 | 'X'<<16 | 'H'<<8 | '1' // FXH1 node (opens a peer link)
+	TagPeerChallenge     Tag = 'F'<<24 | 'X'<<16 | 'C'<<8 | '1' // FXC1 node (answers a peer hello)
+	TagPeerAuth          Tag = 'F'<<24 | 'X'<<16 | 'A'<<8 | '1' // FXA1 node (completes the handshake)
+	TagMemberQuery       Tag = 'F'<<24 | 'X'<<16 | 'Q'<<8 | '1' // FXQ1 node (what is my replica id?)
+	TagReplaceMember     Tag = 'F'<<24 | 'X'<<16 | 'R'<<8 | '1' // FXR1 node (replace my replica)
+	TagMember            Tag = 'F'<<24 | 'X'<<16 | 'M'<<8 | '1' // FXM1 node (answers both)
 )
 
 // TagSubscriptionEnded names FSE1, the node's notice that it ended a
@@ -116,6 +130,8 @@ var kinds = []kind{
 	{TagDeclareOKMode, "declare-ok-mode", sentByServer, func() Frame { return new(DeclareOKMode) }},
 	{TagPublish, "publish", sentByClient, func() Frame { return new(Publish) }},
 	{TagConfirm, "confirm", sentByServer, func() Frame { return new(Confirm) }},
+	{TagPublishIdempotent, "publish-idempotent", sentByClient, func() Frame { return new(PublishIdempotent) }},
+	{TagConfirmIdempotent, "confirm-idempotent", sentByServer, func() Frame { return new(ConfirmIdempotent) }},
 	{TagNegativeConfirm, "negative-confirm", sentByServer, func() Frame { return new(NegativeConfirm) }},
 	{TagSubscribe, "subscribe", sentByClient, func() Frame { return new(Subscribe) }},
 	{TagSubscribeOK, "subscribe-ok", sentByServer, func() Frame { return new(SubscribeOK) }},
@@ -141,6 +157,17 @@ var kinds = []kind{
 	{TagPush, "push", sentByNode, func() Frame { return new(Push) }},
 	{TagProgress, "progress", sentByNode, func() Frame { return new(Progress) }},
 	{TagProgressWritten, "progress-written", sentByNode, func() Frame { return new(ProgressWritten) }},
+	{TagPushRefused, "push-refused", sentByNode, func() Frame { return new(PushRefused) }},
+	{TagFetch, "fetch", sentByNode, func() Frame { return new(Fetch) }},
+	{TagPage, "page", sentByNode, func() Frame { return new(Page) }},
+	{TagSeal, "seal", sentByNode, func() Frame { return new(Seal) }},
+	{TagSealed, "sealed", sentByNode, func() Frame { return new(Sealed) }},
+	{TagPeerHello, "peer-hello", sentByNode, func() Frame { return new(PeerHello) }},
+	{TagPeerChallenge, "peer-challenge", sentByNode, func() Frame { return new(PeerChallenge) }},
+	{TagPeerAuth, "peer-auth", sentByNode, func() Frame { return new(PeerAuth) }},
+	{TagMemberQuery, "member-query", sentByNode, func() Frame { return new(MemberQuery) }},
+	{TagReplaceMember, "replace-member", sentByNode, func() Frame { return new(ReplaceMember) }},
+	{TagMember, "member", sentByNode, func() Frame { return new(Member) }},
 }
 
 // kindByTag indexes kinds; it is built once and only read afterwards.

@@ -3,7 +3,8 @@
 // max_body_bytes. FitFrame turns one frame that would break that rule into
 // frames that keep it, without changing what they say:
 //
-//	confirm, negative-confirm  ranges split over several frames (a client
+//	confirm, confirm-idempotent, negative-confirm
+//	                           ranges split over several frames (a client
 //	                           already takes ranges in any order and any grouping)
 //	deliver                    deliveries split over several frames
 //	error, subscription-ended  message shortened (a message is for people)
@@ -38,6 +39,11 @@ func FitFrame(f Frame, maxBodyBytes uint32) []Frame {
 			return nil
 		}
 		return splitConfirm(frame, limit)
+	case *ConfirmIdempotent:
+		if 4+idempotentRangeBytes*len(frame.Ranges) <= limit {
+			return nil
+		}
+		return splitConfirmIdempotent(frame, limit)
 	case *Deliver:
 		if deliverBodyBytes(frame.Deliveries) <= limit {
 			return nil
@@ -91,6 +97,17 @@ func splitConfirm(f *Confirm, limit int) []Frame {
 	for ranges := f.Ranges; len(ranges) > 0; {
 		n := min(perFrame, len(ranges))
 		out = append(out, &Confirm{Ranges: ranges[:n:n]})
+		ranges = ranges[n:]
+	}
+	return out
+}
+
+func splitConfirmIdempotent(f *ConfirmIdempotent, limit int) []Frame {
+	perFrame := max((limit-4)/idempotentRangeBytes, 1)
+	var out []Frame
+	for ranges := f.Ranges; len(ranges) > 0; {
+		n := min(perFrame, len(ranges))
+		out = append(out, &ConfirmIdempotent{Ranges: ranges[:n:n]})
 		ranges = ranges[n:]
 	}
 	return out

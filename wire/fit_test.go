@@ -31,14 +31,17 @@ func TestFitFrameLeavesFittingFramesAlone(t *testing.T) {
 func TestFitFrameSplitsRangesAndKeepsEveryNumber(t *testing.T) {
 	const limit = MinMaxBodyBytes
 	confirm := &Confirm{}
+	idempotent := &ConfirmIdempotent{}
 	reject := &NegativeConfirm{}
 	for seq := uint64(1); seq < 4000; seq += 2 {
 		confirm.Ranges = append(confirm.Ranges, ConfirmRange{First: seq, Last: seq, Boundary: BoundaryWritten})
+		idempotent.Ranges = append(idempotent.Ranges, IdempotentRange{First: seq, Last: seq, Boundary: BoundaryWritten,
+			Duplicate: seq%3 == 0})
 		reject.Ranges = append(reject.Ranges, RejectRange{First: seq, Last: seq, Code: CodeLimitReached,
 			Message: strings.Repeat("m", 100)})
 	}
 	reject.Ranges[0].Message = strings.Repeat("é", 40000) // longer than any frame: clipped
-	for _, f := range []Frame{confirm, reject} {
+	for _, f := range []Frame{confirm, idempotent, reject} {
 		parts := FitFrame(f, limit)
 		if len(parts) < 2 {
 			t.Fatalf("%s: %d parts", f.Tag(), len(parts))
@@ -52,6 +55,10 @@ func TestFitFrameSplitsRangesAndKeepsEveryNumber(t *testing.T) {
 					seqs = append(seqs, r.First)
 				}
 			case *NegativeConfirm:
+				for _, r := range p.Ranges {
+					seqs = append(seqs, r.First)
+				}
+			case *ConfirmIdempotent:
 				for _, r := range p.Ranges {
 					seqs = append(seqs, r.First)
 				}

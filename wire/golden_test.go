@@ -62,6 +62,13 @@ func goldenCases() []goldenCase {
 		{"FCF1_confirm", "1-2 durable, 4 written",
 			&Confirm{Ranges: []ConfirmRange{{First: 1, Last: 2, Boundary: BoundaryDurable},
 				{First: 4, Last: 4, Boundary: BoundaryWritten}}}},
+		{"FPB2_publish_idempotent", "producer billing-7: message 41 retried, message 42 new with an id",
+			&PublishIdempotent{Queue: []byte("orders"), ProducerID: []byte("billing-7"), Messages: []PublishMessage{
+				{Seq: 5, ProducerSeq: 41, Payload: []byte("hi")},
+				{Seq: 6, ProducerSeq: 42, MessageID: []byte("m-42"), Headers: jsonHeader, Payload: []byte(`{"id":42}`)}}}},
+		{"FCF2_confirm_idempotent", "5 was a duplicate (stored before), 6 stored now; both durable",
+			&ConfirmIdempotent{Ranges: []IdempotentRange{{First: 5, Last: 5, Boundary: BoundaryDurable, Duplicate: true},
+				{First: 6, Last: 6, Boundary: BoundaryDurable}}}},
 		{"FNC1_negative_confirm", "sequence 3 refused by a full queue",
 			&NegativeConfirm{Ranges: []RejectRange{{First: 3, Last: 3, Code: CodeLimitReached,
 				Message: "queue orders is full (max_length 1000)"}}}},
@@ -112,13 +119,43 @@ func goldenCases() []goldenCase {
 			UnknownFrameError(Tag('Z'<<24 | 'Z'<<16 | 'Z'<<8 | '9'))},
 		{"FRD1_redirect", "the subscribe's queue is owned by node-2",
 			&Redirect{RequestID: 3, Queue: "orders", NodeID: "node-2", Address: "127.0.0.1:7421"}},
-		{"FQR1_push", "two records from offset 100 (record bytes are opaque here)",
-			&Push{Queue: []byte("orders"), Epoch: 3, StartOffset: 100, RecordCount: 2,
-				Records: []byte("\x00\x01\x02\x03record-100\x00\x01\x02\x03record-101")}},
+		{"FQR1_push", "two records from offset 100 after a record of epoch 3 (record bytes are opaque here)",
+			&Push{Partition: 1000, Epoch: 3, StartOffset: 100, PreviousEpoch: 3, CommittedNext: 98, RecordCount: 2,
+				Records: []byte("\x00\x01\x02\x03")}},
+		{"FQR1_push_keepalive", "a keepalive: no records, the committed frontier moves to 102",
+			&Push{Partition: 1000, Epoch: 3, StartOffset: 102, PreviousEpoch: 3, CommittedNext: 102}},
 		{"FQP1_progress", "durable through offset 101",
-			&Progress{Queue: []byte("orders"), Epoch: 3, DurableNext: 102}},
+			&Progress{Partition: 1000, Epoch: 3, Instance: 0x5eed, DurableNext: 102}},
 		{"FQP2_progress_written", "written through 101, durable through 99",
-			&ProgressWritten{Queue: []byte("orders"), Epoch: 3, DurableNext: 100, WrittenNext: 102}},
+			&ProgressWritten{Partition: 1000, Epoch: 3, Instance: 0x5eed, DurableNext: 100, WrittenNext: 102}},
+		{"FQN1_push_refused", "the follower's log diverges: it ends at 120 with epoch 2 from offset 90",
+			&PushRefused{Partition: 1000, Epoch: 3, Instance: 0x5eed, Reason: RefusedOffset, StagedNext: 120,
+				DurableNext: 118, History: []EpochStart{{Epoch: 1, FirstOffset: 0}, {Epoch: 2, FirstOffset: 90}},
+				Message: "record 99 has epoch 2, the push expects 3"}},
+		{"FQF1_fetch", "up to 4096 records or 16 MiB from offset 90",
+			&Fetch{RequestID: 7, Partition: 1000, Epoch: 4, FromOffset: 90, MaxRecords: 4096, MaxBytes: 16 << 20}},
+		{"FQG1_page", "one record at offset 90; the source holds 0 up to 120",
+			&Page{RequestID: 7, Partition: 1000, FromOffset: 90, FirstOffset: 0, EndOffset: 120, RecordCount: 1,
+				Records: []byte("\x00\x01")}},
+		{"FQS1_seal", "node2 recovers epoch 4",
+			&Seal{RequestID: 8, Partition: 1000, Epoch: 4, Owner: "node2"}},
+		{"FQT1_sealed", "sealed at 4: the log holds 0 to 120, epochs 1 from 0 and 3 from 90",
+			&Sealed{RequestID: 8, Partition: 1000, Epoch: 4, Instance: 0x5eed, DurableNext: 120, FirstOffset: 0,
+				History: []EpochStart{{Epoch: 1, FirstOffset: 0}, {Epoch: 3, FirstOffset: 90}}}},
+		{"FXH1_peer_hello", "node1 dials",
+			&PeerHello{Version: 1, ClusterID: 1, NodeID: "node1", Instance: 0x1111, Nonce: goldenNonce(0x11),
+				MaxBodyBytes: 32 << 20}},
+		{"FXC1_peer_challenge", "node2 answers with its nonce and proof",
+			&PeerChallenge{PeerHello: PeerHello{Version: 1, ClusterID: 1, NodeID: "node2", Instance: 0x2222,
+				Nonce: goldenNonce(0x22), MaxBodyBytes: 32 << 20}, Proof: goldenProof(PeerProofAcceptor)}},
+		{"FXA1_peer_auth", "node1's proof",
+			&PeerAuth{Proof: goldenProof(PeerProofDialer)}},
+		{"FXQ1_member_query", "node3 starts with an empty data directory",
+			&MemberQuery{RequestID: 1, NodeID: "node3"}},
+		{"FXR1_replace_member", "node3 asks to rejoin as a new replica",
+			&ReplaceMember{RequestID: 2, NodeID: "node3", ReplicaID: 0x3333}},
+		{"FXM1_member", "the cluster exists and records node3 as 0x3333",
+			&Member{RequestID: 2, Initialized: true, ReplicaID: 0x3333}},
 	}
 }
 
@@ -307,4 +344,15 @@ func TestGoldenTraceFile(t *testing.T) {
 	if _, err := reader.Next(); err == nil || err.Error() != "EOF" {
 		t.Fatalf("after the last record: %v, want io.EOF", err)
 	}
+}
+
+// goldenNonce is a fixed nonce for the vectors: sixteen copies of b.
+func goldenNonce(b byte) []byte { return bytes.Repeat([]byte{b}, PeerNonceBytes) }
+
+// goldenProof is the proof of the vectors' handshake under the secret
+// "cluster-secret", so a client of the peer protocol can check its HMAC.
+func goldenProof(label string) []byte {
+	dialer := &PeerHello{Version: 1, ClusterID: 1, NodeID: "node1", Instance: 0x1111, Nonce: goldenNonce(0x11), MaxBodyBytes: 32 << 20}
+	acceptor := &PeerHello{Version: 1, ClusterID: 1, NodeID: "node2", Instance: 0x2222, Nonce: goldenNonce(0x22), MaxBodyBytes: 32 << 20}
+	return PeerProof([]byte("cluster-secret"), label, dialer, acceptor)
 }

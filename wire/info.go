@@ -25,6 +25,10 @@
 //	epoch              uint   cluster only; omitted when zero
 //	replicas           array  cluster only; omitted when empty; maps of
 //	                          node str, written_next uint, durable_next uint
+//	dedup_entries      uint   only when the queue deduplicates, with the three below
+//	dedup_evicted_early uint
+//	dedup_oldest_unix_ms int  0 when the table is empty
+//	duplicates_refused uint
 //
 // Limits a reader enforces: name is present and not empty, at most
 // MaxReplicas replicas per queue and MaxQueueListEntries queues per list.
@@ -68,13 +72,41 @@ type QueueInfo struct {
 	Owner    string        // node id of the owner
 	Epoch    uint64        // ownership epoch
 	Replicas []ReplicaInfo // every copy, owner included
+	// CommittedNext is the quorum frontier: the log offset below which the
+	// policy's copies hold every record at the queue's boundary (written
+	// for a buffered queue, durable for a durable one). Confirms,
+	// deliveries and settles apply only below it. Set by the owner.
+	CommittedNext uint64
+	// WrittenOn and DurableOn count the copies (owner included, of
+	// len(Replicas)) whose written and durable positions are at or past
+	// CommittedNext: every confirmed message is written on WrittenOn copies
+	// and durable on DurableOn. Set by the owner.
+	WrittenOn uint32
+	DurableOn uint32
+
+	// Dedup is the deduplication table's state; nil when the queue does
+	// not deduplicate.
+	Dedup *DedupStats
+}
+
+// DedupStats describes a queue's deduplication table (docs/protocol.md 6.2).
+type DedupStats struct {
+	Entries      uint64 // dedup_entries: keys held (derived from the log: the same on every copy)
+	EvictedEarly uint64 // dedup_evicted_early: entries that left at dedup_max_entries before their window ended
+	OldestUnixMs int64  // dedup_oldest_unix_ms: publish time of the oldest entry held; 0 when empty
+	Refused      uint64 // duplicates_refused: publishes not stored as duplicates since the owner opened the queue
 }
 
 // ReplicaInfo is one copy of a queue's log as its owner last heard of it.
 type ReplicaInfo struct {
 	Node        string
-	WrittenNext uint64
-	DurableNext uint64
+	WrittenNext uint64 // offset after the copy's last written record
+	DurableNext uint64 // offset after the copy's last fsynced record
+	// State is the copy's replication state as the owner sees it: "owner",
+	// or a follower's link state ("in sync", "catching up", "probing",
+	// "unreachable", "latched", "stale", with a reason in parentheses).
+	// Empty when the answering node is not the owner.
+	State string
 }
 
 // String gives a one-line summary, for logs.
@@ -86,10 +118,13 @@ func (q *QueueInfo) String() string {
 func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 	optional := 0
 	for _, present := range []bool{q.Policy != "", q.LastSyncError != "", q.FenceError != "",
-		q.Owner != "", q.Epoch != 0, len(q.Replicas) != 0} {
+		q.Owner != "", q.Epoch != 0, len(q.Replicas) != 0, q.CommittedNext != 0, q.WrittenOn != 0, q.DurableOn != 0} {
 		if present {
 			optional++
 		}
+	}
+	if q.Dedup != nil {
+		optional += 4
 	}
 	const always = 16
 	dst = appendMsgpackMapHeader(dst, always+optional)
@@ -124,19 +159,49 @@ func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 	if q.Epoch != 0 {
 		dst = appendMsgpackUint(appendMsgpackString(dst, "epoch"), q.Epoch)
 	}
+	if q.CommittedNext != 0 {
+		dst = appendMsgpackUint(appendMsgpackString(dst, "committed_next"), q.CommittedNext)
+	}
+	if q.WrittenOn != 0 {
+		dst = appendMsgpackUint(appendMsgpackString(dst, "written_on"), uint64(q.WrittenOn))
+	}
+	if q.DurableOn != 0 {
+		dst = appendMsgpackUint(appendMsgpackString(dst, "durable_on"), uint64(q.DurableOn))
+	}
 	if len(q.Replicas) > MaxReplicas {
 		panic(fieldTooLong{field: "replicas", length: len(q.Replicas), limit: MaxReplicas})
 	}
 	if len(q.Replicas) != 0 {
 		dst = appendMsgpackArrayHeader(appendMsgpackString(dst, "replicas"), len(q.Replicas))
 		for _, replica := range q.Replicas {
-			dst = appendMsgpackMapHeader(dst, 3)
+			fields := 3
+			if replica.State != "" {
+				fields++
+			}
+			dst = appendMsgpackMapHeader(dst, fields)
 			dst = appendMsgpackString(appendMsgpackString(dst, "node"), replica.Node)
 			dst = appendMsgpackUint(appendMsgpackString(dst, "written_next"), replica.WrittenNext)
 			dst = appendMsgpackUint(appendMsgpackString(dst, "durable_next"), replica.DurableNext)
+			if replica.State != "" {
+				dst = appendMsgpackString(appendMsgpackString(dst, "state"), replica.State)
+			}
 		}
 	}
+	if d := q.Dedup; d != nil {
+		dst = appendMsgpackUint(appendMsgpackString(dst, "dedup_entries"), d.Entries)
+		dst = appendMsgpackUint(appendMsgpackString(dst, "dedup_evicted_early"), d.EvictedEarly)
+		dst = appendMsgpackInt(appendMsgpackString(dst, "dedup_oldest_unix_ms"), d.OldestUnixMs)
+		dst = appendMsgpackUint(appendMsgpackString(dst, "duplicates_refused"), d.Refused)
+	}
 	return dst
+}
+
+// dedupStats returns q.Dedup, allocating it on the first dedup key read.
+func (q *QueueInfo) dedupStats() *DedupStats {
+	if q.Dedup == nil {
+		q.Dedup = new(DedupStats)
+	}
+	return q.Dedup
 }
 
 // parseQueueInfo decodes one queue info map that fills all of b.
@@ -217,12 +282,26 @@ func (r *msgpackReader) queueInfo(q *QueueInfo) error {
 			q.Fenced, err = r.boolean()
 		case "fence_error":
 			q.FenceError, err = r.str()
+		case "committed_next":
+			q.CommittedNext, err = r.uint(math.MaxUint64)
+		case "written_on":
+			q.WrittenOn, err = r.uint32()
+		case "durable_on":
+			q.DurableOn, err = r.uint32()
 		case "owner":
 			q.Owner, err = r.str()
 		case "epoch":
 			q.Epoch, err = r.uint(math.MaxUint64)
 		case "replicas":
 			q.Replicas, err = r.replicas(q.Replicas[:0])
+		case "dedup_entries":
+			q.dedupStats().Entries, err = r.uint(math.MaxUint64)
+		case "dedup_evicted_early":
+			q.dedupStats().EvictedEarly, err = r.uint(math.MaxUint64)
+		case "dedup_oldest_unix_ms":
+			q.dedupStats().OldestUnixMs, err = r.int()
+		case "duplicates_refused":
+			q.dedupStats().Refused, err = r.uint(math.MaxUint64)
 		default:
 			err = r.skip()
 		}
@@ -252,6 +331,8 @@ func (r *msgpackReader) replicas(dst []ReplicaInfo) ([]ReplicaInfo, error) {
 				replica.WrittenNext, err = r.uint(math.MaxUint64)
 			case "durable_next":
 				replica.DurableNext, err = r.uint(math.MaxUint64)
+			case "state":
+				replica.State, err = r.str()
 			default:
 				err = r.skip()
 			}

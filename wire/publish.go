@@ -46,10 +46,13 @@ const (
 
 // PublishMessage is one message of a publish frame.
 type PublishMessage struct {
-	Seq       uint64   // the client's sequence number; confirms name it
-	MessageID []byte   // the publisher's id; empty asks the node to assign one
-	Headers   []Header // may be empty
-	Payload   []byte
+	Seq uint64 // the client's sequence number; confirms name it
+	// ProducerSeq is the publisher's own number for the message (FPB2
+	// only; FPB1 neither carries nor reads it): 0 for none.
+	ProducerSeq uint64
+	MessageID   []byte   // the publisher's id; empty asks the node to assign one
+	Headers     []Header // may be empty
+	Payload     []byte
 }
 
 // Publish (FPB1) publishes one or more messages to one queue. A single

@@ -131,6 +131,8 @@ func (g *generator) options() QueueOptions {
 		DeadLetterQueue: g.text(4), MessageTTLMs: pick(g.rng.Uint64()), MaxLength: pick(g.u64()),
 		MaxBytes: pick(g.u64()), Overflow: overflow, RedeliveryDelayMs: uint32(pick(uint64(g.rng.Uint32()))),
 		Policy: g.text(3), Replicas: uint32(pick(uint64(g.rng.Intn(6)))),
+		Dedup: g.rng.Intn(2) == 0, DedupWindowMs: uint32(pick(uint64(g.rng.Uint32()))),
+		DedupMaxEntries: uint32(pick(uint64(g.rng.Uint32()))),
 	}
 }
 
@@ -145,6 +147,9 @@ func (g *generator) queueInfo() QueueInfo {
 	}
 	for i := g.count(3); i > 0; i-- {
 		info.Replicas = append(info.Replicas, ReplicaInfo{Node: g.text(3), WrittenNext: g.u64(), DurableNext: g.u64()})
+	}
+	if g.rng.Intn(2) == 0 {
+		info.Dedup = &DedupStats{Entries: g.u64(), EvictedEarly: g.u64(), OldestUnixMs: int64(g.u64()), Refused: g.u64()}
 	}
 	return info
 }
@@ -185,6 +190,16 @@ func (g *generator) frame(tag Tag) Frame {
 			Policy: g.text(3), Warnings: warnings}
 	case TagPublish:
 		return g.publish()
+	case TagPublishIdempotent:
+		return g.publishIdempotent()
+	case TagConfirmIdempotent:
+		ranges := make([]IdempotentRange, 1+g.count(5))
+		for i := range ranges {
+			ranges[i].First, ranges[i].Last = g.sequenceRange()
+			ranges[i].Boundary = Boundary(1 + g.rng.Intn(2))
+			ranges[i].Duplicate = g.rng.Intn(2) == 0
+		}
+		return &ConfirmIdempotent{Ranges: ranges}
 	case TagConfirm:
 		ranges := make([]ConfirmRange, 1+g.count(5))
 		for i := range ranges {
@@ -251,13 +266,48 @@ func (g *generator) frame(tag Tag) Frame {
 		if records != nil {
 			count = 1 + g.rng.Uint32()%1000
 		}
-		return &Push{Queue: g.textBytes(5), Epoch: g.u64(), StartOffset: g.u64(), RecordCount: count, Records: records}
+		return &Push{Partition: g.id(), Epoch: g.id(), StartOffset: g.u64(), PreviousEpoch: g.u64(),
+			CommittedNext: g.u64(), RecordCount: count, Records: records}
 	case TagProgress:
-		return &Progress{Queue: g.textBytes(5), Epoch: g.u64(), DurableNext: g.u64()}
+		return &Progress{Partition: g.id(), Epoch: g.id(), Instance: g.id(), DurableNext: g.u64()}
 	case TagProgressWritten:
 		durable := g.u64() % (1 << 62)
-		return &ProgressWritten{Queue: g.textBytes(5), Epoch: g.u64(), DurableNext: durable,
+		return &ProgressWritten{Partition: g.id(), Epoch: g.id(), Instance: g.id(), DurableNext: durable,
 			WrittenNext: durable + 1 + uint64(g.rng.Intn(1000))}
+	case TagPushRefused:
+		return &PushRefused{Partition: g.id(), Epoch: g.u64(), Instance: g.id(),
+			Reason: RefusalReason(1 + g.rng.Intn(int(RefusedBehind))), StagedNext: g.u64(), DurableNext: g.u64(),
+			History: g.history(), Message: g.text(6)}
+	case TagFetch:
+		return &Fetch{RequestID: g.id(), Partition: g.id(), Epoch: g.id(), FromOffset: g.u64(),
+			MaxRecords: 1 + g.rng.Uint32()%4096, MaxBytes: 1 + g.rng.Uint32()}
+	case TagPage:
+		records := g.blob(64)
+		count := uint32(0)
+		if records != nil {
+			count = 1 + g.rng.Uint32()%4096
+		}
+		return &Page{RequestID: g.id(), Partition: g.id(), FromOffset: g.u64(), FirstOffset: g.u64(),
+			EndOffset: g.u64(), RecordCount: count, Records: records}
+	case TagSeal:
+		return &Seal{RequestID: g.id(), Partition: g.id(), Epoch: g.id(), Owner: g.text(2)}
+	case TagSealed:
+		durable := g.u64()
+		return &Sealed{RequestID: g.id(), Partition: g.id(), Epoch: g.id(), Instance: g.id(), DurableNext: durable,
+			FirstOffset: durable / uint64(1+g.rng.Intn(4)), History: g.history()}
+	case TagPeerHello:
+		hello := g.peerHello()
+		return &hello
+	case TagPeerChallenge:
+		return &PeerChallenge{PeerHello: g.peerHello(), Proof: g.fixedBytes(PeerProofBytes)}
+	case TagPeerAuth:
+		return &PeerAuth{Proof: g.fixedBytes(PeerProofBytes)}
+	case TagMemberQuery:
+		return &MemberQuery{RequestID: g.id(), NodeID: g.text(2)}
+	case TagReplaceMember:
+		return &ReplaceMember{RequestID: g.id(), NodeID: g.text(2), ReplicaID: g.id()}
+	case TagMember:
+		return &Member{RequestID: g.id(), Initialized: g.rng.Intn(2) == 0, ReplicaID: g.u64()}
 	}
 	panic("no generator for " + tag.String())
 }
@@ -270,6 +320,21 @@ func (g *generator) publish() *Publish {
 		messages[i] = PublishMessage{Seq: seq, MessageID: g.textBytes(4), Headers: g.headers(), Payload: g.blob(64)}
 	}
 	return &Publish{Queue: g.textBytes(5), Messages: messages}
+}
+
+func (g *generator) publishIdempotent() *PublishIdempotent {
+	frame := &PublishIdempotent{Queue: g.textBytes(5), ProducerID: g.textBytes(6)}
+	seq := uint64(g.rng.Intn(1000))
+	for range 1 + g.count(4) {
+		seq += 1 + uint64(g.rng.Intn(3))
+		var producerSeq uint64
+		if len(frame.ProducerID) > 0 && g.rng.Intn(4) > 0 {
+			producerSeq = g.u64()
+		}
+		frame.Messages = append(frame.Messages, PublishMessage{Seq: seq, ProducerSeq: producerSeq,
+			MessageID: g.textBytes(4), Headers: g.headers(), Payload: g.blob(64)})
+	}
+	return frame
 }
 
 func (g *generator) deliver() *Deliver {
@@ -373,4 +438,32 @@ func TestDeliverBodySizeIsTheSumOfItsParts(t *testing.T) {
 			t.Fatalf("round %d: body of %d bytes, parts add up to %d: %#v", round, body, want, frame)
 		}
 	}
+}
+
+// history returns a well-formed epoch history: epochs and first offsets
+// both increasing.
+func (g *generator) history() []EpochStart {
+	n := g.count(4)
+	if n == 0 {
+		return nil
+	}
+	history := make([]EpochStart, n)
+	epoch, offset := uint64(0), uint64(0)
+	for i := range history {
+		epoch += 1 + uint64(g.rng.Intn(3))
+		offset += uint64(g.rng.Intn(1000))
+		history[i] = EpochStart{Epoch: epoch, FirstOffset: offset}
+	}
+	return history
+}
+
+func (g *generator) fixedBytes(n int) []byte {
+	out := make([]byte, n)
+	g.rng.Read(out)
+	return out
+}
+
+func (g *generator) peerHello() PeerHello {
+	return PeerHello{Version: uint16(g.rng.Intn(3)), ClusterID: g.u64(), NodeID: g.nonEmptyText(2), Instance: g.id(),
+		Nonce: g.fixedBytes(PeerNonceBytes), MaxBodyBytes: g.rng.Uint32()}
 }

@@ -71,6 +71,18 @@ func replyID() field   { return u64("request_id", "the request's id") }
 
 var settleTags = list32("delivery_tags", "at least one", u64("delivery_tag", "from a deliver on this subscription; not 0"))
 
+// peerIdentity is the identity part of the peer-link handshake frames.
+func peerIdentity() []field {
+	return []field{
+		u16("version", "peer protocol version the sender speaks (1)"),
+		u64("cluster_id", "the cluster's deployment id"),
+		str("node_id", "the sender's node id; not empty"),
+		u64("instance", "the sender's replica instance; not 0"),
+		byteString("nonce", "16 random bytes, new for every link"),
+		u32("max_body_bytes", "the largest body the sender accepts; 0 = 16 MiB"),
+	}
+}
+
 // layouts holds every frame kind's body layout.
 var layouts = map[Tag][]field{
 	TagHello: {
@@ -118,6 +130,23 @@ var layouts = map[Tag][]field{
 			u64("first_seq", "not 0"),
 			u64("last_seq", ">= first_seq"),
 			u8("boundary", "1 = written, 2 = durable")),
+	},
+	TagPublishIdempotent: {
+		str("queue", "queue name"),
+		str("producer_id", "the publisher's name; empty = none"),
+		list32("messages", "at least one",
+			u64("seq", "not 0; increasing in the session"),
+			u64("producer_seq", "the publisher's number; 0 = none"),
+			str("message_id", "empty = the node assigns one"),
+			headersField(),
+			byteString("payload", "")),
+	},
+	TagConfirmIdempotent: {
+		list32("ranges", "at least one",
+			u64("first_seq", "not 0"),
+			u64("last_seq", ">= first_seq"),
+			u8("boundary", "1 = written, 2 = durable"),
+			boolean("duplicate", "1 = stored before; not stored again")),
 	},
 	TagNegativeConfirm: {
 		list32("ranges", "at least one",
@@ -208,22 +237,89 @@ var layouts = map[Tag][]field{
 		str("address", "host:port of its client listener"),
 	},
 	TagPush: {
-		str("queue", "queue name"),
-		u64("epoch", "the owner's epoch"),
+		u64("partition", "the partition's coordination shard id; not 0"),
+		u64("epoch", "the owner's epoch; not 0"),
 		u64("start_offset", "offset of the first record"),
+		u64("previous_epoch", "epoch of the record at start_offset-1; 0 = none"),
+		u64("committed_next", "the owner's quorum frontier at the queue's boundary"),
 		u32("record_count", "records carried; 0 = keepalive"),
-		byteString("records", "raw log records; empty iff record_count is 0"),
+		byteString("records", "whole log records; empty iff record_count is 0"),
 	},
 	TagProgress: {
-		str("queue", "queue name"),
-		u64("epoch", "the epoch of the pushes acknowledged"),
+		u64("partition", "the partition's coordination shard id; not 0"),
+		u64("epoch", "the epoch of the pushes acknowledged; not 0"),
+		u64("instance", "the follower's replica instance; not 0"),
 		u64("durable_next", "offset after the last fsynced record"),
 	},
 	TagProgressWritten: {
-		str("queue", "queue name"),
-		u64("epoch", "the epoch of the pushes acknowledged"),
+		u64("partition", "the partition's coordination shard id; not 0"),
+		u64("epoch", "the epoch of the pushes acknowledged; not 0"),
+		u64("instance", "the follower's replica instance; not 0"),
 		u64("durable_next", "offset after the last fsynced record"),
 		u64("written_next", "offset after the last written record; > durable_next"),
+	},
+	TagPushRefused: {
+		u64("partition", "the partition's coordination shard id; not 0"),
+		u64("epoch", "the epoch the follower is sealed at"),
+		u64("instance", "the follower's replica instance; not 0"),
+		u8("reason", "1 offset, 2 epoch, 3 latched, 4 corrupt, 5 unknown, 6 behind"),
+		u64("staged_next", "the follower's log end"),
+		u64("durable_next", "the follower's durable end"),
+		list16("history", "the log's epoch history, epochs and first offsets increasing",
+			u64("epoch", "not 0"), u64("first_offset", "the epoch's first record")),
+		str("message", "for people"),
+	},
+	TagFetch: {
+		requestID(),
+		u64("partition", "the partition's coordination shard id; not 0"),
+		u64("epoch", "the asker's epoch; not 0"),
+		u64("from_offset", "the first record wanted"),
+		u32("max_records", "at most this many records; not 0"),
+		u32("max_bytes", "at most this many record bytes (one record at least); not 0"),
+	},
+	TagPage: {
+		replyID(),
+		u64("partition", "the partition's coordination shard id; not 0"),
+		u64("from_offset", "offset of the first record"),
+		u64("first_offset", "the source's first retained offset"),
+		u64("end_offset", "the source's log end"),
+		u32("record_count", "records carried"),
+		byteString("records", "whole log records; empty iff record_count is 0"),
+	},
+	TagSeal: {
+		requestID(),
+		u64("partition", "the partition's coordination shard id; not 0"),
+		u64("epoch", "the epoch being recovered; not 0"),
+		str("owner", "the node recovering it"),
+	},
+	TagSealed: {
+		replyID(),
+		u64("partition", "the partition's coordination shard id; not 0"),
+		u64("epoch", "the epoch the replica is sealed at; not 0"),
+		u64("instance", "the replica's instance; not 0"),
+		u64("durable_next", "the log's end, all of it durable"),
+		u64("first_offset", "the first retained offset; <= durable_next"),
+		list16("history", "the log's epoch history, epochs and first offsets increasing",
+			u64("epoch", "not 0"), u64("first_offset", "the epoch's first record")),
+	},
+	TagPeerHello:     peerIdentity(),
+	TagPeerChallenge: append(peerIdentity(), byteString("proof", "32 bytes: HMAC-SHA-256 of the handshake (acceptor label)")),
+	TagPeerAuth: {
+		byteString("proof", "32 bytes: HMAC-SHA-256 of the handshake (dialer label)"),
+	},
+	TagMemberQuery: {
+		requestID(),
+		str("node_id", "the node asked about (the asker)"),
+	},
+	TagReplaceMember: {
+		requestID(),
+		str("node_id", "the node whose replica is replaced (the asker)"),
+		u64("replica_id", "its new Raft replica id; not 0"),
+	},
+	TagMember: {
+		replyID(),
+		boolean("initialized", "the answering node's catalog is initialised"),
+		u64("replica_id", "the node's replica id in that catalog; 0 = unknown"),
 	},
 }
 

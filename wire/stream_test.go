@@ -116,7 +116,7 @@ func TestReaderBodyCannotClobberTheNextFrame(t *testing.T) {
 }
 
 func TestReaderDropsBufferGrownForOneLargeFrame(t *testing.T) {
-	large := (&Push{Queue: []byte("q"), RecordCount: 1, Records: make([]byte, 3<<20)}).Encode(nil)
+	large := (&Push{Partition: 1000, Epoch: 1, RecordCount: 1, Records: make([]byte, 3<<20)}).Encode(nil)
 	small := (&Ping{RequestID: 1}).Encode(nil)
 	reader := NewReader(bytes.NewReader(append(append(large, small...), small...)), 0)
 	for i := 0; i < 3; i++ {
@@ -187,7 +187,7 @@ func TestWriterRefusesBadFramesAndStaysUsable(t *testing.T) {
 	if err := writer.WriteFrame(&Ping{RequestID: 1}); err != nil {
 		t.Fatal(err)
 	}
-	big := &Push{Queue: []byte("q"), RecordCount: 1, Records: make([]byte, 100)}
+	big := &Push{Partition: 1000, Epoch: 1, RecordCount: 1, Records: make([]byte, 100)}
 	if err := writer.WriteFrame(big); !errors.Is(err, ErrFrameTooLarge) {
 		t.Fatalf("over the limit: %v", err)
 	}

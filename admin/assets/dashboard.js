@@ -213,8 +213,15 @@
       return row([{text: conn.client_name || "(unknown)", cls: "text"}, {text: conn.remote_address || "", cls: "text"},
         {text: c.session, cls: "text mono"}, c.subscription_id, c.prefetch, c.outstanding]);
     }), "no consumer", 6);
-    fill("replicas", (q.replicas || []).map((r) => row([{text: r.node, cls: "text"}, r.written_next, r.durable_next])),
-      "single copy: replication is not active yet", 3);
+    fill("replicas", (q.replicas || []).map((r) => row([{text: r.node, cls: "text"}, {text: r.state || "", cls: "text"},
+      r.written_next, r.durable_next])), "a single node: one copy", 4);
+    text("q-committed", q.committed_next === undefined ? "" : q.committed_next);
+    fill("failovers", (q.failovers || []).slice().reverse().map((f) => {
+      const stages = f.stages || [];
+      const took = stages.length ? (stages[stages.length - 1].micros / 1000).toFixed(1) + " ms" : "";
+      const line = stages.map((s) => s.stage + (s.peer ? " " + s.peer : "") + " " + (s.micros / 1000).toFixed(1)).join(" · ");
+      return row([{text: f.started_at, cls: "text"}, f.epoch, {text: f.outcome, cls: "text"}, took, {text: line, cls: "text mono"}]);
+    }), "none run by this node since it started", 5);
   }
   async function refreshCluster() {
     const overview = await getJSON("/api/cluster/overview");

@@ -1,7 +1,9 @@
 // Package clienttest is an in-process fake Fibril node for testing code
 // that uses package client, and the SDK itself. It speaks the wire
 // protocol (hello, declare, publish and confirm, subscribe and deliver,
-// settles, ack-sync, info, list, delete, purge, ping, errors and redirects) over
+// idempotent publish (FPB2, confirmed with FCF2; the double stores every
+// copy: it does not deduplicate), settles, ack-sync, info, list, delete,
+// purge, ping, errors and redirects) over
 // loopback TCP and keeps queues in memory, with just enough queue
 // semantics to be useful: prefetch is honoured, attempts and the
 // redelivered flag are kept, nack with requeue makes a message ready

@@ -101,9 +101,27 @@ func mergeOptions(current *wire.QueueOptions, set wire.QueueOptions) {
 	if set.RedeliveryDelayMs != 0 {
 		current.RedeliveryDelayMs = set.RedeliveryDelayMs
 	}
+	if set.Dedup && set.DedupWindowMs == 0 && current.DedupWindowMs == 0 {
+		current.DedupWindowMs = 120_000 // a node's default window
+	}
+	if set.DedupWindowMs != 0 {
+		current.DedupWindowMs = set.DedupWindowMs
+	}
+	if set.DedupMaxEntries != 0 {
+		current.DedupMaxEntries = set.DedupMaxEntries
+	}
 }
 
-func (c *Conn) publishLocked(f *wire.Publish) bool {
+// publishIdempotentLocked takes an FPB2 like an FPB1 (the double does not
+// deduplicate) and confirms it with FCF2.
+func (c *Conn) publishIdempotentLocked(f *wire.PublishIdempotent) bool {
+	c.server.stats.IdempotentFrames++
+	return c.publishMessagesLocked(&wire.Publish{Queue: f.Queue, Messages: f.Messages}, true)
+}
+
+func (c *Conn) publishLocked(f *wire.Publish) bool { return c.publishMessagesLocked(f, false) }
+
+func (c *Conn) publishMessagesLocked(f *wire.Publish, idempotent bool) bool {
 	s := c.server
 	s.stats.PublishFrames++
 	first, last := f.Messages[0].Seq, f.Messages[len(f.Messages)-1].Seq
@@ -136,14 +154,27 @@ func (c *Conn) publishLocked(f *wire.Publish) bool {
 	if q.mode == wire.ModeBuffered {
 		boundary = wire.BoundaryWritten
 	}
-	confirmed := wire.ConfirmRange{First: first, Last: last, Boundary: boundary}
+	confirmed := heldConfirm{ConfirmRange: wire.ConfirmRange{First: first, Last: last, Boundary: boundary}, idempotent: idempotent}
 	if s.holdConfirms {
 		c.heldConfirms = append(c.heldConfirms, confirmed)
 	} else {
-		c.sendLocked(&wire.Confirm{Ranges: []wire.ConfirmRange{confirmed}})
+		c.sendLocked(confirmed.frame())
 	}
 	q.dispatchLocked()
 	return true
+}
+
+// heldConfirm is a confirm range and the layout its publish asks for.
+type heldConfirm struct {
+	wire.ConfirmRange
+	idempotent bool
+}
+
+func (h heldConfirm) frame() wire.Frame {
+	if h.idempotent {
+		return &wire.ConfirmIdempotent{Ranges: []wire.IdempotentRange{{First: h.First, Last: h.Last, Boundary: h.Boundary}}}
+	}
+	return &wire.Confirm{Ranges: []wire.ConfirmRange{h.ConfirmRange}}
 }
 
 func (c *Conn) rejectLocked(first, last uint64, count int, code wire.Code, text string) {

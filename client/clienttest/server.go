@@ -51,26 +51,27 @@ type Config struct {
 // Stats counts what the server has seen. Counts of messages and tags are
 // per message, frame counts per frame.
 type Stats struct {
-	Connections     int // accepted
-	Hellos          int // answered with hello-ok
-	Open            int // connections open now
-	PublishFrames   int
-	Published       int // messages stored
-	Rejected        int // messages negatively confirmed
-	Declares        int
-	Subscribes      int // subscriptions created
-	Unsubscribes    int
-	Delivered       int // deliveries sent
-	SettleFrames    int
-	Acked           int
-	AckSyncs        int // ack-sync frames (FAK2) answered
-	Nacked          int
-	Released        int
-	Discarded       int
-	MaxSettleTags   int // most tags one settle frame carried
-	MaxUnsettled    int // most deliveries one subscription held unsettled
-	Pings           int
-	LastPrefetchAsk uint32 // the prefetch the last subscribe asked for
+	Connections      int // accepted
+	Hellos           int // answered with hello-ok
+	Open             int // connections open now
+	PublishFrames    int
+	IdempotentFrames int // of PublishFrames, FPB2 frames
+	Published        int // messages stored
+	Rejected         int // messages negatively confirmed
+	Declares         int
+	Subscribes       int // subscriptions created
+	Unsubscribes     int
+	Delivered        int // deliveries sent
+	SettleFrames     int
+	Acked            int
+	AckSyncs         int // ack-sync frames (FAK2) answered
+	Nacked           int
+	Released         int
+	Discarded        int
+	MaxSettleTags    int // most tags one settle frame carried
+	MaxUnsettled     int // most deliveries one subscription held unsettled
+	Pings            int
+	LastPrefetchAsk  uint32 // the prefetch the last subscribe asked for
 }
 
 // Server is a fake node listening on a loopback port.
@@ -172,7 +173,7 @@ func (s *Server) ReleaseConfirms(reverse bool) {
 			if reverse {
 				r = held[len(held)-1-i]
 			}
-			c.sendLocked(&wire.Confirm{Ranges: []wire.ConfirmRange{r}})
+			c.sendLocked(r.frame())
 		}
 	}
 }
@@ -264,7 +265,7 @@ type Conn struct {
 	helloDone     bool   // guarded by server.mu
 	sessionID     string // guarded by server.mu
 	lastSeq       uint64 // guarded by server.mu
-	heldConfirms  []wire.ConfirmRange
+	heldConfirms  []heldConfirm
 	subscriptions map[uint64]*subscription // guarded by server.mu
 }
 
@@ -410,6 +411,8 @@ func (c *Conn) handleLocked(frame wire.Frame) bool {
 		c.declareLocked(f)
 	case *wire.Publish:
 		return c.publishLocked(f)
+	case *wire.PublishIdempotent:
+		return c.publishIdempotentLocked(f)
 	case *wire.Subscribe:
 		c.subscribeLocked(f)
 	case *wire.Unsubscribe:

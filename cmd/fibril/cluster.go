@@ -7,11 +7,14 @@ package main
 // node are refused next to --config. A config problem stops start-up with
 // a message that names the field.
 //
-// Start order: the cluster node (Raft host and catalog) first, then the
+// Start order: the node's Raft identity (actors.PrepareClusterIdentity: a
+// node with an empty data directory asks its peers whether it is new or
+// lost its data), the cluster node (Raft host and catalog), then the
 // broker on top of it; shutdown runs the other way round, so the broker
 // stops proposing before Raft closes.
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +24,10 @@ import (
 	"github.com/fibrilmq/fibril/actors"
 	"github.com/fibrilmq/fibril/cluster"
 )
+
+// identityDecisionTimeout bounds how long a node with an empty data
+// directory waits for a peer to tell it whether the cluster is new.
+const identityDecisionTimeout = 2 * time.Minute
 
 // clusterOwnedFlags are the single-node flags the cluster config replaces,
 // with the config field that does their job.
@@ -64,7 +71,15 @@ func maybeStartClusterNode(config *actors.Config, flags serveFlags, logger *slog
 		return nil, fmt.Errorf("--node: %w", err)
 	}
 	routeStandardLog(logger)
-	node, err := cluster.Start(clusterConfig, flags.nodeID, cluster.StartOptions{Logger: logger})
+	identityCtx, cancel := context.WithTimeout(context.Background(), identityDecisionTimeout)
+	defer cancel()
+	identity, err := actors.PrepareClusterIdentity(identityCtx, clusterConfig, flags.nodeID, logger)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("raft identity", "replica_id", identity.ReplicaID, "decided", identity.Decided)
+	node, err := cluster.Start(clusterConfig, flags.nodeID, cluster.StartOptions{Logger: logger,
+		ReplicaID: identity.ReplicaID, Join: identity.Join})
 	if err != nil {
 		return nil, err
 	}

@@ -33,8 +33,9 @@ import (
 // clusterProcess is one running node of a cluster of binaries.
 type clusterProcess struct {
 	id, clientAddress, httpAddress string
+	dataDir                        string
 	cmd                            *exec.Cmd
-	stderr                         *bytes.Buffer
+	stderr                         *lockedBuffer
 }
 
 type binaryCluster struct {
@@ -62,7 +63,8 @@ func freeAddresses(t *testing.T, n int) []string {
 }
 
 // writeClusterConfig writes a three-node config with free ports and data
-// dirs under dir; rtt is the Raft tick.
+// dirs under dir; rtt is the Raft tick (with elections of 10 ticks), or 0
+// for the config's defaults.
 func writeClusterConfig(t *testing.T, dir string, rtt time.Duration) (string, []*clusterProcess) {
 	t.Helper()
 	type nodeJSON struct {
@@ -81,12 +83,18 @@ func writeClusterConfig(t *testing.T, dir string, rtt time.Duration) (string, []
 		node := nodeJSON{ID: fmt.Sprintf("node%d", i), ClientAddress: port[0], PeerAddress: port[1],
 			RaftAddress: port[2], HTTPAddress: port[3], DataDir: filepath.Join(dir, fmt.Sprintf("node%d", i))}
 		nodes = append(nodes, node)
-		processes = append(processes, &clusterProcess{id: node.ID, clientAddress: node.ClientAddress, httpAddress: node.HTTPAddress})
+		processes = append(processes, &clusterProcess{id: node.ID, clientAddress: node.ClientAddress,
+			httpAddress: node.HTTPAddress, dataDir: node.DataDir})
+	}
+	raft := map[string]any{"rtt": rtt.String(), "election_rtt": 10, "heartbeat_rtt": 1,
+		"coordination_election_rtt": 10, "coordination_heartbeat_rtt": 1, "log_level": "error"}
+	if rtt == 0 {
+		raft = map[string]any{"log_level": "error"} // the defaults, as a deployment gets them
 	}
 	config := map[string]any{
 		"cluster": map[string]any{
 			"deployment_id": 1, "default_replicas": 3, "background_sync_interval": "100ms",
-			"raft": map[string]any{"rtt": rtt.String(), "election_rtt": 10, "heartbeat_rtt": 1, "log_level": "error"},
+			"secret": "test-cluster-secret", "raft": raft,
 		},
 		"nodes": nodes,
 	}
@@ -106,8 +114,14 @@ func startBinaryCluster(t *testing.T, binary string, rtt time.Duration) *binaryC
 	dir := t.TempDir()
 	configFile, nodes := writeClusterConfig(t, dir, rtt)
 	c := &binaryCluster{t: t, binary: binary, configFile: configFile, nodes: nodes}
-	for _, node := range nodes {
-		c.start(node)
+	// All at once: a new cluster's nodes ask each other whether the cluster
+	// is new before any of them serves.
+	waits := make([]func(), len(nodes))
+	for i, node := range nodes {
+		waits[i] = c.launch(node)
+	}
+	for _, wait := range waits {
+		wait()
 	}
 	return c
 }
@@ -115,7 +129,13 @@ func startBinaryCluster(t *testing.T, binary string, rtt time.Duration) *binaryC
 // start runs one node and waits for its "serving clients" line.
 func (c *binaryCluster) start(node *clusterProcess) {
 	c.t.Helper()
-	node.stderr = &bytes.Buffer{}
+	c.launch(node)()
+}
+
+// launch runs one node and returns the wait for its "serving clients" line.
+func (c *binaryCluster) launch(node *clusterProcess) func() {
+	c.t.Helper()
+	node.stderr = &lockedBuffer{buffer: &bytes.Buffer{}}
 	node.cmd = exec.Command(c.binary, "serve", "--config", c.configFile, "--node", node.id)
 	node.cmd.Stderr = node.stderr
 	stdout, err := node.cmd.StdoutPipe()
@@ -127,17 +147,20 @@ func (c *binaryCluster) start(node *clusterProcess) {
 	}
 	process := node.cmd
 	c.t.Cleanup(func() { _ = process.Process.Kill(); _ = process.Wait() })
-	lines := bufio.NewScanner(stdout)
-	var seen []string
-	for lines.Scan() && !strings.HasPrefix(lines.Text(), "fibril: serving clients on ") {
-		seen = append(seen, lines.Text())
+	return func() {
+		c.t.Helper()
+		lines := bufio.NewScanner(stdout)
+		var seen []string
+		for lines.Scan() && !strings.HasPrefix(lines.Text(), "fibril: serving clients on ") {
+			seen = append(seen, lines.Text())
+		}
+		if !strings.HasPrefix(lines.Text(), "fibril: serving clients on "+node.clientAddress) {
+			_ = process.Process.Kill()
+			_ = process.Wait()
+			c.t.Fatalf("%s: no ready line after %q; stderr:\n%s", node.id, seen, node.stderr.String())
+		}
+		go func() { _, _ = io.Copy(io.Discard, stdout) }()
 	}
-	if !strings.HasPrefix(lines.Text(), "fibril: serving clients on "+node.clientAddress) {
-		_ = process.Process.Kill()
-		_ = process.Wait()
-		c.t.Fatalf("%s: no ready line after %q; stderr:\n%s", node.id, seen, node.stderr.String())
-	}
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 }
 
 func (c *binaryCluster) node(id string) *clusterProcess {
@@ -220,7 +243,7 @@ func TestBinaryClusterServesThroughANonOwner(t *testing.T) {
 		return string(output)
 	}
 	out := runCtl(c.node("node1"), "declare", "orders")
-	if !strings.Contains(out, "mode=durable created=true policy=majority_durable") || !strings.Contains(out, "replication is not active yet") {
+	if !strings.Contains(out, "mode=durable created=true policy=majority_durable") || strings.Contains(out, "warning") {
 		t.Fatalf("declare printed %q", out)
 	}
 	var info struct {
@@ -237,39 +260,52 @@ func TestBinaryClusterServesThroughANonOwner(t *testing.T) {
 	if info.Owner == "" || info.Epoch == 0 || len(info.Replicas) != 3 {
 		t.Fatalf("info: %+v", info)
 	}
-	var nonOwner *clusterProcess
+	var nonOwners []*clusterProcess
 	for _, node := range c.nodes {
 		if node.id != info.Owner {
-			nonOwner = node
+			nonOwners = append(nonOwners, node)
 		}
 	}
+	nonOwner := nonOwners[0]
 	if out := runCtl(nonOwner, "publish", "orders", "--count", "100"); !strings.Contains(out, "confirmed 100") {
 		t.Fatalf("publish through %s printed %q", nonOwner.id, out)
 	}
-	if out := runCtl(nonOwner, "consume", "orders", "--count", "100", "--ack", "--quiet"); !strings.Contains(out, "received 100") {
-		t.Fatalf("consume through %s printed %q", nonOwner.id, out)
+	// The owner reports every copy: at least two (majority_durable of
+	// three) hold the 100 confirmed messages durably.
+	var status struct {
+		Owner         string `json:"owner"`
+		Epoch         uint64 `json:"epoch"`
+		CommittedNext uint64 `json:"committed_next"`
+		Replicas      []struct {
+			Node        string `json:"node"`
+			DurableNext uint64 `json:"durable_next"`
+			State       string `json:"state"`
+		} `json:"replicas"`
+	}
+	getJSON(t, c.node(info.Owner), "/api/queues/orders", &status)
+	holding := 0
+	for _, replica := range status.Replicas {
+		if replica.State == "" || (replica.State == "owner") != (replica.Node == info.Owner) {
+			t.Fatalf("/api/queues/orders on the owner: replica %+v", replica)
+		}
+		if replica.DurableNext >= status.CommittedNext {
+			holding++
+		}
+	}
+	if status.Owner != info.Owner || status.Epoch != info.Epoch || len(status.Replicas) != 3 ||
+		status.CommittedNext < 100 || holding < 2 {
+		t.Fatalf("/api/queues/orders on the owner: %+v", status)
+	}
+	if out := runCtl(nonOwners[1], "consume", "orders", "--count", "100", "--ack", "--quiet"); !strings.Contains(out, "received 100") {
+		t.Fatalf("consume through %s printed %q", nonOwners[1].id, out)
 	}
 
 	var view clusterView
 	getJSON(t, nonOwner, "/api/cluster", &view)
 	if view.NodeID != nonOwner.id || len(view.Nodes) != 3 || view.CatalogLeader == "" || view.CatalogRevision == 0 ||
-		view.Serving != "owner_only" || len(view.Queues) != 1 || view.Queues[0].Partitions[0].Owner != info.Owner {
+		view.Serving != "replicated" || len(view.Queues) != 1 || view.Queues[0].Partitions[0].Owner != info.Owner {
 		t.Fatalf("/api/cluster on %s: %+v", nonOwner.id, view)
 	}
-	var status struct {
-		Owner    string `json:"owner"`
-		Epoch    uint64 `json:"epoch"`
-		Replicas []struct {
-			Node        string `json:"node"`
-			DurableNext uint64 `json:"durable_next"`
-		} `json:"replicas"`
-	}
-	getJSON(t, c.node(info.Owner), "/api/queues/orders", &status)
-	if status.Owner != info.Owner || status.Epoch != info.Epoch || len(status.Replicas) != 3 ||
-		status.Replicas[0].Node != info.Owner || status.Replicas[0].DurableNext == 0 {
-		t.Fatalf("/api/queues/orders on the owner: %+v", status)
-	}
-
 	for _, node := range c.nodes {
 		if err := node.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -424,4 +460,65 @@ func roundAll(samples []time.Duration) []time.Duration {
 		out[i] = sample.Round(time.Millisecond)
 	}
 	return out
+}
+
+// A node whose data directory is wiped while it is down comes back as a
+// new Raft replica: it finds the cluster through its peers, a peer
+// replaces its old replica, and it follows the catalog again (it sees a
+// queue declared while it was gone) and serves.
+func TestBinaryClusterNodeWithAWipedDataDirRejoins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binaries")
+	}
+	dir := t.TempDir()
+	server := buildBinary(t, dir, "./cmd/fibril", "fibril")
+	ctl := buildBinary(t, dir, "./cmd/fibrilctl", "fibrilctl")
+	c := startBinaryCluster(t, server, 10*time.Millisecond)
+	runCtl := func(node *clusterProcess, args ...string) string {
+		t.Helper()
+		output, err := exec.Command(ctl, append(args, "--server", node.clientAddress)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("fibrilctl %v on %s: %v\n%s", args, node.id, err, output)
+		}
+		return string(output)
+	}
+	runCtl(c.node("node1"), "declare", "before")
+	wiped := c.node("node3")
+	if err := wiped.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = wiped.cmd.Wait()
+	identity, err := os.ReadFile(filepath.Join(wiped.dataDir, "identity"))
+	if err != nil {
+		t.Fatalf("node3 kept no identity file: %v", err)
+	}
+	if err := os.RemoveAll(wiped.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	runCtl(c.node("node1"), "declare", "while-away")
+	c.start(wiped)
+	if !strings.Contains(wiped.stderr.String(), "rejoining as a new replica") {
+		t.Fatalf("node3 did not say it rejoins; stderr:\n%s", wiped.stderr.String())
+	}
+	rejoined, err := os.ReadFile(filepath.Join(wiped.dataDir, "identity"))
+	if err != nil || string(rejoined) == string(identity) || !strings.Contains(string(rejoined), `"joined":true`) {
+		t.Fatalf("identity before %s, after %s (%v)", identity, rejoined, err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var view clusterView
+		err := tryGetJSON(wiped, "/api/cluster", &view)
+		names := map[string]bool{}
+		for _, queue := range view.Queues {
+			names[queue.Name] = true
+		}
+		if err == nil && names["before"] && names["while-away"] && view.CatalogLeader != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node3 did not follow the catalog after rejoining: %+v, %v", view, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	runCtl(wiped, "declare", "after")
 }

@@ -118,6 +118,13 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	return l.buffer.Write(p)
 }
 
+// String is what the process wrote so far.
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buffer.String()
+}
+
 // rawClient speaks just enough of the protocol for these tests.
 type rawClient struct {
 	t      *testing.T

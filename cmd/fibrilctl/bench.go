@@ -52,6 +52,7 @@ type benchFlags struct {
 	floors       bool
 	floorSamples int
 	quiet        bool
+	dedup        bool
 	speed        float64 // replay only
 }
 
@@ -68,6 +69,8 @@ func (f *benchFlags) register(ctx context.Context, name string, replay bool) *fl
 	flags.BoolVar(&f.floors, "floors", true, "measure the machine's floors before the runs")
 	flags.IntVar(&f.floorSamples, "floor-samples", bench.DefaultFloorRoundTrips, "round trips and writes timed for the floors (a tenth as many synced writes, a fiftieth as many round trips 10 ms apart)")
 	flags.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
+	flags.BoolVar(&f.dedup, "dedup", false,
+		"declare every benchmark queue with a dedup window and publish idempotently (one dedup key per message), to measure deduplication's cost")
 	if replay {
 		flags.Float64Var(&f.speed, "speed", 1, "replay this many times faster than recorded")
 		flags.DurationVar(&f.warmup, "warmup", 0, "leading part of the trace excluded from the figures")
@@ -209,7 +212,7 @@ func (f *benchFlags) progress() io.Writer {
 
 // execute connects, measures the floors, runs and reports.
 func (f *benchFlags) execute(ctx context.Context, opts bench.Options, stdout io.Writer) error {
-	driver, err := dialBenchDriver(ctx, f.shared)
+	driver, err := dialBenchDriver(ctx, f.shared, f.dedup)
 	if err != nil {
 		return err
 	}

@@ -41,13 +41,16 @@ type sdkDriver struct {
 	publisher *client.Client
 	consumer  *client.Client
 
+	dedup bool // queues deduplicate; the publisher is idempotent
+
 	buffers    sync.Pool
 	closedOnce sync.Once
 }
 
-// dialBenchDriver connects the two Clients.
-func dialBenchDriver(ctx context.Context, shared connection) (*sdkDriver, error) {
-	publisher, err := shared.dial(ctx, client.Options{MaxPendingPublishes: benchMaxPendingPublishes})
+// dialBenchDriver connects the two Clients. With dedup, the queues it
+// declares deduplicate and every publish carries a producer pair.
+func dialBenchDriver(ctx context.Context, shared connection, dedup bool) (*sdkDriver, error) {
+	publisher, err := shared.dial(ctx, client.Options{MaxPendingPublishes: benchMaxPendingPublishes, Idempotent: dedup})
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +59,7 @@ func dialBenchDriver(ctx context.Context, shared connection) (*sdkDriver, error)
 		publisher.Close()
 		return nil, err
 	}
-	return &sdkDriver{publisher: publisher, consumer: consumer}, nil
+	return &sdkDriver{publisher: publisher, consumer: consumer, dedup: dedup}, nil
 }
 
 // Close closes both Clients; publishes still pending fail with ErrClosed
@@ -74,7 +77,7 @@ func (d *sdkDriver) Declare(ctx context.Context, queue string, mode bench.Mode) 
 	if err != nil {
 		return err
 	}
-	result, err := d.publisher.Declare(ctx, queue, client.QueueConfig{Mode: want})
+	result, err := d.publisher.Declare(ctx, queue, client.QueueConfig{Mode: want, Dedup: d.dedup})
 	if err != nil {
 		return err
 	}

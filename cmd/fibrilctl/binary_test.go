@@ -369,16 +369,23 @@ func startLiveCluster(t *testing.T) []clusterNode {
 	for _, listener := range listeners {
 		listener.Close()
 	}
-	config, _ := json.Marshal(map[string]any{"cluster": map[string]any{"default_replicas": 3,
+	config, _ := json.Marshal(map[string]any{"cluster": map[string]any{"default_replicas": 3, "secret": "fibrilctl-test-cluster-secret",
 		"raft": map[string]any{"rtt": "10ms", "election_rtt": 10, "heartbeat_rtt": 1}}, "nodes": configured})
 	file := filepath.Join(dir, "cluster.json")
 	if err := os.WriteFile(file, config, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Every node starts before any is waited for: a node with an empty
+	// data directory asks its peers whether the cluster is new.
+	type started struct {
+		lines  *bufio.Scanner
+		stderr *bytes.Buffer
+	}
+	var running []started
 	for _, node := range nodes {
 		cmd := exec.Command(server, "serve", "--config", file, "--node", node.id)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
+		stderr := new(bytes.Buffer)
+		cmd.Stderr = stderr
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -387,10 +394,13 @@ func startLiveCluster(t *testing.T) []clusterNode {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		lines := bufio.NewScanner(stdout)
+		running = append(running, started{lines: bufio.NewScanner(stdout), stderr: stderr})
+	}
+	for i, node := range nodes {
+		lines := running[i].lines
 		for served := false; !served; {
 			if !lines.Scan() {
-				t.Fatalf("%s stopped before it served:\n%s", node.id, stderr.String())
+				t.Fatalf("%s stopped before it served:\n%s", node.id, running[i].stderr.String())
 			}
 			served = strings.HasPrefix(lines.Text(), "fibril: HTTP endpoint on ")
 		}

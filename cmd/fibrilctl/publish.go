@@ -19,7 +19,12 @@ package main
 // times), or, with --lines, one message per line. --header adds headers,
 // --id sets the message id (ID-1, ID-2... for several). The run keeps going
 // through reconnects: a message in flight when a connection is lost has an
-// unknown outcome, which is counted and reported, never sent again.
+// unknown outcome, which is counted and reported, never sent again, unless
+// --retry: then every message carries the run's producer id and number
+// (idempotent publishing), and the SDK sends again, after the reconnect,
+// each message whose outcome was lost, when the queue deduplicates
+// (declare --dedup) and its window still covers it. The queue stores each
+// once; "duplicates" counts those it had stored already.
 
 import (
 	"bufio"
@@ -83,6 +88,7 @@ type publishFlags struct {
 	lines      bool
 	headers    client.Headers
 	messageID  string
+	retry      bool
 }
 
 // source yields the bodies to publish: numbered, --body, or read from a
@@ -119,6 +125,8 @@ func runPublish(ctx context.Context, args []string, stdout io.Writer) error {
 		return nil
 	})
 	flags.StringVar(&options.messageID, "id", "", "message id (ID-1, ID-2... when several messages are published)")
+	flags.BoolVar(&options.retry, "retry", false,
+		"publish idempotently and send again, after a reconnect, what the lost connection left unknown (only to a queue declared with --dedup, within its window)")
 	values, err := parseArgs(flags, args, stdout, "NAME")
 	if err != nil {
 		return err
@@ -131,7 +139,8 @@ func runPublish(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer closeSource()
-	c, err := shared.dial(ctx, client.Options{Confirms: true, WaitForReconnect: true})
+	c, err := shared.dial(ctx, client.Options{Confirms: true, WaitForReconnect: true,
+		Idempotent: options.retry, RetryUnknownPublishes: options.retry})
 	if err != nil {
 		return err
 	}
@@ -215,6 +224,7 @@ func (options *publishFlags) source(stdin io.Reader) (source, func(), error) {
 // publishTally counts the outcomes of a publish run.
 type publishTally struct {
 	sent, confirmed, unknown, refused uint64
+	duplicates                        uint64 // confirmed as stored before (--retry)
 	firstUnknown, firstRefusal        error
 	sendError                         error
 }
@@ -233,6 +243,9 @@ func publishAll(ctx context.Context, c *client.Client, queue string, options pub
 			switch {
 			case confirm.Err == nil:
 				tally.confirmed++
+				if confirm.Duplicate {
+					tally.duplicates++
+				}
 			case errors.Is(confirm.Err, client.ErrConnectionLost) || errors.Is(confirm.Err, client.ErrPublishTimeout):
 				tally.unknown++
 				if tally.firstUnknown == nil {
@@ -261,11 +274,15 @@ func publishAll(ctx context.Context, c *client.Client, queue string, options pub
 
 // report prints the counts and returns the run's error, if any.
 func (t publishTally) report(stdout io.Writer) error {
+	duplicates := ""
+	if t.duplicates > 0 {
+		duplicates = fmt.Sprintf(" (%d of them duplicates: stored before, not stored again)", t.duplicates)
+	}
 	if t.confirmed == t.sent && t.sendError == nil {
-		fmt.Fprintf(stdout, "confirmed %d\n", t.confirmed)
+		fmt.Fprintf(stdout, "confirmed %d%s\n", t.confirmed, duplicates)
 		return nil
 	}
-	fmt.Fprintf(stdout, "confirmed %d of %d\n", t.confirmed, t.sent)
+	fmt.Fprintf(stdout, "confirmed %d of %d%s\n", t.confirmed, t.sent, duplicates)
 	if t.unknown > 0 {
 		fmt.Fprintf(stdout, "unknown %d: the connection was lost (or the deadline passed) before their confirm, so they "+
 			"may or may not be stored; publish them again with the same --id to let consumers deduplicate\n", t.unknown)

@@ -52,6 +52,15 @@ func runDeclare(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("want %s or %s", client.OverflowRejectNew, client.OverflowDropOldest)
 	})
 	flags.DurationVar(&config.RedeliveryDelay, "redelivery-delay", 0, "delay before a nacked or expired message is ready again")
+	flags.BoolVar(&config.Dedup, "dedup", false,
+		"deduplicate publishes: a message whose producer pair or message id the queue stored within the window is not stored again (window 2m unless --dedup-window)")
+	flags.DurationVar(&config.DedupWindow, "dedup-window", 0, "deduplicate publishes within this window (turns --dedup on)")
+	flags.Func("dedup-max-entries", "most keys the dedup table keeps (default 100000); past it the oldest leave early and the window is shorter",
+		func(value string) error {
+			n, err := parseUint(value, 32)
+			config.DedupMaxEntries = uint32(n)
+			return err
+		})
 	flags.StringVar(&config.Policy, "policy", "", "replication policy in a cluster, e.g. replica_durable:2, majority_durable, replica_buffered:2")
 	flags.Func("replicas", "copies of the queue in a cluster, the owner included", func(value string) error {
 		n, err := parseUint(value, 32)
@@ -242,6 +251,14 @@ type queueJSON struct {
 	Owner           string        `json:"owner,omitempty"`
 	Epoch           uint64        `json:"epoch,omitempty"`
 	Replicas        []replicaJSON `json:"replicas,omitempty"`
+	Dedup           *dedupJSON    `json:"dedup,omitempty"`
+}
+
+type dedupJSON struct {
+	Entries           uint64 `json:"entries"`
+	EvictedEarly      uint64 `json:"evicted_early"`
+	OldestUnixMs      int64  `json:"oldest_unix_ms,omitempty"`
+	DuplicatesRefused uint64 `json:"duplicates_refused"`
 }
 
 type optionsJSON struct {
@@ -255,6 +272,8 @@ type optionsJSON struct {
 	RedeliveryDelayMs uint32 `json:"redelivery_delay_ms,omitempty"`
 	Policy            string `json:"policy,omitempty"`
 	Replicas          uint32 `json:"replicas,omitempty"`
+	DedupWindowMs     uint32 `json:"dedup_window_ms,omitempty"`
+	DedupMaxEntries   uint32 `json:"dedup_max_entries,omitempty"`
 }
 
 type replicaJSON struct {
@@ -270,7 +289,7 @@ func toJSON(q client.QueueInfo) queueJSON {
 		Options: optionsJSON{LeaseTimeoutMs: o.LeaseTimeoutMs, MaxDeliveries: o.MaxDeliveries,
 			DeadLetterQueue: o.DeadLetterQueue, MessageTTLMs: o.MessageTTLMs, MaxLength: o.MaxLength,
 			MaxBytes: o.MaxBytes, Overflow: string(o.Overflow), RedeliveryDelayMs: o.RedeliveryDelayMs,
-			Policy: o.Policy, Replicas: o.Replicas},
+			Policy: o.Policy, Replicas: o.Replicas, DedupWindowMs: o.DedupWindowMs, DedupMaxEntries: o.DedupMaxEntries},
 		Ready: q.Ready, Leased: q.Leased, Delayed: q.Delayed, DeadLettered: q.DeadLettered, Consumers: q.Consumers,
 		WrittenNext: q.WrittenNext, DurableNext: q.DurableNext, UnsyncedRecords: q.UnsyncedRecords,
 		UnsyncedBytes: q.UnsyncedBytes, LastSyncUnixMs: q.LastSyncUnixMs, SyncIntervalMs: q.SyncIntervalMs,
@@ -279,6 +298,10 @@ func toJSON(q client.QueueInfo) queueJSON {
 	}
 	for _, r := range q.Replicas {
 		out.Replicas = append(out.Replicas, replicaJSON{Node: r.Node, WrittenNext: r.WrittenNext, DurableNext: r.DurableNext})
+	}
+	if d := q.Dedup; d != nil {
+		out.Dedup = &dedupJSON{Entries: d.Entries, EvictedEarly: d.EvictedEarly, OldestUnixMs: d.OldestUnixMs,
+			DuplicatesRefused: d.Refused}
 	}
 	return out
 }
@@ -332,6 +355,14 @@ func printInfo(w io.Writer, q client.QueueInfo) {
 	for _, r := range q.Replicas {
 		row("replica "+r.Node, fmt.Sprintf("written_next %d, durable_next %d", r.WrittenNext, r.DurableNext))
 	}
+	if d := q.Dedup; d != nil {
+		reach := "empty"
+		if d.OldestUnixMs != 0 {
+			reach = "oldest " + time.UnixMilli(d.OldestUnixMs).UTC().Format(time.RFC3339Nano)
+		}
+		row("dedup", fmt.Sprintf("%d entries (%s), %d evicted early, %d duplicates refused since the queue opened",
+			d.Entries, reach, d.EvictedEarly, d.Refused))
+	}
 	table.Flush()
 }
 
@@ -353,6 +384,8 @@ func describeOptions(o optionsJSON) string {
 	add("redelivery_delay_ms", o.RedeliveryDelayMs, o.RedeliveryDelayMs != 0)
 	add("policy", o.Policy, o.Policy != "")
 	add("replicas", o.Replicas, o.Replicas != 0)
+	add("dedup_window_ms", o.DedupWindowMs, o.DedupWindowMs != 0)
+	add("dedup_max_entries", o.DedupMaxEntries, o.DedupMaxEntries != 0)
 	if len(parts) == 0 {
 		return "none set"
 	}

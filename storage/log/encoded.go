@@ -317,3 +317,43 @@ func (w *writer) stageEncodedRequest(request *appendRequest) {
 		position += size
 	}
 }
+
+// EncodedPrefix returns the bytes of the first maxRecords whole records of
+// records (all of them when there are fewer), for a reader that bounds a
+// page by a record count as well as by bytes. records must be whole
+// records as ScanEncoded yields them; a length field that runs past the
+// bytes ends the prefix before that record.
+func EncodedPrefix(records []byte, maxRecords int) []byte {
+	at := 0
+	for count := 0; count < maxRecords && at+recordPrefixBytes <= len(records); count++ {
+		size := recordPrefixBytes + int(binary.LittleEndian.Uint32(records[at:at+4]))
+		if at+size > len(records) {
+			break
+		}
+		at += size
+	}
+	return records[:at]
+}
+
+// EncodedEpochStarts lists where records (whole records, as AppendEncoded
+// accepted them, the first at offset first) start a new epoch: the first
+// record, and every record whose epoch differs from the one before. A
+// replica that hands batches to its log before they are staged uses it to
+// know the epoch history its pending appends will make.
+func EncodedEpochStarts(records []byte, first uint64) []EpochStart {
+	var starts []EpochStart
+	at, offset := 0, first
+	for at+recordPrefixBytes <= len(records) {
+		size := recordPrefixBytes + int(binary.LittleEndian.Uint32(records[at:at+4]))
+		if at+size > len(records) {
+			break
+		}
+		epoch := encodedEpoch(records[at : at+size])
+		if len(starts) == 0 || starts[len(starts)-1].Epoch != epoch {
+			starts = append(starts, EpochStart{Epoch: epoch, FirstOffset: offset})
+		}
+		at += size
+		offset++
+	}
+	return starts
+}

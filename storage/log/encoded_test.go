@@ -469,3 +469,43 @@ func TestSealReportsTheDurableEndAndHistory(t *testing.T) {
 		t.Fatalf("direct seal: %+v", sealed[0])
 	}
 }
+
+func TestEncodedPrefixCountsWholeRecords(t *testing.T) {
+	var records []byte
+	for i := range 5 {
+		records = appendRecord(records, uint64(10+i), 1, 1, bytes.Repeat([]byte{byte(i)}, i*3))
+	}
+	for n := range 7 {
+		prefix := EncodedPrefix(records, n)
+		want := 0
+		for i := range min(n, 5) {
+			want += encodedSize(i * 3)
+		}
+		if len(prefix) != want {
+			t.Fatalf("EncodedPrefix(%d) = %d bytes, want %d", n, len(prefix), want)
+		}
+	}
+	if got := EncodedPrefix(records[:len(records)-1], 5); len(got) != len(records)-encodedSize(12) {
+		t.Fatalf("a torn last record is kept: %d bytes", len(got))
+	}
+}
+
+func TestEncodedEpochStartsNamesEveryEpochChange(t *testing.T) {
+	var records []byte
+	for i, epoch := range []uint64{2, 2, 3, 3, 3, 5} {
+		records = appendRecord(records, uint64(40+i), epoch, 1, []byte{byte(i)})
+	}
+	got := EncodedEpochStarts(records, 40)
+	want := []EpochStart{{Epoch: 2, FirstOffset: 40}, {Epoch: 3, FirstOffset: 42}, {Epoch: 5, FirstOffset: 45}}
+	if len(got) != len(want) {
+		t.Fatalf("starts %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("starts %+v, want %+v", got, want)
+		}
+	}
+	if starts := EncodedEpochStarts(nil, 7); len(starts) != 0 {
+		t.Fatalf("no records gave %+v", starts)
+	}
+}

@@ -36,7 +36,7 @@ func publishAckRecords(n int) ([]Record, [][]byte) {
 			Record{Kind: KindPublish, PublishMs: 1_700_000_000_000, PayloadBytes: 1024},
 			Record{Kind: KindLease, Holder: 1, DeadlineMs: 1_700_000_030_000, Offsets: []uint64{offset}},
 			Record{Kind: KindAck, Offsets: []uint64{offset}})
-		bodies = append(bodies, appendPublishBody(nil, []byte(strconv.Itoa(i)), 1_700_000_000_000, nil, payload))
+		bodies = append(bodies, appendPublishBody(nil, []byte(strconv.Itoa(i)), 1_700_000_000_000, nil, payload, publishDedup{}))
 		bodies = append(bodies, encodeRecord(nil, &records[len(records)-2]), encodeRecord(nil, &records[len(records)-1]))
 	}
 	return records, bodies

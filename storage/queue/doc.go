@@ -13,7 +13,10 @@
 //
 // The package has a pure core and a thin shell:
 //
-//   - State (state.go, claims.go) applies records and admits operations;
+//   - State (state.go, claims.go, dedup.go) applies records and admits
+//     operations; on a queue with a dedup window it keeps the table of
+//     recently stored producer pairs and message ids (dedup.go), and the
+//     machine leaves duplicates out of a publish's append (machine_dedup.go);
 //     snapshot.go encodes it; rebuild.go decides which snapshot to trust and
 //     replays the suffix. All of it is driven by tests with an injected
 //     clock and no I/O.

@@ -162,6 +162,13 @@ func randomOptions(rng *rand.Rand) Options {
 	if rng.IntN(2) == 0 {
 		o.RedeliveryDelay = time.Duration(1+rng.IntN(300)) * time.Millisecond
 	}
+	if rng.IntN(3) == 0 {
+		// The harness's ids never repeat, so nothing is refused, but every
+		// publish enters the table: copies, restarts and failovers must
+		// rebuild the same one (the replica checks compare snapshots).
+		o.DedupWindow = time.Duration(100+rng.IntN(2000)) * time.Millisecond
+		o.DedupMaxEntries = uint32(1 + rng.IntN(64))
+	}
 	return o
 }
 

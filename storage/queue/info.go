@@ -58,6 +58,46 @@ type Info struct {
 	RetentionFloor uint64
 	// Fenced is the storage failure that stopped the queue, if any.
 	Fenced error
+	// Dedup is the deduplication table's state; zero when the queue does
+	// not deduplicate.
+	Dedup DedupInfo
+}
+
+// DedupInfo describes a queue's deduplication table (dedup.go).
+type DedupInfo struct {
+	// Window and MaxEntries are the declared settings (defaults applied).
+	Window     time.Duration
+	MaxEntries int
+	// Entries is how many keys the table holds (a message with both a
+	// producer pair and an id holds two). It is derived from the log, the
+	// same on every copy; entries whose window passed count until a newer
+	// publish pushes them out, but no longer match.
+	Entries int
+	// EvictedEarly counts, since the queue was declared, the entries that
+	// left at the MaxEntries bound before their window ended: while it
+	// grows, the effective window is shorter than Window.
+	EvictedEarly uint64
+	// Oldest is the publish time of the oldest entry held (zero when
+	// empty): now minus Oldest is how far back the table reaches.
+	Oldest time.Time
+	// DuplicatesRefused counts the publishes not stored as duplicates
+	// since this copy opened the queue (a node-local figure).
+	DuplicatesRefused uint64
+}
+
+func (q *Queue) dedupInfo() DedupInfo {
+	table := &q.machine.state.dedup
+	if !table.enabled() {
+		return DedupInfo{}
+	}
+	info := DedupInfo{
+		Window: q.opts.DedupWindow, MaxEntries: table.maxEntries, Entries: table.held(),
+		EvictedEarly: table.evictedEarly, DuplicatesRefused: q.machine.duplicatesRefused,
+	}
+	if table.held() > 0 {
+		info.Oldest = time.UnixMilli(table.oldestMs())
+	}
+	return info
 }
 
 // Info returns the queue's counts and progress. Delayed messages whose due
@@ -94,6 +134,7 @@ func (q *Queue) Info() Info {
 		ApplyLimit:       q.applyLimit,
 		RetentionFloor:   q.retentionFloor,
 		Fenced:           q.fenced,
+		Dedup:            q.dedupInfo(),
 	}
 	info.Settled = info.Counts.Settled()
 	return info

@@ -51,9 +51,16 @@ func (b Boundary) String() string {
 // Message is what a publisher gives the queue.
 type Message struct {
 	// ID is the publisher's message id; the queue assigns one when empty.
+	// On a queue that deduplicates, a publisher's id is a deduplication
+	// key (dedup.go).
 	ID      string
 	Headers []Header
 	Payload []byte
+	// ProducerID names the publisher and ProducerSeq is its number for
+	// this message (0: none); on a queue that deduplicates, the pair is a
+	// deduplication key. ProducerSeq needs a ProducerID.
+	ProducerID  string
+	ProducerSeq uint64
 }
 
 // entry is one log entry the shell appends.
@@ -82,6 +89,13 @@ type pendingAppend struct {
 	applied int
 	holder  uint64
 	bytes   uint64 // payload bytes of a publish batch
+	// Publish deduplication: duplicates are the batch indices not stored
+	// because they repeat a stored or pending publish; records then hold
+	// the other messages in batch order. dependsNext is the offset after
+	// the newest original they repeat: a duplicate's confirm stands on the
+	// boundary that covers it.
+	duplicates  []int
+	dependsNext uint64
 	// syncs is true when the append asks the log for a sync: something
 	// waits for its application (a confirm, a delivery, a message coming
 	// back, an answer). Settles that only end a message do not.
@@ -113,12 +127,20 @@ type machine struct {
 
 	pendingLeased map[uint64]struct{} // pending publishes claimed by a lease in flight
 	leaseCursor   uint64              // see the file comment
+
+	// pendingKeys are the dedup keys of appended, unapplied publishes, with
+	// their offsets: a duplicate of one waits for its outcome (dedup.go).
+	pendingKeys map[dedupKey]uint64
+	// duplicatesRefused counts the publishes not stored as duplicates
+	// since the queue opened.
+	duplicatesRefused uint64
 }
 
 func newMachine(state *State, mode Mode) *machine {
 	return &machine{
 		state: state, mode: mode, nextOffset: state.Next(), nextTicket: 1, maxInflight: defaultMaxInflight,
 		pendingLeased: map[uint64]struct{}{}, leaseCursor: state.Next(),
+		pendingKeys: map[dedupKey]uint64{},
 	}
 }
 
@@ -160,6 +182,10 @@ func (m *machine) releaseClaims(p *pendingAppend) {
 		m.pendingPublishes -= uint64(len(p.records))
 		m.pendingPublishBytes -= p.bytes
 		m.leaseCursor = min(m.leaseCursor, p.first)
+		for i := range p.records {
+			m.forgetPendingKeys(&p.records[i], p.first+uint64(i))
+		}
+		m.duplicatesRefused -= uint64(len(p.duplicates))
 	case opCheckpoint:
 		m.checkpointID = 0
 	}
@@ -175,41 +201,67 @@ func (m *machine) releaseClaims(p *pendingAppend) {
 	}
 }
 
-// publish builds the entries for a batch of messages.
-func (m *machine) publish(batch []Message, nowMs int64) (*pendingAppend, []entry, error) {
-	if err := m.checkCapacity(batch); err != nil {
+// publish builds the entries for the messages of a batch that plan
+// (planDedup) does not name as duplicates.
+func (m *machine) publish(batch []Message, plan dedupPlan, nowMs int64) (*pendingAppend, []entry, error) {
+	if err := m.checkCapacity(batch, plan); err != nil {
 		return nil, nil, err
 	}
 	p, err := m.begin(opPublish)
 	if err != nil {
 		return nil, nil, err
 	}
-	entries := make([]entry, len(batch))
-	p.records = make([]Record, len(batch))
+	stored := len(batch) - len(plan.duplicates)
+	entries := make([]entry, 0, stored)
+	p.records = make([]Record, 0, stored)
+	p.duplicates, p.dependsNext = plan.duplicates, plan.dependsNext
 	for i := range batch {
+		if plan.isDuplicate(i) {
+			continue
+		}
 		msg := &batch[i]
-		entries[i] = entry{KindPublish, appendPublishBody(nil, []byte(msg.ID), nowMs, msg.Headers, msg.Payload)}
-		p.records[i] = Record{Kind: KindPublish, PublishMs: nowMs, PayloadBytes: uint32(len(msg.Payload))}
+		dedup := plan.recordDedup(i, msg)
+		entries = append(entries, entry{KindPublish, appendPublishBody(nil, []byte(msg.ID), nowMs, msg.Headers, msg.Payload, dedup)})
+		p.records = append(p.records, Record{Kind: KindPublish, PublishMs: nowMs, PayloadBytes: uint32(len(msg.Payload)),
+			dedupKeys: plan.keysOf(i)})
 		p.bytes += uint64(len(msg.Payload))
 	}
-	m.pendingPublishes += uint64(len(batch))
+	m.pendingPublishes += uint64(len(p.records))
 	m.pendingPublishBytes += p.bytes
 	m.submit(p)
+	for i := range p.records {
+		for _, key := range p.records[i].dedupKeys {
+			m.pendingKeys[key] = p.first + uint64(i)
+		}
+	}
+	m.duplicatesRefused += uint64(len(p.duplicates))
 	return p, entries, nil
 }
 
+// forgetPendingKeys drops the pending keys of the publish at offset once it
+// applied (the state holds them now) or was rolled back.
+func (m *machine) forgetPendingKeys(rec *Record, offset uint64) {
+	for _, key := range rec.dedupKeys {
+		if pending, ok := m.pendingKeys[key]; ok && pending == offset {
+			delete(m.pendingKeys, key)
+		}
+	}
+}
+
 // checkCapacity applies the reject-publish overflow policy, counting
-// publishes in flight as queued.
-func (m *machine) checkCapacity(batch []Message) error {
+// publishes in flight as queued and duplicates not at all.
+func (m *machine) checkCapacity(batch []Message, plan dedupPlan) error {
 	limits := m.state.limits
 	if limits.dropOldest || (limits.maxLength == 0 && limits.maxBytes == 0) {
 		return nil
 	}
 	counts := m.state.counts
-	length := counts.Ready + counts.Delayed + m.pendingPublishes + uint64(len(batch))
+	length := counts.Ready + counts.Delayed + m.pendingPublishes + uint64(len(batch)-len(plan.duplicates))
 	bytes := counts.QueuedBytes + m.pendingPublishBytes
 	for i := range batch {
-		bytes += uint64(len(batch[i].Payload))
+		if !plan.isDuplicate(i) {
+			bytes += uint64(len(batch[i].Payload))
+		}
 	}
 	if limits.maxLength > 0 && length > limits.maxLength {
 		return fmt.Errorf("%w: %d messages over max length %d", ErrQueueFull, length, limits.maxLength)

@@ -32,7 +32,9 @@ type Claim struct {
 // Publish appends a batch of messages; messages with an empty ID get one
 // assigned, written back into batch. The batch is confirmed by a later
 // Advance. With the reject-publish overflow policy a batch that does not
-// fit is refused whole with ErrQueueFull.
+// fit is refused whole with ErrQueueFull. On a queue that deduplicates
+// (Options.DedupWindow), messages that repeat a stored or pending publish
+// are not appended; the batch's Confirm lists them (machine_dedup.go).
 func (q *Queue) Publish(batch []Message) (Ticket, error) {
 	ticket, _, err := q.PublishLeasing(batch, nil)
 	return ticket, err
@@ -55,18 +57,22 @@ func (q *Queue) PublishLeasing(batch []Message, offers []Offer) (Ticket, []Claim
 	if err := q.owner(); err != nil {
 		return 0, nil, err
 	}
+	nowMs := q.nowMs()
+	plan := q.machine.planDedup(batch, nowMs)
 	for i := range batch {
-		if batch[i].ID == "" {
+		if batch[i].ID == "" && !plan.isDuplicate(i) {
 			q.idSequence++
 			batch[i].ID = q.idPrefix + "-" + strconv.FormatUint(q.idSequence, 10)
 		}
 	}
-	nowMs := q.nowMs()
-	p, entries, err := q.machine.publish(batch, nowMs)
+	p, entries, err := q.machine.publish(batch, plan, nowMs)
 	if err != nil {
 		return 0, nil, err
 	}
-	group := []*pendingAppend{p}
+	var group []*pendingAppend
+	if len(p.records) > 0 {
+		group = append(group, p)
+	}
 	var claims []Claim
 	for _, offer := range offers {
 		lease, leaseEntries, err := q.machine.lease(offer.Max, offer.Holder, nowMs)
@@ -77,8 +83,18 @@ func (q *Queue) PublishLeasing(batch []Message, offers []Offer) (Ticket, []Claim
 		entries = append(entries, leaseEntries...)
 		claims = append(claims, Claim{Holder: offer.Holder, Ticket: lease.ticket, Count: lease.count()})
 	}
-	if err := q.submit(group, entries); err != nil {
-		return 0, nil, err
+	if len(group) > 0 {
+		if err := q.submit(group, entries); err != nil {
+			if len(p.records) == 0 {
+				q.machine.rollback(p.ticket) // the leases behind it are rolled back already
+			}
+			return 0, nil, err
+		}
+	}
+	if len(p.records) == 0 {
+		// Nothing to append: the batch is answered by the Advance that
+		// finds everything before it applied, so make sure one comes.
+		q.inbox.wake()
 	}
 	return p.ticket, claims, nil
 }

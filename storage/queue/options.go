@@ -2,11 +2,14 @@ package queue
 
 // Declaration file format (part of the on-disk format; do not change):
 //
-//	magic "FQDC" | version u8 (1) | mode u8 | overflow u8 |
+//	magic "FQDC" | version u8 (1 or 2) | mode u8 | overflow u8 |
 //	leaseTimeoutMs uvarint | maxDeliveries uvarint | deadLetterQueue (uvarint length, bytes) |
 //	messageTtlMs uvarint | maxLength uvarint | maxBytes uvarint | redeliveryDelayMs uvarint |
+//	[version 2: dedupWindowMs uvarint (not 0) | dedupMaxEntries uvarint (not 0)] |
 //	crc32c u32 little-endian over everything before it
 //
+// Version 2 is written only for a queue that deduplicates, so every other
+// queue keeps the version 1 file older versions read.
 // Options are fixed at first declare: Open stores them in the queue
 // directory and refuses different options later with ErrDeclarationMismatch.
 // Durations are stored in whole milliseconds, which is also the precision
@@ -95,7 +98,27 @@ type Options struct {
 	// RedeliveryDelay is the delay a nack gets when it names none; 0 means
 	// a nacked message is ready again at once.
 	RedeliveryDelay time.Duration
+	// DedupWindow turns deduplication on (dedup.go): a publish whose
+	// producer pair or publisher-given message id the queue stored less
+	// than this long ago is not stored again. 0 means off.
+	DedupWindow time.Duration
+	// DedupMaxEntries bounds the keys the deduplication table holds; past
+	// it the oldest leave before their window ends. 0 means
+	// DefaultDedupMaxEntries when DedupWindow is set.
+	DedupMaxEntries uint32
 }
+
+// Deduplication defaults and bounds.
+const (
+	// DefaultDedupWindow is the window of a queue that turns
+	// deduplication on without naming one.
+	DefaultDedupWindow = 2 * time.Minute
+	// DefaultDedupMaxEntries is the bound on the deduplication table when
+	// none is declared: about 10 MB of memory when full.
+	DefaultDedupMaxEntries = 100_000
+	// MaxDedupMaxEntries is the largest bound a queue may declare.
+	MaxDedupMaxEntries = 10_000_000
+)
 
 // maxDeadLetterQueueName bounds the dead-letter queue name.
 const maxDeadLetterQueueName = 255
@@ -110,6 +133,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.Overflow == 0 {
 		o.Overflow = RejectPublish
+	}
+	if o.DedupWindow > 0 && o.DedupMaxEntries == 0 {
+		o.DedupMaxEntries = DefaultDedupMaxEntries
 	}
 	return o
 }
@@ -132,6 +158,12 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: a dead-letter queue needs max deliveries", ErrInvalidOptions)
 	case len(o.DeadLetterQueue) > maxDeadLetterQueueName:
 		return fmt.Errorf("%w: dead-letter queue name longer than %d bytes", ErrInvalidOptions, maxDeadLetterQueueName)
+	case o.DedupWindow < 0 || (o.DedupWindow > 0 && o.DedupWindow < time.Millisecond):
+		return fmt.Errorf("%w: dedup window %v must be 0 or at least 1ms", ErrInvalidOptions, o.DedupWindow)
+	case o.DedupWindow == 0 && o.DedupMaxEntries != 0:
+		return fmt.Errorf("%w: dedup max entries needs a dedup window", ErrInvalidOptions)
+	case o.DedupMaxEntries > MaxDedupMaxEntries:
+		return fmt.Errorf("%w: dedup max entries %d over %d", ErrInvalidOptions, o.DedupMaxEntries, MaxDedupMaxEntries)
 	}
 	return nil
 }
@@ -139,14 +171,19 @@ func (o Options) Validate() error {
 func durationMs(d time.Duration) int64 { return int64(d / time.Millisecond) }
 
 const (
-	declarationMagic   = "FQDC"
-	declarationVersion = 1
+	declarationMagic        = "FQDC"
+	declarationVersion      = 1
+	declarationVersionDedup = 2
 )
 
 // encodeDeclaration serializes o (defaults applied) in the declaration format.
 func encodeDeclaration(o Options) []byte {
 	o = o.WithDefaults()
-	buf := append([]byte(declarationMagic), declarationVersion, byte(o.Mode), byte(o.Overflow))
+	version := byte(declarationVersion)
+	if o.DedupWindow > 0 {
+		version = declarationVersionDedup
+	}
+	buf := append([]byte(declarationMagic), version, byte(o.Mode), byte(o.Overflow))
 	buf = binary.AppendUvarint(buf, uint64(durationMs(o.LeaseTimeout)))
 	buf = binary.AppendUvarint(buf, uint64(o.MaxDeliveries))
 	buf = binary.AppendUvarint(buf, uint64(len(o.DeadLetterQueue)))
@@ -155,13 +192,18 @@ func encodeDeclaration(o Options) []byte {
 	buf = binary.AppendUvarint(buf, o.MaxLength)
 	buf = binary.AppendUvarint(buf, o.MaxBytes)
 	buf = binary.AppendUvarint(buf, uint64(durationMs(o.RedeliveryDelay)))
+	if version == declarationVersionDedup {
+		buf = binary.AppendUvarint(buf, uint64(durationMs(o.DedupWindow)))
+		buf = binary.AppendUvarint(buf, uint64(o.DedupMaxEntries))
+	}
 	return appendChecksum(buf)
 }
 
 // decodeDeclaration parses a declaration file.
 func decodeDeclaration(data []byte) (Options, error) {
 	body, ok := verifyChecksum(data)
-	if !ok || len(body) < 7 || string(body[:4]) != declarationMagic || body[4] != declarationVersion {
+	if !ok || len(body) < 7 || string(body[:4]) != declarationMagic ||
+		(body[4] != declarationVersion && body[4] != declarationVersionDedup) {
 		return Options{}, fmt.Errorf("%w: declaration header or checksum", ErrFileCorrupt)
 	}
 	o := Options{Mode: Mode(body[5]), Overflow: Overflow(body[6])}
@@ -173,6 +215,14 @@ func decodeDeclaration(data []byte) (Options, error) {
 	o.MaxLength = r.uvarint()
 	o.MaxBytes = r.uvarint()
 	o.RedeliveryDelay = time.Duration(r.uvarint()) * time.Millisecond
+	if body[4] == declarationVersionDedup {
+		o.DedupWindow = time.Duration(r.uvarint()) * time.Millisecond
+		entries := r.uvarint()
+		if r.err == nil && (o.DedupWindow == 0 || entries == 0 || entries > MaxDedupMaxEntries) {
+			return Options{}, fmt.Errorf("%w: declaration dedup settings", ErrFileCorrupt)
+		}
+		o.DedupMaxEntries = uint32(entries)
+	}
 	if r.err != nil || len(r.buf) != 0 {
 		return Options{}, fmt.Errorf("%w: declaration body", ErrFileCorrupt)
 	}

@@ -9,13 +9,18 @@ import "time"
 // queue and may be delivered.
 type Confirm struct {
 	Ticket Ticket
-	// First is the offset of the batch's first message; message i of the
-	// batch is at First+i.
+	// First is the offset of the batch's first stored message and Count
+	// the number stored: the stored messages, in batch order, are at
+	// First, First+1, ... (without duplicates, message i is at First+i).
 	First uint64
 	Count int
+	// Duplicates lists, in increasing order, the indices of the batch's
+	// messages that were not stored because the queue had stored them
+	// already (dedup.go); nil when there were none.
+	Duplicates []int
 	// Boundary is what the confirm stands on: durable for a durable queue;
 	// written for a buffered one, or durable when the durable frontier
-	// already covered the batch.
+	// already covered the batch and every original its duplicates repeat.
 	Boundary Boundary
 }
 
@@ -102,6 +107,7 @@ func (m *machine) advance(through, durable uint64, progress *Progress) *capture 
 				// a batch can apply in parts (a write split by a rollover).
 				m.pendingPublishes--
 				m.pendingPublishBytes -= uint64(rec.PayloadBytes)
+				m.forgetPendingKeys(rec, offset)
 				if _, ok := m.pendingLeased[offset]; ok {
 					delete(m.pendingLeased, offset)
 					m.state.claimPublished(offset)
@@ -149,12 +155,16 @@ func (m *machine) collect(p *pendingAppend, progress *Progress) {
 func (m *machine) complete(p *pendingAppend, durable uint64, progress *Progress) {
 	switch p.op {
 	case opPublish:
+		covered := p.next()
+		if len(p.records) == 0 {
+			covered = p.dependsNext // only duplicates: their originals lie below
+		}
 		boundary := BoundaryWritten
-		if m.mode == Durable || durable >= p.next() {
+		if m.mode == Durable || durable >= covered {
 			boundary = BoundaryDurable
 		}
 		progress.Confirmed = append(progress.Confirmed, Confirm{
-			Ticket: p.ticket, First: p.first, Count: len(p.records), Boundary: boundary,
+			Ticket: p.ticket, First: p.first, Count: len(p.records), Duplicates: p.duplicates, Boundary: boundary,
 		})
 	case opLease:
 	default:

@@ -4,8 +4,10 @@ package queue
 // event is one log record; the log's Entry.Type byte is the Kind below and
 // the body is:
 //
-//	Publish    flags u8 (bit 0: headers present) | publishMs uvarint |
+//	Publish    flags u8 (bit 0: headers present; bit 1: producer present;
+//	           bit 2: the message id is the publisher's) | publishMs uvarint |
 //	           messageID (uvarint length, bytes) |
+//	           [producer: producerID (uvarint length, bytes) | producerSeq uvarint, not 0] |
 //	           [headers: uvarint count, count x (key, value), each uvarint length + bytes] |
 //	           payload (the rest of the body; stored once, here only)
 //	Lease      holder uvarint | deadlineMs uvarint | offsets
@@ -24,6 +26,10 @@ package queue
 // one: offsets in a record are strictly increasing. Times are unix
 // milliseconds. A decoder refuses unknown flag bits, unknown reasons,
 // trailing bytes and counts the body cannot hold.
+//
+// Bits 1 and 2 of a publish carry the deduplication keys (dedup.go); the
+// queue sets them only when it deduplicates, so a queue that does not
+// writes exactly the records of versions before deduplication existed.
 
 import (
 	"encoding/binary"
@@ -111,6 +117,16 @@ type Record struct {
 	Headers      []Header
 	Payload      []byte
 	PayloadBytes uint32
+	// Publish dedup fields (dedup.go): the producer's id and its number for
+	// the message (0: none), and whether MessageID is the publisher's own
+	// (a deduplication key) rather than one the queue assigned.
+	ProducerID  []byte
+	ProducerSeq uint64
+	IDGiven     bool
+	// dedupKeys are the keys of ProducerID/ProducerSeq and IDGiven,
+	// computed once by the owner that built the record (nil: State
+	// computes them from those fields, as replay does).
+	dedupKeys []dedupKey
 	// Lease fields.
 	Holder     uint64
 	DeadlineMs int64
@@ -128,21 +144,43 @@ type Record struct {
 	Offsets []uint64
 }
 
-const publishFlagHeaders = 1
+const (
+	publishFlagHeaders  = 1
+	publishFlagProducer = 2
+	publishFlagIDGiven  = 4
+	publishFlagsKnown   = publishFlagHeaders | publishFlagProducer | publishFlagIDGiven
+)
+
+// publishDedup is what a publish record carries for deduplication.
+type publishDedup struct {
+	producerID  []byte
+	producerSeq uint64 // 0: no producer
+	idGiven     bool
+}
 
 // maxOffsetsPerRecord bounds one record's offset list; larger operations
 // are split into several records of one append.
 const maxOffsetsPerRecord = 4096
 
 // appendPublishBody encodes a publish body.
-func appendPublishBody(buf []byte, messageID []byte, publishMs int64, headers []Header, payload []byte) []byte {
+func appendPublishBody(buf []byte, messageID []byte, publishMs int64, headers []Header, payload []byte, dedup publishDedup) []byte {
 	flags := byte(0)
 	if len(headers) > 0 {
 		flags |= publishFlagHeaders
 	}
+	if dedup.producerSeq != 0 {
+		flags |= publishFlagProducer
+	}
+	if dedup.idGiven {
+		flags |= publishFlagIDGiven
+	}
 	buf = append(buf, flags)
 	buf = binary.AppendUvarint(buf, uint64(publishMs))
 	buf = appendLengthPrefixed(buf, messageID)
+	if dedup.producerSeq != 0 {
+		buf = appendLengthPrefixed(buf, dedup.producerID)
+		buf = binary.AppendUvarint(buf, dedup.producerSeq)
+	}
 	if len(headers) > 0 {
 		buf = binary.AppendUvarint(buf, uint64(len(headers)))
 		for _, h := range headers {
@@ -275,8 +313,16 @@ func decodePublish(r *reader, rec *Record, full bool) error {
 	flags := r.byte()
 	rec.PublishMs = int64(r.uvarint())
 	rec.MessageID = r.lengthPrefixed()
-	if r.err == nil && flags&^publishFlagHeaders != 0 {
+	if r.err == nil && flags&^publishFlagsKnown != 0 {
 		return fmt.Errorf("%w: publish flags %#x", ErrRecordCorrupt, flags)
+	}
+	rec.IDGiven = flags&publishFlagIDGiven != 0
+	if flags&publishFlagProducer != 0 {
+		rec.ProducerID = r.lengthPrefixed()
+		rec.ProducerSeq = r.uvarint()
+		if r.err == nil && rec.ProducerSeq == 0 {
+			return fmt.Errorf("%w: publish producer sequence 0", ErrRecordCorrupt)
+		}
 	}
 	if flags&publishFlagHeaders != 0 {
 		count := r.uvarint()

@@ -56,7 +56,7 @@ func normalize(r Record) Record {
 func TestPublishRoundTripStoresPayloadOnce(t *testing.T) {
 	headers := []Header{{"trace", "abc"}, {"empty", ""}}
 	payload := []byte("hello, queue")
-	body := appendPublishBody(nil, []byte("id-1"), 1_700_000_000_123, headers, payload)
+	body := appendPublishBody(nil, []byte("id-1"), 1_700_000_000_123, headers, payload, publishDedup{})
 	var rec Record
 	if err := decodeRecord(uint8(KindPublish), body, &rec, true); err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestRecordDecodeNeverPanics(t *testing.T) {
 
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add(uint8(KindAck), encodeRecord(nil, &Record{Kind: KindAck, Offsets: []uint64{1, 5}}))
-	f.Add(uint8(KindPublish), appendPublishBody(nil, []byte("x"), 5, []Header{{"a", "b"}}, []byte("p")))
+	f.Add(uint8(KindPublish), appendPublishBody(nil, []byte("x"), 5, []Header{{"a", "b"}}, []byte("p"), publishDedup{}))
 	f.Fuzz(func(t *testing.T, kind uint8, body []byte) {
 		var rec Record
 		if decodeRecord(kind, body, &rec, true) != nil || rec.Kind == KindPublish {

@@ -2,7 +2,7 @@ package queue
 
 // Snapshot format (part of the on-disk format; do not change):
 //
-//	magic "FQSN" | version u8 (1) |
+//	magic "FQSN" | version u8 (1, or 2 with a dedup section) |
 //	next uvarint (the snapshot covers every record below it) |
 //	checkpointID u64 little-endian (the id of the marker at next-1) |
 //	counts, uvarints: Ready Delayed Leased DeadLettering QueuedBytes
@@ -13,8 +13,15 @@ package queue
 //	    status u8 (1 ready, 2 delayed, 3 leased, 4 dead-lettering) |
 //	    flags u8 (bit 0: delivered before) | attempts uvarint | payload bytes uvarint |
 //	    publishMs uvarint | [timeMs uvarint: delayed and leased] | [holder uvarint: leased] |
+//	[version 2: evictedEarly uvarint | entry count uvarint |
+//	    per dedup entry, oldest first: key 16 bytes |
+//	    offset delta uvarint (from the previous entry; the first from 0) | publishMs uvarint] |
 //	crc32c u32 little-endian over everything before it
 //
+// Version 2 is written only when the queue deduplicates (dedup.go), so a
+// queue that does not keeps writing the version 1 files older versions
+// read; a decoder reads both, and refuses a version 2 snapshot for a queue
+// whose options do not deduplicate.
 // A snapshot holds the applied state only: claims of operations in flight
 // are not part of it. Decoding recomputes the live counts from the messages
 // and refuses the snapshot when they disagree with the stored ones.
@@ -25,9 +32,10 @@ import (
 )
 
 const (
-	snapshotMagic   = "FQSN"
-	snapshotVersion = 1
-	flagDelivered   = 1
+	snapshotMagic        = "FQSN"
+	snapshotVersion      = 1
+	snapshotVersionDedup = 2
+	flagDelivered        = 1
 )
 
 // EncodeSnapshot serializes the applied state.
@@ -35,7 +43,11 @@ func (s *State) EncodeSnapshot() []byte {
 	live := len(s.messages) - s.head - s.tombstones
 	buf := make([]byte, 0, 64+live*16)
 	buf = append(buf, snapshotMagic...)
-	buf = append(buf, snapshotVersion)
+	if s.dedup.enabled() {
+		buf = append(buf, snapshotVersionDedup)
+	} else {
+		buf = append(buf, snapshotVersion)
+	}
 	buf = binary.AppendUvarint(buf, s.next)
 	buf = binary.LittleEndian.AppendUint64(buf, s.checkpointID)
 	for _, v := range s.countFields() {
@@ -51,7 +63,48 @@ func (s *State) EncodeSnapshot() []byte {
 		buf = appendSnapshotMessage(buf, m, previous)
 		previous = m.offset
 	}
+	if s.dedup.enabled() {
+		buf = s.dedup.appendSnapshot(buf)
+	}
 	return appendChecksum(buf)
+}
+
+func (t *dedupTable) appendSnapshot(buf []byte) []byte {
+	buf = binary.AppendUvarint(buf, t.evictedEarly)
+	buf = binary.AppendUvarint(buf, uint64(t.held()))
+	previous := uint64(0)
+	for i := range t.count {
+		e := t.at(i)
+		buf = append(buf, e.key[:]...)
+		buf = binary.AppendUvarint(buf, e.offset-previous)
+		buf = binary.AppendUvarint(buf, uint64(e.publishMs))
+		previous = e.offset
+	}
+	return buf
+}
+
+// decodeSnapshot reads the dedup section into t, whose bound came from the
+// queue's options; next bounds the offsets.
+func (t *dedupTable) decodeSnapshot(r *reader, next uint64) error {
+	t.evictedEarly = r.uvarint()
+	count := r.uvarint()
+	if r.err == nil && (count > uint64(t.maxEntries) || count > uint64(len(r.buf))/18) {
+		return fmt.Errorf("%w: %d dedup entries", ErrSnapshotCorrupt, count)
+	}
+	t.ring = make([]dedupEntry, min(max(count, 64), uint64(t.maxEntries)))
+	previous := uint64(0)
+	for i := uint64(0); i < count && r.err == nil; i++ {
+		var e dedupEntry
+		copy(e.key[:], r.bytes(len(e.key)))
+		e.offset = previous + r.uvarint()
+		e.publishMs = int64(r.uvarint())
+		if r.err == nil && (e.offset < previous || e.offset >= next || e.publishMs < 0) {
+			return fmt.Errorf("%w: dedup entry %d", ErrSnapshotCorrupt, i)
+		}
+		t.restore(e)
+		previous = e.offset
+	}
+	return nil
 }
 
 // liveCountFields is how many of countFields are recomputed from messages.
@@ -85,7 +138,8 @@ func appendSnapshotMessage(buf []byte, m *message, previous uint64) []byte {
 // DecodeSnapshot rebuilds a State from a snapshot taken under opts.
 func DecodeSnapshot(data []byte, opts Options) (*State, error) {
 	body, ok := verifyChecksum(data)
-	if !ok || len(body) < 5 || string(body[:4]) != snapshotMagic || body[4] != snapshotVersion {
+	if !ok || len(body) < 5 || string(body[:4]) != snapshotMagic ||
+		(body[4] != snapshotVersion && body[4] != snapshotVersionDedup) {
 		return nil, fmt.Errorf("%w: header or checksum", ErrSnapshotCorrupt)
 	}
 	r := reader{buf: body[5:]}
@@ -108,6 +162,14 @@ func DecodeSnapshot(data []byte, opts Options) (*State, error) {
 		}
 		s.restoreMessage(m)
 		previous = m.offset
+	}
+	switch {
+	case body[4] == snapshotVersionDedup && !s.dedup.enabled():
+		return nil, fmt.Errorf("%w: a dedup section for a queue that does not deduplicate", ErrSnapshotCorrupt)
+	case body[4] == snapshotVersionDedup:
+		if err := s.dedup.decodeSnapshot(&r, s.next); err != nil {
+			return nil, err
+		}
 	}
 	if r.err != nil || len(r.buf) != 0 {
 		return nil, fmt.Errorf("%w: body", ErrSnapshotCorrupt)

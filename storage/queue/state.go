@@ -135,6 +135,8 @@ type State struct {
 	handoffs     []uint64 // dead-lettering offsets not yet given to the owner
 	counts       Counts
 	checkpointID uint64 // id of the last applied checkpoint marker
+	dedup        dedupTable
+	keyScratch   []dedupKey
 }
 
 // limits are the options State applies, in milliseconds.
@@ -147,6 +149,8 @@ type limits struct {
 	dropOldest     bool
 	leaseTimeoutMs int64
 	delayMs        int64
+	dedupWindowMs  int64
+	dedupEntries   int
 }
 
 func limitsOf(o Options) limits {
@@ -160,12 +164,15 @@ func limitsOf(o Options) limits {
 		dropOldest:     o.Overflow == DropOldest,
 		leaseTimeoutMs: durationMs(o.LeaseTimeout),
 		delayMs:        durationMs(o.RedeliveryDelay),
+		dedupWindowMs:  durationMs(o.DedupWindow),
+		dedupEntries:   int(o.DedupMaxEntries),
 	}
 }
 
 // NewState returns the state of an empty log whose first offset is next.
 func NewState(opts Options, next uint64) *State {
-	return &State{limits: limitsOf(opts), next: next}
+	l := limitsOf(opts)
+	return &State{limits: l, next: next, dedup: newDedupTable(l.dedupWindowMs, l.dedupEntries)}
 }
 
 // Next is the offset after the last applied record.
@@ -270,6 +277,14 @@ func (s *State) applyPublish(offset uint64, rec *Record) {
 	s.counts.Ready++
 	s.counts.QueuedBytes += uint64(rec.PayloadBytes)
 	s.counts.Published++
+	if s.dedup.enabled() {
+		keys := rec.dedupKeys
+		if keys == nil {
+			s.keyScratch = dedupKeysOf(s.keyScratch[:0], rec)
+			keys = s.keyScratch
+		}
+		s.dedup.enter(keys, offset, rec.PublishMs)
+	}
 	for s.limits.dropOldest && s.overLimit() {
 		oldest, _ := s.bits.nextQueued(0)
 		s.removeQueued(s.find(oldest), &s.counts.Dropped)

@@ -14,6 +14,7 @@
 //     ConnectionLostError, and the link reconnects with backoff.
 
 import type { Frame, Header } from "./codec.js";
+import { randomBytes } from "node:crypto";
 import { DEFAULT_MAX_BODY_BYTES, MIN_MAX_BODY_BYTES } from "./codec.js";
 import type { Connection, OutgoingMessage, PublishItem, PublishOutcome } from "./connection.js";
 import {
@@ -47,6 +48,14 @@ export interface ClientOptions {
   maxRedirects?: number;
   /** Requests made while reconnecting wait for the connection instead of failing at once. */
   waitForReconnect?: boolean;
+  /**
+   * Every publish carries this client's producer id (chosen at random when
+   * the client is made, kept across reconnects: Client.producerId) and its
+   * publish number (FPB2). A queue with a dedup window then stores each
+   * message once however often it is sent within the window, and confirms
+   * a repeat with duplicate set. Needs a node that speaks FPB2.
+   */
+  idempotent?: boolean;
   onConnect?: (session: Session) => void;
   onDisconnect?: (address: string, err: Error) => void;
   /** Node errors that answer no request (request id 0), e.g. unknown_delivery_tag. */
@@ -62,6 +71,8 @@ export interface PublishOptions {
 /** A publish's confirm names its boundary (docs/protocol.md 4.12). */
 export interface Confirm {
   boundary: "written" | "durable";
+  /** Idempotent clients: the queue had stored this message already and did not store it again. */
+  duplicate?: boolean;
 }
 
 export interface DeclareResult {
@@ -136,6 +147,9 @@ export class Client implements SubscriptionHost {
   private readonly idleWaiters: (() => void)[] = [];
   private closed = false;
   private homeSession: Session | undefined;
+  /** The producer id of an idempotent client; "" otherwise. */
+  readonly producerId: string;
+  private nextProducerSeq = 1n;
 
   constructor(options: ClientOptions) {
     if (options.maxBodyBytes && options.maxBodyBytes < MIN_MAX_BODY_BYTES) {
@@ -147,6 +161,7 @@ export class Client implements SubscriptionHost {
       maxBatchMessages: options.maxBatchMessages ?? 1024,
       maxRedirects: options.maxRedirects ?? 4,
     };
+    this.producerId = options.idempotent ? randomBytes(16).toString("hex") : "";
     this.home = this.newLink(options.addresses);
   }
 
@@ -251,6 +266,10 @@ export class Client implements SubscriptionHost {
       payload: typeof payload === "string" ? utf8.encode(payload) : payload,
     };
     let bytes = MESSAGE_OVERHEAD + Buffer.byteLength(message.messageId, "utf8") + message.payload.length;
+    if (this.producerId !== "") {
+      message.producerSeq = this.nextProducerSeq++; // the same number if the caller's code sends it again through a redirect
+      bytes += 8;
+    }
     for (const [k, v] of message.headers) bytes += 2 + Buffer.byteLength(k, "utf8") + 4 + v.length;
     const send = (): Promise<Confirm> => new Promise<Confirm>((resolve, reject) => {
       this.enqueue(queue, new QueuedPublish(this, queue, message, bytes, resolve, reject));
@@ -327,12 +346,12 @@ export class Client implements SubscriptionHost {
   /** Splits items into frames within the node's limit and maxBatchMessages. */
   private sendBatches(connection: Connection, queue: string, items: QueuedPublish[]): void {
     const limit = connection.nodeMaxBodyBytes || DEFAULT_MAX_BODY_BYTES;
-    const head = PUBLISH_FRAME_OVERHEAD + utf8.encode(queue).length;
+    const head = PUBLISH_FRAME_OVERHEAD + utf8.encode(queue).length + (this.producerId === "" ? 0 : 2 + this.producerId.length);
     let frame: QueuedPublish[] = [];
     let size = head;
     const send = (): void => {
       if (frame.length === 0) return;
-      connection.publish(queue, frame);
+      connection.publish(queue, frame, this.producerId);
       frame = [];
       size = head;
     };
@@ -352,7 +371,7 @@ export class Client implements SubscriptionHost {
   outcome(item: QueuedPublish, outcome: PublishOutcome): void {
     const queue = item.queue;
     if (outcome.ok) {
-      item.resolve({ boundary: outcome.boundary });
+      item.resolve(outcome.duplicate ? { boundary: outcome.boundary, duplicate: true } : { boundary: outcome.boundary });
       return;
     }
     if (outcome.redirect !== undefined) {

@@ -21,6 +21,8 @@ export type Header = [key: string, value: Uint8Array];
 export interface PublishMessage {
   /** A bigint, or a number up to 2^53 (what a session's counter reaches in practice). */
   seq: bigint | number;
+  /** FPB2 only: the publisher's own number for the message; 0 (or absent) for none. */
+  producerSeq?: bigint | number;
   messageId: string;
   headers: Header[];
   payload: Uint8Array;
@@ -39,6 +41,8 @@ export interface Delivery {
 }
 
 export interface ConfirmRange { first: bigint; last: bigint; boundary: number }
+/** An FCF2 range: duplicate says the messages were stored before and not stored again. */
+export interface IdempotentRange { first: bigint; last: bigint; boundary: number; duplicate: boolean }
 export interface RejectRange { first: bigint; last: bigint; code: number; message: string }
 
 /** Every frame of version 1, by tag. */
@@ -50,6 +54,8 @@ export type Frame =
   | { tag: "FDK2"; requestId: bigint; created: boolean; mode: number; policy: string; warnings: string[] }
   | { tag: "FPB1"; queue: string; messages: PublishMessage[] }
   | { tag: "FCF1"; ranges: ConfirmRange[] }
+  | { tag: "FPB2"; queue: string; producerId: string; messages: PublishMessage[] }
+  | { tag: "FCF2"; ranges: IdempotentRange[] }
   | { tag: "FNC1"; ranges: RejectRange[] }
   | { tag: "FSB1"; requestId: bigint; queue: string; prefetch: number }
   | { tag: "FSK1"; requestId: bigint; subscriptionId: bigint; prefetch: number }
@@ -79,7 +85,7 @@ export const TAGS: Record<Tag, "client" | "node" | "either"> = {
   FNC1: "node", FSB1: "client", FSK1: "node", FDL1: "node", FAK1: "client", FNK1: "client", FRL1: "client",
   FDS1: "client", FUS1: "client", FSE1: "node", FIQ1: "client", FIR1: "node", FLQ1: "client", FLR1: "node",
   FDQ1: "client", FPG1: "client", FOK1: "node", FPI1: "either", FPO1: "either", FER1: "either", FRD1: "node",
-  FAK2: "client",
+  FAK2: "client", FPB2: "client", FCF2: "node",
 };
 
 /** A body that breaks its layout. */
@@ -354,6 +360,14 @@ export function encodeBody(e: Encoder, f: Frame): void {
       e.u32(f.ranges.length);
       for (const r of f.ranges) e.u64(r.first).u64(r.last).u8(r.boundary);
       return;
+    case "FPB2":
+      e.string(f.queue).string(f.producerId).u32(f.messages.length);
+      for (const m of f.messages) e.u64(m.seq).u64(m.producerSeq ?? 0).string(m.messageId).headers(m.headers).bytes(m.payload);
+      return;
+    case "FCF2":
+      e.u32(f.ranges.length);
+      for (const r of f.ranges) e.u64(r.first).u64(r.last).u8(r.boundary).bool(r.duplicate);
+      return;
     case "FNC1":
       e.u32(f.ranges.length);
       for (const r of f.ranges) e.u64(r.first).u64(r.last).u16(r.code).string(r.message);
@@ -443,6 +457,8 @@ export function frameBytes(f: Frame): Buffer {
 const MIN_PUBLISH_MESSAGE = 8 + 2 + 2 + 4;
 const MIN_DELIVERY = 8 + 8 + 8 + 4 + 1 + 8 + 2 + 2 + 4;
 const CONFIRM_RANGE = 17;
+const MIN_IDEMPOTENT_MESSAGE = 8 + 8 + 2 + 2 + 4;
+const IDEMPOTENT_RANGE = 18;
 const MIN_REJECT_RANGE = 20;
 
 function sequenceRange(d: Decoder): [bigint, bigint] {
@@ -504,6 +520,33 @@ export function decodeBody(tag: string, body: Buffer): Frame {
         messages.push({ seq, messageId: d.string("message_id"), headers: d.headers("headers"), payload: d.bytes("payload") });
       }
       f = { tag, queue, messages };
+      break;
+    }
+    case "FPB2": {
+      const queue = d.string("queue");
+      const producerId = d.string("producer_id");
+      const n = d.count("messages", 32, MIN_IDEMPOTENT_MESSAGE, true);
+      const messages: PublishMessage[] = [];
+      let previous = 0n;
+      for (let i = 0; i < n; i++) {
+        const seq = d.nonZeroU64("seq");
+        if (seq <= previous) throw new FrameDecodeError(tag, "seq", `${seq} does not increase on ${previous}`);
+        previous = seq;
+        const producerSeq = d.u64("producer_seq");
+        if (producerSeq !== 0n && producerId === "") throw new FrameDecodeError(tag, "producer_seq", `${producerSeq} needs a producer_id`);
+        messages.push({ seq, producerSeq, messageId: d.string("message_id"), headers: d.headers("headers"), payload: d.bytes("payload") });
+      }
+      f = { tag, queue, producerId, messages };
+      break;
+    }
+    case "FCF2": {
+      const n = d.count("ranges", 32, IDEMPOTENT_RANGE, true);
+      const ranges: IdempotentRange[] = [];
+      for (let i = 0; i < n; i++) {
+        const [first, last] = sequenceRange(d);
+        ranges.push({ first, last, boundary: d.enumU8("boundary", 1, 2), duplicate: d.bool("duplicate") });
+      }
+      f = { tag, ranges };
       break;
     }
     case "FCF1": {

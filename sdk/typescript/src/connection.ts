@@ -4,7 +4,7 @@
 // hello-ok; from then on it matches every answer to what asked for it:
 //
 //   requests     by request id: the success reply, an FER1 with that id, or an FRD1 with that id
-//   publishes    by sequence number: FCF1 and FNC1 ranges cover the numbers this session published
+//   publishes    by sequence number: FCF1 (FCF2 for FPB2) and FNC1 ranges cover the numbers this session published
 //   deliveries   by subscription id: FDL1 and FSE1 go to the subscription's handlers
 //
 // When the connection ends, for any reason, every request and publish still
@@ -16,7 +16,7 @@
 import net from "node:net";
 import {
   DEFAULT_MAX_BODY_BYTES, Encoder, FrameDecodeError, HEADER_BYTES, PROTOCOL_VERSION, TAGS, decodeBody, encodeFrame,
-  isKnownTag, tagName, type Delivery, type Frame, type Header,
+  isKnownTag, tagName, type Delivery, type Frame, type Header, type PublishMessage,
 } from "./codec.js";
 import { Codes, ConnectionLostError, ServerError } from "./errors.js";
 
@@ -53,7 +53,7 @@ interface PendingRequest {
 
 /** The outcome of one published message. */
 export type PublishOutcome =
-  | { ok: true; boundary: "written" | "durable" }
+  | { ok: true; boundary: "written" | "durable"; duplicate?: boolean }
   | { ok: false; error: ServerError; redirect?: { queue: string; nodeId: string; address: string } | undefined };
 
 /** One message to publish, and where its outcome goes. */
@@ -78,6 +78,8 @@ export interface SubscriptionHandlers {
 
 export interface OutgoingMessage {
   messageId: string;
+  /** The publisher's number for the message (idempotent clients); 0 or absent: none. */
+  producerSeq?: bigint;
   headers: Header[];
   payload: Uint8Array;
 }
@@ -184,20 +186,21 @@ export class Connection {
    * message with its outcome, fail if the connection ends first. The caller
    * keeps the frame within nodeMaxBodyBytes.
    */
-  publish(queue: string, items: PublishItem[]): void {
+  publish(queue: string, items: PublishItem[], producerId = ""): void {
     if (this.endReason) {
       const err = this.lost();
       for (const item of items) item.fail(err);
       return;
     }
-    const frame: Frame = { tag: "FPB1", queue, messages: [] };
+    // With a producer id the frame is FPB2 (idempotent), answered by FCF2.
+    const messages: PublishMessage[] = [];
     for (const item of items) {
       const seq = this.nextSeq++;
       this.publishes.set(seq, { queue, item });
       const m = item.message;
-      frame.messages.push({ seq, messageId: m.messageId, headers: m.headers, payload: m.payload });
+      messages.push({ seq, producerSeq: m.producerSeq ?? 0n, messageId: m.messageId, headers: m.headers, payload: m.payload });
     }
-    this.write(frame);
+    this.write(producerId === "" ? { tag: "FPB1", queue, messages } : { tag: "FPB2", queue, producerId, messages });
   }
 
   /** Sends a frame that gets no answer (settles). */
@@ -323,6 +326,12 @@ export class Connection {
         for (const r of frame.ranges) {
           const boundary = r.boundary === 2 ? "durable" : "written";
           const outcome: PublishOutcome = { ok: true, boundary };
+          this.eachPublished(r.first, r.last, (p) => p.item.settle(outcome));
+        }
+        return;
+      case "FCF2":
+        for (const r of frame.ranges) {
+          const outcome: PublishOutcome = { ok: true, boundary: r.boundary === 2 ? "durable" : "written", duplicate: r.duplicate };
           this.eachPublished(r.first, r.last, (p) => p.item.settle(outcome));
         }
         return;

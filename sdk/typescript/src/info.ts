@@ -22,12 +22,18 @@ export interface QueueConfig {
   redeliveryDelayMs?: number;
   policy?: string;
   replicas?: number;
+  /** Deduplicate publishes with the node's default window (2 min) when dedupWindowMs is not set. */
+  dedup?: boolean;
+  /** Deduplicate publishes within this window (docs/protocol.md 4.3). */
+  dedupWindowMs?: number;
+  dedupMaxEntries?: number;
 }
 
 const optionKeys: [keyof QueueConfig, string][] = [
   ["leaseTimeoutMs", "lease_timeout_ms"], ["maxDeliveries", "max_deliveries"], ["deadLetterQueue", "dead_letter_queue"],
   ["messageTtlMs", "message_ttl_ms"], ["maxLength", "max_length"], ["maxBytes", "max_bytes"], ["overflow", "overflow"],
-  ["redeliveryDelayMs", "redelivery_delay_ms"], ["policy", "policy"], ["replicas", "replicas"],
+  ["redeliveryDelayMs", "redelivery_delay_ms"], ["policy", "policy"], ["replicas", "replicas"], ["dedup", "dedup"],
+  ["dedupWindowMs", "dedup_window_ms"], ["dedupMaxEntries", "dedup_max_entries"],
 ];
 
 /** The options map of a declare: the set keys only, in the document's order; undefined when none is set. */
@@ -36,7 +42,7 @@ export function optionsMap(config: QueueConfig): { [key: string]: MsgpackValue }
   let any = false;
   for (const [field, key] of optionKeys) {
     const value = config[field];
-    if (value === undefined || value === 0 || value === 0n || value === "") continue;
+    if (value === undefined || value === 0 || value === 0n || value === "" || value === false) continue;
     if (typeof value === "number") {
       if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`${String(field)} must be a non-negative integer`);
       out[key] = BigInt(value);
@@ -60,6 +66,8 @@ export interface QueueOptions {
   redeliveryDelayMs?: number;
   policy?: string;
   replicas?: number;
+  dedupWindowMs?: number;
+  dedupMaxEntries?: number;
 }
 
 export interface ReplicaInfo {
@@ -124,6 +132,8 @@ function optionsOf(raw: { [key: string]: MsgpackValue }): QueueOptions {
   if (raw.redelivery_delay_ms !== undefined) out.redeliveryDelayMs = num(raw.redelivery_delay_ms);
   if (raw.policy !== undefined) out.policy = text(raw.policy);
   if (raw.replicas !== undefined) out.replicas = num(raw.replicas);
+  if (raw.dedup_window_ms !== undefined) out.dedupWindowMs = num(raw.dedup_window_ms);
+  if (raw.dedup_max_entries !== undefined) out.dedupMaxEntries = num(raw.dedup_max_entries);
   return out;
 }
 

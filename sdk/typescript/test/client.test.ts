@@ -84,6 +84,19 @@ describe("against a live node", { skip: live }, () => {
     assert.equal((await c.queueInfo(`${run}-pipe`)).ready, 3000n);
   });
 
+  it("publishes idempotently: a queue with a dedup window stores a repeat once and marks it", async () => {
+    const c = await client({ idempotent: true });
+    assert.match(c.producerId, /^[0-9a-f]{32}$/);
+    await c.declare(`${run}-dedup`, { dedup: true });
+    assert.deepEqual(await c.publish(`${run}-dedup`, "a", { messageId: "order-1" }), { boundary: "durable" });
+    assert.deepEqual(await c.publish(`${run}-dedup`, "a", { messageId: "order-1" }), { boundary: "durable", duplicate: true });
+    const plain = await client();
+    assert.deepEqual(await plain.publish(`${run}-dedup`, "a", { messageId: "order-1" }), { boundary: "durable" }); // FPB1: FCF1, unmarked
+    const info = await c.queueInfo(`${run}-dedup`);
+    assert.equal(info.ready, 1n);
+    assert.equal(info.options.dedupWindowMs, 120000);
+  });
+
   it("refuses a publish to an unknown queue with a ServerError that says it is not retryable", async () => {
     const c = await client();
     await assert.rejects(c.publish(`${run}-nothing`, "x"), (err: unknown) =>

@@ -1,0 +1,335 @@
+package actors
+
+// The Raft identity a cluster node starts with (docs/protocol.md 8.6).
+//
+// A node keeps its Raft replica id in <data_dir>/identity, a small JSON
+// file written (atomically, then synced) the first time it starts. Start
+// reads it; without one:
+//
+//   - a data directory that already holds Raft state (a node from before
+//     identity files) keeps the replica id derived from its node id;
+//   - an empty data directory asks its peers what their catalog records
+//     about it (FXQ1), answering their own questions meanwhile with
+//     "not initialised" (a new cluster's nodes start one after another).
+//     If a peer has an initialised catalog, this node lost its data: it
+//     picks a new replica id, asks that peer to replace its old one
+//     (FXR1) and starts joining. If every peer says the catalog is not
+//     initialised, the cluster is new and it starts as an initial member
+//     under the id derived from its node id. A node that reaches no peer
+//     within the deadline does not start (unless it is the only node).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/wire"
+)
+
+// identityFileName is the identity file in a node's data directory.
+const identityFileName = "identity"
+
+// identityProbeInterval is how often an empty node asks its peers again.
+const identityProbeInterval = 300 * time.Millisecond
+
+// ErrIdentityUndecided is returned when an empty node reached no peer.
+var ErrIdentityUndecided = errors.New("actors: cannot tell a new cluster from one this node lost its data in")
+
+// nodeIdentity is the identity file's content.
+type nodeIdentity struct {
+	NodeID    string `json:"node_id"`
+	ReplicaID uint64 `json:"replica_id"`
+	// Joined says the node rejoined under this id after losing its data.
+	Joined bool `json:"joined,omitempty"`
+}
+
+// ClusterIdentity is how a node starts its cluster node: StartOptions'
+// ReplicaID and Join.
+type ClusterIdentity struct {
+	ReplicaID uint64
+	Join      bool
+	// Decided says how: "identity file", "existing raft state", "new
+	// cluster" or "rejoined after losing its data (replaced by <node>)".
+	Decided string
+}
+
+// PrepareClusterIdentity decides the Raft identity node nodeID of config
+// starts with; see the file comment. It blocks until decided or ctx ends.
+func PrepareClusterIdentity(ctx context.Context, config *cluster.Config, nodeID string, logger *slog.Logger) (ClusterIdentity, error) {
+	self, err := config.Node(nodeID)
+	if err != nil {
+		return ClusterIdentity{}, err
+	}
+	path := filepath.Join(self.DataDir, identityFileName)
+	if stored, found, err := readIdentity(path); err != nil || found {
+		if err == nil && stored.NodeID != nodeID {
+			err = fmt.Errorf("%w: %s belongs to node %q, not %q", ErrInvalidConfig, path, stored.NodeID, nodeID)
+		}
+		return ClusterIdentity{ReplicaID: stored.ReplicaID, Decided: "identity file"}, err
+	}
+	derived := self.ReplicaID()
+	if hasRaftState(filepath.Join(self.DataDir, "raft")) || len(config.Nodes) == 1 {
+		decided := "existing raft state"
+		if len(config.Nodes) == 1 {
+			decided = "new cluster of one node"
+		}
+		return ClusterIdentity{ReplicaID: derived, Decided: decided}, writeIdentity(path, nodeIdentity{NodeID: nodeID, ReplicaID: derived})
+	}
+	secret, err := config.PeerSecret()
+	if err != nil {
+		return ClusterIdentity{}, err
+	}
+	prober := &identityProber{config: config, self: self, logger: logger, identity: peerIdentity{
+		clusterID: config.Cluster.DeploymentID, nodeID: nodeID, instance: cluster.NewReplicaID(), secret: secret}}
+	identity, err := prober.run(ctx)
+	if err != nil {
+		return ClusterIdentity{}, err
+	}
+	stored := nodeIdentity{NodeID: nodeID, ReplicaID: identity.ReplicaID, Joined: identity.Join}
+	return identity, writeIdentity(path, stored)
+}
+
+func readIdentity(path string) (nodeIdentity, bool, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nodeIdentity{}, false, nil
+	}
+	if err != nil {
+		return nodeIdentity{}, false, err
+	}
+	var identity nodeIdentity
+	if err := json.Unmarshal(data, &identity); err != nil || identity.ReplicaID == 0 {
+		return nodeIdentity{}, false, fmt.Errorf("%w: %s is damaged (%v); restore it or remove the whole data directory", ErrInvalidConfig, path, err)
+	}
+	return identity, true, nil
+}
+
+// writeIdentity writes the file atomically and syncs it and its directory.
+func writeIdentity(path string, identity nodeIdentity) error {
+	data, err := json.Marshal(identity)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	temporary := path + ".tmp"
+	file, err := os.OpenFile(temporary, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := file.Write(append(data, '\n')); err != nil {
+		file.Close()
+		return err
+	}
+	if err := file.Sync(); err != nil {
+		file.Close()
+		return err
+	}
+	if err := file.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(temporary, path); err != nil {
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
+}
+
+// hasRaftState reports whether a Raft directory holds anything.
+func hasRaftState(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	return err == nil && len(entries) > 0
+}
+
+// identityProber asks an empty node's peers about it.
+type identityProber struct {
+	config   *cluster.Config
+	self     cluster.NodeConfig
+	identity peerIdentity
+	logger   *slog.Logger
+}
+
+type memberAnswer struct {
+	peer   string
+	answer wire.Member
+	err    error
+}
+
+func (p *identityProber) run(ctx context.Context) (ClusterIdentity, error) {
+	listener, err := net.Listen("tcp", p.self.PeerAddress)
+	if err != nil {
+		return ClusterIdentity{}, fmt.Errorf("actors: listen for peers on %s: %w", p.self.PeerAddress, err)
+	}
+	answering := p.answerAsUndecided(listener)
+	defer func() {
+		_ = listener.Close()
+		answering.Wait()
+	}()
+	answered := map[string]bool{}
+	for {
+		for _, result := range p.askAll(ctx) {
+			if result.err != nil {
+				continue
+			}
+			answered[result.peer] = true
+			if result.answer.Initialized {
+				return p.rejoin(ctx, result.peer)
+			}
+		}
+		if len(answered) == len(p.config.Nodes)-1 {
+			return ClusterIdentity{ReplicaID: p.self.ReplicaID(), Decided: "new cluster"}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return ClusterIdentity{}, fmt.Errorf("%w: %d of %d peers answered before %v; start the other nodes (a node that lost its data needs one of them up)",
+				ErrIdentityUndecided, len(answered), len(p.config.Nodes)-1, ctx.Err())
+		case <-time.After(identityProbeInterval):
+		}
+	}
+}
+
+// askAll asks every peer at once and collects the answers.
+func (p *identityProber) askAll(ctx context.Context) []memberAnswer {
+	var results []memberAnswer
+	var mu sync.Mutex
+	var asked sync.WaitGroup
+	for _, peer := range p.config.Nodes {
+		if peer.ID == p.self.ID {
+			continue
+		}
+		asked.Add(1)
+		go func() {
+			defer asked.Done()
+			answer, err := p.ask(ctx, peer, &wire.MemberQuery{RequestID: 1, NodeID: p.self.ID})
+			mu.Lock()
+			results = append(results, memberAnswer{peer: peer.ID, answer: answer, err: err})
+			mu.Unlock()
+		}()
+	}
+	asked.Wait()
+	return results
+}
+
+// ask sends one request on a fresh link and reads its FXM1 answer.
+func (p *identityProber) ask(ctx context.Context, peer cluster.NodeConfig, request wire.Frame) (wire.Member, error) {
+	dialer := net.Dialer{Timeout: peerDialTimeout}
+	conn, err := dialer.DialContext(ctx, "tcp", peer.PeerAddress)
+	if err != nil {
+		return wire.Member{}, err
+	}
+	defer conn.Close()
+	_, reader, err := dialHandshake(conn, p.identity, peer.ID)
+	if err != nil {
+		return wire.Member{}, err
+	}
+	deadline := time.Now().Add(peerHandshakeTimeout)
+	if request.Tag() == wire.TagReplaceMember {
+		deadline = time.Now().Add(2 * time.Minute) // membership changes in every shard of the node
+	}
+	if limit, ok := ctx.Deadline(); ok && limit.Before(deadline) {
+		deadline = limit
+	}
+	_ = conn.SetDeadline(deadline)
+	if err := writeAndFlush(wire.NewWriter(conn, peerMaxBodyBytes), request); err != nil {
+		return wire.Member{}, err
+	}
+	for {
+		tag, body, err := reader.Next()
+		if err != nil {
+			return wire.Member{}, err
+		}
+		switch tag {
+		case wire.TagPing, wire.TagPong:
+			continue
+		case wire.TagError:
+			var refusal wire.ErrorFrame
+			_ = refusal.Decode(body)
+			return wire.Member{}, fmt.Errorf("%s answered %s: %s", peer.ID, refusal.Code, refusal.Message)
+		case wire.TagMember:
+			var answer wire.Member
+			return answer, answer.Decode(body)
+		default:
+			return wire.Member{}, fmt.Errorf("%w: %s answered with %s", errProtocolViolation, peer.ID, tag)
+		}
+	}
+}
+
+// rejoin asks peer to replace this node's replica with a new id.
+func (p *identityProber) rejoin(ctx context.Context, peer string) (ClusterIdentity, error) {
+	peerConfig, err := p.config.Node(peer)
+	if err != nil {
+		return ClusterIdentity{}, err
+	}
+	replicaID := cluster.NewReplicaID()
+	p.logger.Warn("this node's data directory is empty but the cluster exists: rejoining as a new replica",
+		"replaced_by", peer, "replica_id", replicaID)
+	answer, err := p.ask(ctx, peerConfig, &wire.ReplaceMember{RequestID: 2, NodeID: p.self.ID, ReplicaID: replicaID})
+	if err != nil {
+		return ClusterIdentity{}, fmt.Errorf("actors: %s could not replace this node's replica: %w", peer, err)
+	}
+	if answer.ReplicaID != replicaID {
+		return ClusterIdentity{}, fmt.Errorf("actors: %s recorded replica id %d, not %d", peer, answer.ReplicaID, replicaID)
+	}
+	return ClusterIdentity{ReplicaID: replicaID, Join: true, Decided: "rejoined after losing its data (replaced by " + peer + ")"}, nil
+}
+
+// answerAsUndecided answers other empty nodes' questions while this one
+// decides: not initialised.
+func (p *identityProber) answerAsUndecided(listener net.Listener) *sync.WaitGroup {
+	var routines sync.WaitGroup
+	known := func(id string) bool {
+		_, err := p.config.Node(id)
+		return err == nil
+	}
+	routines.Add(1)
+	go func() {
+		defer routines.Done()
+		for {
+			conn, err := listener.Accept()
+			if err != nil {
+				return
+			}
+			routines.Add(1)
+			go func() {
+				defer routines.Done()
+				defer conn.Close()
+				_, reader, err := acceptHandshake(conn, p.identity, known)
+				if err != nil {
+					return
+				}
+				_ = conn.SetDeadline(time.Now().Add(peerHandshakeTimeout))
+				writer := wire.NewWriter(conn, peerMaxBodyBytes)
+				for {
+					tag, body, err := reader.Next()
+					if err != nil {
+						return
+					}
+					if tag != wire.TagMemberQuery {
+						_ = writeAndFlush(writer, &wire.ErrorFrame{Code: wire.CodeUnavailable,
+							Message: "this node is starting and serves no partition yet"})
+						return
+					}
+					var query wire.MemberQuery
+					if query.Decode(body) != nil {
+						return
+					}
+					_ = writeAndFlush(writer, &wire.Member{RequestID: query.RequestID})
+				}
+			}()
+		}
+	}()
+	return &routines
+}

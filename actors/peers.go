@@ -1,0 +1,165 @@
+package actors
+
+// The peers supervisor ("peers" under node, in cluster mode only) owns the
+// node's peer_address listener and the peer links (docs/protocol.md 8.1):
+//
+//	node/peers            the listener and its accept goroutine
+//	├── <node id>         the link this node dials to that node (peer_link.go)
+//	└── in-<n>            one link another node dialed here (peer_inbound.go)
+//
+// States: listening (from Started; the listener was bound by Broker.Start,
+// so a taken port fails Start, not a later actor) and stopping (the
+// listener is closed, so the accept goroutine ends; the children stop with
+// the supervisor).
+//
+// Takes: peerAccepted (from the accept goroutine: a link that passed the
+// acceptor's handshake). Sends nothing itself: it spawns one outbound link
+// per other node of the cluster config at start, and one inbound actor per
+// accepted link.
+//
+// The accept goroutine runs each handshake on a goroutine of its own,
+// at most peerHandshakesMax at once, so a silent dialer cannot hold up the
+// others; a handshake that fails closes its socket and is logged.
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// peerHandshakesMax bounds the handshakes in flight on the listener.
+const peerHandshakesMax = 16
+
+// peerAccepted hands an authenticated inbound link to the supervisor.
+type peerAccepted struct{ transport *peerTransport }
+
+type peersSupervisor struct {
+	entry    *Entry
+	core     *brokerCore
+	listener net.Listener
+	identity peerIdentity
+	accepted uint64
+}
+
+func newPeersSupervisor(entry *Entry, core *brokerCore) *peersSupervisor {
+	return &peersSupervisor{entry: entry, core: core, listener: core.peerListener, identity: core.peerIdentity}
+}
+
+func (p *peersSupervisor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		p.spawnLinks(ctx)
+		p.startAccepting(ctx)
+	case peerAccepted:
+		p.spawnInbound(ctx, msg.transport)
+	case *actor.Stopping:
+		_ = p.listener.Close()
+	}
+	p.entry.SetSummary(fmt.Sprintf("listening on %s, %d links accepted", p.listener.Addr(), p.accepted))
+}
+
+// spawnLinks starts one outbound link per other node of the config.
+func (p *peersSupervisor) spawnLinks(ctx actor.Context) {
+	node := p.core.config.Cluster
+	for _, peer := range node.Config().Nodes {
+		if peer.ID == node.ID() {
+			continue
+		}
+		peer := peer
+		props := p.core.registry.props("peer-link", p.core.logger, func(entry *Entry) actor.Actor {
+			return newPeerLink(entry, p.core, peer.ID, peer.PeerAddress)
+		})
+		if _, err := ctx.SpawnNamed(props, peer.ID); err != nil {
+			panic(fmt.Errorf("actors: spawn peer link to %s: %w: %w", peer.ID, err, ErrFatal))
+		}
+	}
+}
+
+func (p *peersSupervisor) startAccepting(ctx actor.Context) {
+	self, system, listener, identity := ctx.Self(), ctx.ActorSystem(), p.listener, p.identity
+	known := p.core.isClusterNode
+	logger := p.core.logger
+	slots := make(chan struct{}, peerHandshakesMax)
+	routines := &p.core.peerRoutines
+	routines.Add(1)
+	go func() {
+		defer routines.Done()
+		for {
+			conn, err := listener.Accept()
+			if err != nil {
+				if !errors.Is(err, net.ErrClosed) {
+					logger.Warn("peer listener stopped", "err", err)
+				}
+				return
+			}
+			slots <- struct{}{}
+			routines.Add(1)
+			go func() {
+				defer routines.Done()
+				defer func() { <-slots }()
+				remote, reader, err := acceptHandshake(conn, identity, known)
+				if err != nil {
+					logger.Warn("peer link refused", "remote", conn.RemoteAddr().String(), "err", err)
+					_ = conn.Close()
+					return
+				}
+				system.Root.Send(self, peerAccepted{transport: newPeerTransport(conn, reader, remote, routines)})
+			}()
+		}
+	}()
+}
+
+func (p *peersSupervisor) spawnInbound(ctx actor.Context, transport *peerTransport) {
+	p.accepted++
+	props := p.core.registry.props("peer-inbound", p.core.logger, func(entry *Entry) actor.Actor {
+		return newPeerInbound(entry, p.core, transport)
+	})
+	if _, err := ctx.SpawnNamed(props, "in-"+strconv.FormatUint(p.accepted, 10)); err != nil {
+		p.core.logger.Error("could not start an inbound peer link", "peer", transport.remote.NodeID, "err", err)
+		transport.close(err)
+	}
+}
+
+// peerLinkPID is the outbound link actor to a node.
+func (c *brokerCore) peerLinkPID(nodeID string) *actor.PID {
+	return actor.NewPID(c.system.Address(), "node/peers/"+nodeID)
+}
+
+// isClusterNode reports whether a node id is in the cluster config.
+func (c *brokerCore) isClusterNode(nodeID string) bool {
+	if c.config.Cluster == nil {
+		return false
+	}
+	config := c.config.Cluster.Config()
+	_, err := config.Node(nodeID)
+	return err == nil
+}
+
+// listenForPeers binds the peer listener and sets this node's peer
+// identity, in cluster mode; a single node has neither.
+func (c *brokerCore) listenForPeers() error {
+	node := c.config.Cluster
+	if node == nil {
+		return nil
+	}
+	config := node.Config()
+	secret, err := config.PeerSecret()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	self, err := config.Node(node.ID())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	listener, err := net.Listen("tcp", self.PeerAddress)
+	if err != nil {
+		return fmt.Errorf("actors: listen for peers on %s: %w", self.PeerAddress, err)
+	}
+	c.peerListener = listener
+	c.peerIdentity = peerIdentity{clusterID: config.Cluster.DeploymentID, nodeID: node.ID(),
+		instance: node.Instance(), secret: secret}
+	return nil
+}
