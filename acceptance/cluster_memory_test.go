@@ -24,6 +24,10 @@ package acceptance
 // again on what is left, all together when several lost power. Nothing a
 // client or a peer saw came after the image was taken.
 //
+// Each member logs to <trial dir>/<node>.log. dragonboat's logger is
+// process-wide and follows the node started last, so Raft's own lines of
+// every member land in that member's log (each names its replica).
+//
 // Corruption (class 8) damages the image of a member while it is down:
 // bit flips in, or truncation of, its segment files of the test queues.
 // The Raft network is in cluster_memnet_test.go, the trials and the
