@@ -52,7 +52,10 @@ package acceptance
 //     answered within one calm window (sent while no fault was active, and
 //     answered before the next one began): a publish caught by a fault may
 //     be re-sent to a new owner on another connection, and per-connection
-//     order is all the protocol promises;
+//     order is all the protocol promises; for the same reason the rule
+//     starts, in each calm window of a publisher, at its first confirmed
+//     publish (a redirected publish can be overtaken until its route is
+//     known);
 //   - marking: a message delivered before is delivered again with
 //     redelivered set, unless its earlier delivery fell after the durable
 //     cut of a lossy end between them;
@@ -449,6 +452,7 @@ func (v *queueView) checkOrder(broken *violations) {
 		publisher string
 		window    int
 	}
+	routed := v.routedPublishes()
 	for life, offsets := range offsetsInLife {
 		groups := map[sendGroup][]string{}
 		for id := range offsets {
@@ -457,7 +461,7 @@ func (v *queueView) checkOrder(broken *violations) {
 				continue
 			}
 			window, calm := v.calmWindow(p)
-			if calm {
+			if calm && routed[id] {
 				key := sendGroup{life, p.Publisher, window}
 				groups[key] = append(groups[key], id)
 			}
@@ -485,6 +489,47 @@ func consumerNote(consumer string) string {
 // fault boundaries) p was sent in, and whether it is calm: no fault was
 // active when it was sent, and none began before its outcome arrived.
 // Without faults every publish is calm, in window 0.
+// routedPublishes returns the publishes the send-order rule covers. On a
+// single node that is every one. In a cluster a publisher's first publishes
+// after a fault may go to a node that no longer owns the queue: the SDK
+// sends them again to the owner the redirect names, while the publishes
+// after them go straight to that owner, on another connection, so they can
+// overtake (per-connection order is all the protocol promises). So in each
+// calm window of a publisher the rule starts at the first publish it saw
+// confirmed: that one, and every publish sent after its confirm arrived
+// (its route was known by then).
+func (v *queueView) routedPublishes() map[string]bool {
+	type publisherWindow struct {
+		publisher string
+		window    int
+	}
+	firstConfirm := map[publisherWindow]*Publish{}
+	for _, p := range v.publishes {
+		if p.Publisher == "" || p.Outcome != OutcomeConfirmed {
+			continue
+		}
+		window, calm := v.calmWindow(p)
+		if !calm {
+			continue
+		}
+		key := publisherWindow{p.Publisher, window}
+		if first := firstConfirm[key]; first == nil || p.At.Before(first.At) {
+			firstConfirm[key] = p
+		}
+	}
+	routed := map[string]bool{}
+	for id, p := range v.publishes {
+		if p.Publisher == "" {
+			routed[id] = true
+			continue
+		}
+		window, _ := v.calmWindow(p)
+		first := firstConfirm[publisherWindow{p.Publisher, window}]
+		routed[id] = first != nil && (p == first || p.Sent.After(first.At))
+	}
+	return routed
+}
+
 func (v *queueView) calmWindow(p *Publish) (int, bool) {
 	window := 0
 	calm := !p.At.IsZero()

@@ -235,6 +235,36 @@ func TestClusterCheckerSendOrderPerPublisherInCalmWindows(t *testing.T) {
 	wantClean(t, result)
 }
 
+// A publisher's first publish in a calm window may have gone to a node
+// that no longer owns the queue and been sent again after the redirect:
+// a publish sent before its confirm arrived may overtake it. One sent
+// after that confirm may not.
+func TestClusterCheckerSendOrderStartsAtTheFirstConfirm(t *testing.T) {
+	overtaken := func(afterConfirm bool) QueueResult {
+		h := newClusterHistory("q")
+		h.SendingBy("p1", "q", "redirected")
+		if afterConfirm {
+			h.Confirmed("redirected", wire.BoundaryDurable)
+		}
+		h.SendingBy("p1", "q", "direct")
+		h.Confirmed("direct", wire.BoundaryDurable)
+		if !afterConfirm {
+			h.Confirmed("redirected", wire.BoundaryDurable)
+		}
+		sendBy(h, "p1", "q", "later", wire.ModeDurable)
+		deliverTo(h, "c1", "q", "direct", 1, 0, 1, false)
+		deliverTo(h, "c1", "q", "redirected", 1, 1, 1, false)
+		deliverTo(h, "c1", "q", "later", 1, 2, 1, false)
+		for _, id := range []string{"direct", "redirected", "later"} {
+			ack(h, "q", id)
+		}
+		result, _ := checkClusterOne(t, h, "q", wire.ModeDurable)
+		return result
+	}
+	wantClean(t, overtaken(false))
+	wantViolation(t, overtaken(true), "order")
+}
+
 // Failover timings come from the traffic: the first confirm of a publish
 // sent after the fault began and the first delivery of such a message;
 // older publishes confirmed later and stale deliveries do not count, and a
