@@ -64,7 +64,9 @@ package acceptance
 //     counts more, with the same exception;
 //   - acks: a message is never delivered again, after an ack of it was
 //     accepted, in the broker life that delivery came from (after a
-//     restart it may come back: counted);
+//     restart it may come back: counted; in a cluster also when a
+//     connection of the acking client ended between the ack and the
+//     comeback: the ack may never have left the client);
 //   - samples: durable <= written in every sample.
 //
 // Deliveries taken after their connection ended (Delivery.Stale) count as
@@ -175,15 +177,17 @@ func Check(record Record, modes map[string]wire.Mode) []QueueResult {
 
 // queueView is one queue's part of a record, indexed.
 type queueView struct {
-	name       string
-	mode       wire.Mode
-	lives      []Life
-	faults     []Fault
-	publishes  map[string]*Publish
-	deliveries []Delivery // in the order taken
-	acks       map[string][]Ack
-	samples    []Sample
-	cuts       []lifeCut // per life
+	name   string
+	mode   wire.Mode
+	lives  []Life
+	faults []Fault
+	// connectionLosses are the clients' connection ends.
+	connectionLosses []ConnectionLoss
+	publishes        map[string]*Publish
+	deliveries       []Delivery // in the order taken
+	acks             map[string][]Ack
+	samples          []Sample
+	cuts             []lifeCut // per life
 }
 
 // lifeCut is what a life's end allows to go for one queue.
@@ -229,7 +233,8 @@ func checkQueue(record Record, name string, mode wire.Mode) QueueResult {
 
 func newQueueView(record Record, name string, mode wire.Mode) *queueView {
 	view := &queueView{name: name, mode: mode, lives: record.Lives, faults: record.Faults,
-		publishes: map[string]*Publish{}, acks: map[string][]Ack{}}
+		connectionLosses: record.ConnectionLosses,
+		publishes:        map[string]*Publish{}, acks: map[string][]Ack{}}
 	if lives, own := record.QueueLives[name]; own {
 		view.lives = lives
 	}
@@ -576,6 +581,23 @@ func (v *queueView) uncleanBetween(t1, t2 time.Time) bool {
 	return false
 }
 
+// connectionLostBetween reports whether a connection of client ended
+// between from and to: an ack it handed to the SDK at from may have been
+// lost with it (the SDK sends acks in the background), so the message may
+// come back. Such a comeback is counted, not a violation. Unnamed clients
+// (a single node's) record no losses.
+func (v *queueView) connectionLostBetween(client string, from, to time.Time) bool {
+	if client == "" {
+		return false
+	}
+	for _, loss := range v.connectionLosses {
+		if loss.Client == client && !loss.At.Before(from) && !loss.At.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
 func (v *queueView) checkRedeliveries(result *QueueResult, broken *violations) {
 	previous := map[string]Delivery{}
 	for _, d := range v.deliveries {
@@ -585,7 +607,8 @@ func (v *queueView) checkRedeliveries(result *QueueResult, broken *violations) {
 		ackedEarlierLife, ackedThisLife := false, false
 		for _, ack := range v.acks[d.ID] {
 			if ack.At.Before(d.At) {
-				sameLife := v.lifeOf(ack.DeliveredAt) == v.lifeOf(d.At)
+				sameLife := v.lifeOf(ack.DeliveredAt) == v.lifeOf(d.At) &&
+					!v.connectionLostBetween(ack.Consumer, ack.At, d.At)
 				ackedThisLife = ackedThisLife || sameLife
 				ackedEarlierLife = ackedEarlierLife || !sameLife
 			}

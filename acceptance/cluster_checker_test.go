@@ -331,3 +331,29 @@ func TestClusterSummaryTable(t *testing.T) {
 		}
 	}
 }
+
+// An ack is sent in the background: when a connection of the acking
+// client ends between the ack and the message's comeback, the ack may
+// never have reached the node, so the comeback is counted, not a
+// violation. Without such a loss it is a violation.
+func TestClusterCheckerAckLostWithItsConnection(t *testing.T) {
+	comeback := func(lost bool) QueueResult {
+		h := newClusterHistory("q")
+		sendBy(h, "p1", "q", "m", wire.ModeDurable)
+		at := deliverTo(h, "c1", "q", "m", 1, 0, 1, false)
+		h.AckedBy("c1", "q", "m", at)
+		if lost {
+			h.ConnectionLost("c1")
+		}
+		deliverTo(h, "c2", "q", "m", 1, 0, 2, true)
+		h.AckedBy("c2", "q", "m", at)
+		result, _ := checkClusterOne(t, h, "q", wire.ModeDurable)
+		return result
+	}
+	wantViolation(t, comeback(false), "acks")
+	result := comeback(true)
+	wantClean(t, result)
+	if result.AckedComebacks != 1 {
+		t.Fatalf("acked comebacks %d, want 1", result.AckedComebacks)
+	}
+}

@@ -57,7 +57,7 @@ func TestClusterPause(t *testing.T) {
 	pause := func(r *trialRun, n *procNode, role string, owner bool) faultPlan {
 		hold := r.longerThanElection()
 		return faultPlan{name: fmt.Sprintf("SIGSTOP %s for %v", describe(n, role), hold.Round(time.Millisecond)),
-			nodes: []*procNode{n}, touchesOwner: owner, expectsFailover: owner,
+			nodes: []*procNode{n}, touchesOwner: owner, expectsFailover: owner, outage: true,
 			apply: func() error { n.pause(); return nil }, hold: hold,
 			heal: func() error { n.resume(); return nil }}
 	}
@@ -79,7 +79,7 @@ func TestClusterPause(t *testing.T) {
 func cutOffPlan(r *trialRun, n *procNode, role string, owner bool) faultPlan {
 	hold := r.cutHold()
 	return faultPlan{name: fmt.Sprintf("cut %s off from both peers for %v", describe(n, role), hold.Round(time.Millisecond)),
-		nodes: []*procNode{n}, touchesOwner: owner, expectsFailover: owner, hold: hold,
+		nodes: []*procNode{n}, touchesOwner: owner, expectsFailover: owner, outage: true, hold: hold,
 		apply: func() error {
 			for _, peer := range r.others(n) {
 				if err := r.c.hosts.cut(n.index, peer.index); err != nil {
@@ -176,7 +176,14 @@ func TestClusterFollowerFallsBehind(t *testing.T) {
 			name += fmt.Sprintf(" and %d messages published", catchUpMessages)
 		}
 		var ownerWritten uint64
-		return faultPlan{name: name, nodes: []*procNode{n},
+		burstQueue := r.queues[0] // one the isolated node does not own, when there is one
+		for _, queue := range r.queues {
+			if r.roles.owners[queue] != n.id {
+				burstQueue = queue
+				break
+			}
+		}
+		return faultPlan{name: name, nodes: []*procNode{n}, outage: true,
 			apply: func() error {
 				if err := r.c.hosts.isolate(n.index); err != nil {
 					return err
@@ -191,7 +198,7 @@ func TestClusterFollowerFallsBehind(t *testing.T) {
 					}
 				}
 				if withData {
-					written, err := publishBurst(r, r.queues[0], catchUpMessages)
+					written, err := publishBurst(r, burstQueue, catchUpMessages)
 					if err != nil {
 						return err
 					}
@@ -204,7 +211,7 @@ func TestClusterFollowerFallsBehind(t *testing.T) {
 					return err
 				}
 				if withData {
-					return awaitReplicaCaughtUp(r, r.queues[0], n.id, ownerWritten)
+					return awaitReplicaCaughtUp(r, burstQueue, n.id, ownerWritten)
 				}
 				return nil
 			}}
@@ -224,26 +231,17 @@ func TestClusterFollowerFallsBehind(t *testing.T) {
 	})
 }
 
-// wipedNodeWaits is why a wiped node cannot rejoin on main: it comes back
-// under the Raft replica id derived from its node id, with an empty log,
-// and the first heartbeat of a leader that remembers its old log panics it
-// (dragonboat: "invalid commitTo index 5, lastIndex() 3"), again at every
-// restart. A node that lost its data rejoins as a new replica with the
-// failover work (issue 15).
-const wipedNodeWaits = "a wiped node returns as its old Raft replica with an empty log and panics at the leader's " +
-	"first heartbeat (invalid commitTo index); a new replica id comes with issue 15"
-
 // 9. A node whose data dir is wiped rejoins.
 func TestClusterWipedNodeRejoins(t *testing.T) {
 	wipe := func(r *trialRun, n *procNode, role string, owner bool) faultPlan {
 		return faultPlan{name: "wipe the data dir of " + describe(n, role) + " and restart it", nodes: []*procNode{n},
-			touchesOwner: owner, expectsFailover: owner, hold: r.downtime(),
+			touchesOwner: owner, expectsFailover: owner, outage: true, hold: r.downtime(),
 			apply: func() error { n.kill(); return os.RemoveAll(n.dataDir) }, heal: n.restart}
 	}
 	runFaultClass(t, faultClass{
 		title: "9. wiped data dir rejoins", shortTrials: 1, soakTrials: 20, trialsVariable: "FIBRIL_CLUSTER_WIPE_TRIALS",
 		subcases: []subcase{
-			{name: "a node owning none of the queues", needsFailover: true, waits: wipedNodeWaits,
+			{name: "a node owning none of the queues", needsFailover: true,
 				plan: func(r *trialRun, roles roleNodes) faultPlan {
 					return wipe(r, r.pick(roles.followers), "follower", false)
 				}},
@@ -365,8 +363,9 @@ func TestClusterMixedSchedule(t *testing.T) {
 	pause := func(r *trialRun, n *procNode, role string, owner bool) faultPlan {
 		hold := r.longerThanElection()
 		return faultPlan{name: fmt.Sprintf("SIGSTOP %s for %v", describe(n, role), hold.Round(time.Millisecond)),
-			nodes: []*procNode{n}, touchesOwner: owner, expectsFailover: owner,
-			apply: func() error { n.pause(); return nil }, hold: hold, heal: func() error { n.resume(); return nil }}
+			nodes: []*procNode{n}, touchesOwner: owner, expectsFailover: owner, outage: true,
+			apply: func() error { n.pause(); return nil }, hold: hold,
+			heal: func() error { n.resume(); return nil }}
 	}
 	all := []subcase{
 		{name: "kill follower", plan: func(r *trialRun, roles roleNodes) faultPlan {
@@ -394,16 +393,16 @@ func TestClusterMixedSchedule(t *testing.T) {
 		{name: "owner to follower", needsFailover: true, plan: func(r *trialRun, roles roleNodes) faultPlan {
 			return oneWayPlan(r, roles.owner, r.pick(roles.followers), "owner", "follower", true)
 		}},
-		{name: "wipe follower", needsFailover: true, waits: wipedNodeWaits, plan: func(r *trialRun, roles roleNodes) faultPlan {
+		{name: "wipe follower", needsFailover: true, plan: func(r *trialRun, roles roleNodes) faultPlan {
 			n := r.pick(roles.followers)
 			return faultPlan{name: "wipe the data dir of " + describe(n, "follower") + " and restart it",
-				nodes: []*procNode{n}, hold: r.downtime(),
+				nodes: []*procNode{n}, outage: true, hold: r.downtime(),
 				apply: func() error { n.kill(); return os.RemoveAll(n.dataDir) }, heal: n.restart}
 		}},
 		{name: "wipe owner", needsFailover: true, plan: func(r *trialRun, roles roleNodes) faultPlan {
 			n := roles.owner
 			return faultPlan{name: "wipe the data dir of " + describe(n, "owner") + " and restart it",
-				nodes: []*procNode{n}, touchesOwner: true, expectsFailover: true, hold: r.downtime(),
+				nodes: []*procNode{n}, touchesOwner: true, expectsFailover: true, outage: true, hold: r.downtime(),
 				apply: func() error { n.kill(); return os.RemoveAll(n.dataDir) }, heal: n.restart}
 		}},
 	}

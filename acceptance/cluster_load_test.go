@@ -182,7 +182,10 @@ func startClusterLoad(t *testing.T, h *History, config clusterLoadConfig) *clust
 		l.publishers = append(l.publishers, dialClient(t, config.clientOptions(fmt.Sprintf("p%d", i+1), i, l.clientErrors, l.disconnects)))
 	}
 	for i := range clusterConsumers {
-		l.consumers = append(l.consumers, dialClient(t, config.clientOptions(fmt.Sprintf("c%d", i+1), i+1, l.clientErrors, l.disconnects)))
+		name := fmt.Sprintf("c%d", i+1)
+		options := config.clientOptions(name, i+1, l.clientErrors, l.disconnects)
+		options.OnConnectionLost = func(string, error) { h.ConnectionLost(name) }
+		l.consumers = append(l.consumers, dialClient(t, options))
 	}
 	l.sampler = dialClient(t, config.clientOptions("sampler", 2, l.clientErrors, l.disconnects))
 	for _, c := range append(append([]*client.Client{l.sampler}, l.publishers...), l.consumers...) {
@@ -319,7 +322,7 @@ func (l *clusterLoad) takeDeliveries(consumer, queue string, sub *client.Subscri
 	var held []taken
 	ack := func(d taken) {
 		if d.delivery.Ack() == nil {
-			l.h.Acked(queue, d.delivery.MessageID, d.at)
+			l.h.AckedBy(consumer, queue, d.delivery.MessageID, d.at)
 		}
 	}
 	holding := false

@@ -10,7 +10,7 @@ import "os"
 // owner is gone is down until the owner returns, so those trials skip with
 // waitsForFailover. Flip it to true when both are merged;
 // FIBRIL_FAILOVER=1 turns them on without editing, to try them first.
-const replicationAndFailover = false
+const replicationAndFailover = true
 
 const waitsForFailover = "needs replication and failover (issues 14, 15)"
 

@@ -89,6 +89,15 @@ type Ack struct {
 	ID          string
 	At          time.Time
 	DeliveredAt time.Time // the acked delivery's At
+	Consumer    string    // the client that acked; empty on a single node
+}
+
+// ConnectionLoss is a client's established connection ending, as the
+// client saw it. An ack is handed to the SDK and sent in the background:
+// one whose connection ended soon after may never have reached the node.
+type ConnectionLoss struct {
+	Client string
+	At     time.Time
 }
 
 // Sample is one queue info answer: the frontiers it reported.
@@ -163,6 +172,9 @@ type Record struct {
 	// QueueLives, when it names a queue, replaces Lives for that queue.
 	QueueLives map[string][]Life
 	Faults     []Fault
+	// ConnectionLosses are the named clients' connection ends (cluster
+	// histories).
+	ConnectionLosses []ConnectionLoss
 }
 
 // History records what clients saw; see the file comment.
@@ -253,6 +265,26 @@ func (h *History) Acked(queue, id string, deliveredAt time.Time) {
 		id = h.record.Publishes[index].ID
 	}
 	h.record.Acks = append(h.record.Acks, Ack{Queue: queue, ID: id, At: h.clock(), DeliveredAt: deliveredAt})
+}
+
+// AckedBy records that consumer handed an ack of the delivery of id it
+// took at deliveredAt to the SDK, which accepted it.
+func (h *History) AckedBy(consumer, queue, id string, deliveredAt time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if index, ok := h.byID[id]; ok {
+		id = h.record.Publishes[index].ID
+	}
+	h.record.Acks = append(h.record.Acks, Ack{Queue: queue, ID: id, At: h.clock(), DeliveredAt: deliveredAt,
+		Consumer: consumer})
+}
+
+// ConnectionLost records that one of client's established connections
+// ended.
+func (h *History) ConnectionLost(client string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.record.ConnectionLosses = append(h.record.ConnectionLosses, ConnectionLoss{Client: client, At: h.clock()})
 }
 
 // Sampled records a queue info answer requested at sent.
@@ -351,5 +383,7 @@ func (h *History) Record() Record {
 		Lives:      append([]Life(nil), r.Lives...),
 		QueueLives: queueLives,
 		Faults:     faults,
+
+		ConnectionLosses: append([]ConnectionLoss(nil), r.ConnectionLosses...),
 	}
 }
