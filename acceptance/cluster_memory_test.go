@@ -383,6 +383,27 @@ func (c *memCluster) powerLoss(l *clusterLoad, victims []*memMember, roles agree
 	return time.Since(began)
 }
 
+// powerCycle cuts one member's power as powerLoss does, for a run that
+// keeps no history (its clients judge for themselves), keeps it down for
+// downtime and starts it again.
+func (c *memCluster) powerCycle(m *memMember, options vfs.CrashOptions, downtime time.Duration) {
+	c.t.Helper()
+	m.plug.pull()
+	c.network.setDown(m.config.RaftAddress, true)
+	m.raftFS.SetIgnoreSyncs(true)
+	m.queueFS.InjectFault(vfs.FaultRule{Op: vfs.FaultWrite | vfs.FaultSync | vfs.FaultTruncate, Sticky: true})
+	image := m.queueFS.CrashClone(options)
+	m.plug.release()
+	fmt.Fprintf(m.logFile, "=== harness: power lost at %s\n", time.Now().Format(time.RFC3339Nano))
+	c.closeMember(m, true)
+	m.raftFS.ResetToSyncedState()
+	m.raftFS.SetIgnoreSyncs(false)
+	m.queueFS = image
+	time.Sleep(downtime)
+	c.network.setDown(m.config.RaftAddress, false)
+	c.startMembers([]*memMember{m})
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

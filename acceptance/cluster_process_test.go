@@ -37,6 +37,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -106,6 +107,9 @@ type procCluster struct {
 
 	exitsMu   sync.Mutex
 	selfExits []string
+	// closed is set when the test's cleanup kills the nodes: a watcher
+	// restarts nothing from then on.
+	closed atomic.Bool
 }
 
 // procNode is one node: its addresses, its data dir and its process.
@@ -345,7 +349,7 @@ func (n *procNode) watchExit(cmd *exec.Cmd, exited chan struct{}, err error) {
 	time.Sleep(200 * time.Millisecond) // a crash loop must not starve the machine
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cmd == cmd {
+	if n.cmd == cmd && !n.c.closed.Load() {
 		// The watcher does not wait for the ready line: the next
 		// operation on the node, or the convergence check, does.
 		if _, err := n.launchLocked(); err != nil {
@@ -515,6 +519,7 @@ func (c *procCluster) stopAll() {
 
 // killAll kills whatever still runs (test cleanup).
 func (c *procCluster) killAll() {
+	c.closed.Store(true)
 	for _, n := range c.nodes {
 		n.mu.Lock()
 		if n.cmd != nil && n.paused {

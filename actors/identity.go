@@ -73,7 +73,10 @@ func PrepareClusterIdentity(ctx context.Context, config *cluster.Config, nodeID 
 		if err == nil && stored.NodeID != nodeID {
 			err = fmt.Errorf("%w: %s belongs to node %q, not %q", ErrInvalidConfig, path, stored.NodeID, nodeID)
 		}
-		return ClusterIdentity{ReplicaID: stored.ReplicaID, Decided: "identity file"}, err
+		// A node that rejoined under a new id restarts as a joined
+		// replica: dragonboat refuses to restart one given the initial
+		// members ("restarting previously joined node").
+		return ClusterIdentity{ReplicaID: stored.ReplicaID, Join: stored.Joined, Decided: "identity file"}, err
 	}
 	derived := self.ReplicaID()
 	if hasRaftState(filepath.Join(self.DataDir, "raft")) || len(config.Nodes) == 1 {
