@@ -66,7 +66,9 @@ package acceptance
 //     accepted, in the broker life that delivery came from (after a
 //     restart it may come back: counted; in a cluster also when a
 //     connection of the acking client ended between the ack and the
-//     comeback: the ack may never have left the client);
+//     comeback, the ack may never have left the client, and when the
+//     delivery was taken while the fault that began its life was still
+//     active, it may have come from the old owner);
 //   - samples: durable <= written in every sample.
 //
 // Deliveries taken after their connection ended (Delivery.Stale) count as
@@ -598,6 +600,27 @@ func (v *queueView) connectionLostBetween(client string, from, to time.Time) boo
 	return false
 }
 
+// takenAsItsLifeBegan reports whether a delivery taken at t fell inside
+// the fault that began its life (a cluster life begins when a fault on the
+// queue's owner does): until that fault is over the delivery may come from
+// the old owner, whose ack of it may never stand on W copies, so the
+// message may come back from the new owner. Such a comeback is counted,
+// not a violation.
+func (v *queueView) takenAsItsLifeBegan(t time.Time) bool {
+	life := v.lifeOf(t)
+	if life < 0 {
+		return false
+	}
+	start := v.lives[life].Start
+	for _, fault := range v.faults {
+		if !fault.Start.After(start) && !fault.Start.After(t) && (fault.End.IsZero() || !fault.End.Before(t)) &&
+			(fault.End.IsZero() || !fault.End.Before(start)) {
+			return true
+		}
+	}
+	return false
+}
+
 func (v *queueView) checkRedeliveries(result *QueueResult, broken *violations) {
 	previous := map[string]Delivery{}
 	for _, d := range v.deliveries {
@@ -608,7 +631,7 @@ func (v *queueView) checkRedeliveries(result *QueueResult, broken *violations) {
 		for _, ack := range v.acks[d.ID] {
 			if ack.At.Before(d.At) {
 				sameLife := v.lifeOf(ack.DeliveredAt) == v.lifeOf(d.At) &&
-					!v.connectionLostBetween(ack.Consumer, ack.At, d.At)
+					!v.connectionLostBetween(ack.Consumer, ack.At, d.At) && !v.takenAsItsLifeBegan(ack.DeliveredAt)
 				ackedThisLife = ackedThisLife || sameLife
 				ackedEarlierLife = ackedEarlierLife || !sameLife
 			}

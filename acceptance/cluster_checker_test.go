@@ -357,3 +357,34 @@ func TestClusterCheckerAckLostWithItsConnection(t *testing.T) {
 		t.Fatalf("acked comebacks %d, want 1", result.AckedComebacks)
 	}
 }
+
+// A delivery taken while the fault that began its queue's life is active
+// may come from the old owner, whose ack cannot stand: its comeback is
+// counted. One taken after the fault ended binds the life.
+func TestClusterCheckerAckDuringTheFaultThatBeganTheLife(t *testing.T) {
+	comeback := func(duringFault bool) QueueResult {
+		h := newClusterHistory("q")
+		sendBy(h, "p1", "q", "m", wire.ModeDurable)
+		fault := h.FaultStarted(Fault{Class: "cut", Name: "cut node1 (owner) off", Failover: []string{"q"}})
+		h.QueueLifeEnded("q", EndFailover, time.Time{})
+		h.QueueLifeStarted("q")
+		if !duringFault {
+			h.FaultEnded(fault)
+		}
+		at := deliverTo(h, "c1", "q", "m", 1, 0, 1, false)
+		h.AckedBy("c1", "q", "m", at)
+		if duringFault {
+			h.FaultEnded(fault)
+		}
+		deliverTo(h, "c2", "q", "m", 1, 0, 2, true)
+		h.AckedBy("c2", "q", "m", at)
+		result, _ := checkClusterOne(t, h, "q", wire.ModeDurable)
+		return result
+	}
+	wantViolation(t, comeback(false), "acks")
+	result := comeback(true)
+	wantClean(t, result)
+	if result.AckedComebacks != 1 {
+		t.Fatalf("acked comebacks %d, want 1", result.AckedComebacks)
+	}
+}

@@ -323,11 +323,12 @@ func awaitReplicaCaughtUp(r *trialRun, queue, node string, written uint64) error
 	return fmt.Errorf("%s's copy of %s is durable up to %d, the owner had written %d before the heal", node, queue, last, written)
 }
 
-// 10. Repeated failovers: ten owner kills in a row on the same queues.
+// 10. Repeated failovers: ten owner kills in a row on the same queues
+// (three outside soak runs).
 func TestClusterRepeatedFailovers(t *testing.T) {
 	runFaultClass(t, faultClass{
 		title: "10. ten owner kills in a row", shortTrials: 1, soakTrials: 20, trialsVariable: "FIBRIL_CLUSTER_REPEATED_TRIALS",
-		faultsPerSubcase: 10,
+		faultsPerSubcase: 10, shortFaultsPerSubcase: 3,
 		subcases: []subcase{
 			{name: "owner", needsFailover: true, plan: func(r *trialRun, roles roleNodes) faultPlan {
 				return r.killPlan(roles.owner, "owner", true)
