@@ -317,14 +317,19 @@ func TestClusterSummaryTable(t *testing.T) {
 	row := ClusterRow{Class: "follower kill"}
 	row.AddTrial(ClusterTrial{
 		Results:   []QueueResult{{Confirmed: 10, Unknown: 2, Duplicates: 3, Allowed: 1, Gone: []string{"x"}}},
-		Failovers: []FailoverTiming{{Confirmed: true, ToConfirm: 300 * time.Millisecond, Delivered: true, ToDelivery: 2 * time.Second}},
+		Failovers: []FailoverTiming{
+			{Queue: "q", Confirmed: true, ToConfirm: 300 * time.Millisecond, Delivered: true, ToDelivery: 2 * time.Second},
+			{Queue: "all", Confirmed: true, ToConfirm: 3 * time.Second, Delivered: true, ToDelivery: 3 * time.Second},
+		},
+		EveryCopy: map[string]bool{"all": true},
 	})
 	s.Add(row)
 	var out bytes.Buffer
 	s.Write(&out)
 	for _, want := range []string{
 		"| owner kill | 0 | needs replication and failover (issues 14, 15) |",
-		"| follower kill | 1 | 10 | 0 | 0 | 0 | 3 | 2 | 1 (1) | 300 ms / 300 ms / 300 ms | 2.00 s / 2.00 s / 2.00 s |",
+		"| follower kill | 1 | 10 | 0 | 0 | 0 | 3 | 2 | 1 (1) | 300 ms / 3.00 s / 3.00 s | 2.00 s / 3.00 s / 3.00 s | " +
+			"300 ms / 300 ms / 300 ms |",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("no %q in\n%s", want, out.String())

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,6 +48,16 @@ var clusterQueueSpecs = []clusterQueue{
 	{name: "durable-all", mode: wire.ModeDurable, policy: "replica_durable:3"},
 	{name: "buffered-majority", mode: wire.ModeBuffered, policy: "replica_buffered:2"},
 	{name: "buffered-all", mode: wire.ModeBuffered, policy: "replica_buffered:3"},
+}
+
+// everyCopy names the queues of the load whose policy needs all three
+// copies for a confirm (W = E).
+func (l *clusterLoad) everyCopy() map[string]bool {
+	out := map[string]bool{}
+	for _, q := range l.config.queues {
+		out[q.name] = strings.HasSuffix(q.policy, ":3")
+	}
+	return out
 }
 
 // clusterLoadConfig shapes the traffic.

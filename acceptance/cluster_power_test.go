@@ -115,6 +115,7 @@ func (r *memTrial) finish() ClusterTrial {
 	r.load.drain(90 * time.Second)
 	record := r.h.Record()
 	trial := CheckCluster(record, r.load.modes())
+	trial.EveryCopy = r.load.everyCopy()
 	for _, result := range trial.Results {
 		r.t.Logf("%s", result)
 		if result.Confirmed == 0 {

@@ -291,6 +291,7 @@ func (r *trialRun) finish() ClusterTrial {
 	}
 	record := r.h.Record()
 	trial := CheckCluster(record, r.load.modes())
+	trial.EveryCopy = r.load.everyCopy()
 	for _, result := range trial.Results {
 		r.t.Logf("%s", result)
 		if result.Confirmed == 0 {
