@@ -8,8 +8,9 @@ import "os"
 // corruption repaired from the other copies; a follower catching up from
 // files). Without replication and failover (issues 14, 15) a queue whose
 // owner is gone is down until the owner returns, so those trials skip with
-// waitsForFailover. Flip it to true when both are merged;
-// FIBRIL_FAILOVER=1 turns them on without editing, to try them first.
+// waitsForFailover. Both are merged (main since 3b06b8d), so it is on;
+// it stays as the one place that would take those cases out again on a
+// build without failover. FIBRIL_FAILOVER=1 turns them on where it is off.
 const replicationAndFailover = true
 
 const waitsForFailover = "needs replication and failover (issues 14, 15)"

@@ -40,8 +40,10 @@
 // clusters on crash-simulating filesystems for power loss and corruption
 // (cluster_memory_test.go); two publishers and two competing consumers
 // (cluster_load_test.go) on both modes at a majority and at every copy.
-// Sub-cases that need a new owner to take over wait behind the
-// replicationAndFailover switch (cluster_switch_test.go).
+// The sub-cases that need a new owner to take over sit behind the
+// replicationAndFailover switch (cluster_switch_test.go), on since
+// replication and failover are merged; TestExactlyOnceAcrossFailover
+// publishes idempotently across owner failovers.
 //
 // `go test ./acceptance` runs the short version of every case. With
 // FIBRIL_SOAK=1 the long versions run instead (20 process kills, 200 power
