@@ -316,7 +316,7 @@ func TestClusterSummaryTable(t *testing.T) {
 	s.Add(ClusterRow{Class: "owner kill", Waiting: "needs replication and failover (issues 14, 15)"})
 	row := ClusterRow{Class: "follower kill"}
 	row.AddTrial(ClusterTrial{
-		Results:   []QueueResult{{Confirmed: 10, Unknown: 2, Duplicates: 3, Allowed: 1, Gone: []string{"x"}}},
+		Results: []QueueResult{{Confirmed: 10, Unknown: 2, Duplicates: 3, Allowed: 1, Gone: []string{"x"}}},
 		Failovers: []FailoverTiming{
 			{Queue: "q", Confirmed: true, ToConfirm: 300 * time.Millisecond, Delivered: true, ToDelivery: 2 * time.Second},
 			{Queue: "all", Confirmed: true, ToConfirm: 3 * time.Second, Delivered: true, ToDelivery: 3 * time.Second},
