@@ -157,10 +157,19 @@ func TestClusterAsymmetricCuts(t *testing.T) {
 const fillerQueuesDuringCut = 40
 
 // catchUpMessages is how many messages class 5 publishes to one queue
-// while a follower is cut off, once replication runs: more than the
-// broker's checkpoint interval (100,000 records), so the owner's retention
-// passes what the follower holds and it must catch up from files.
-const catchUpMessages = 120_000
+// while a follower is cut off: under FIBRIL_SOAK=1 more than the broker's
+// checkpoint interval (100,000 records), so the owner checkpoints past
+// what the follower holds and it must catch up from files behind a
+// checkpoint; 20,000 in the short run. Under the race detector the long
+// burst keeps the follower away for longer than the default lease
+// timeout (30 s), which meets the defect docs/durability.md describes
+// ("Found by the cluster suite").
+func catchUpMessages() int {
+	if soak() {
+		return 120_000
+	}
+	return 20_000
+}
 
 // 5. A follower cut off long enough to fall behind, then healed: it
 // catches up. Today (no replication) what it falls behind on is Raft: the
@@ -173,7 +182,7 @@ func TestClusterFollowerFallsBehind(t *testing.T) {
 		n := r.pick(roles.followers)
 		name := fmt.Sprintf("isolate %s while %d queues are declared", describe(n, "follower"), fillerQueuesDuringCut)
 		if withData {
-			name += fmt.Sprintf(" and %d messages published", catchUpMessages)
+			name += fmt.Sprintf(" and %d messages published", catchUpMessages())
 		}
 		var ownerWritten uint64
 		burstQueue := r.queues[0] // one the isolated node does not own, when there is one
@@ -198,7 +207,7 @@ func TestClusterFollowerFallsBehind(t *testing.T) {
 					}
 				}
 				if withData {
-					written, err := publishBurst(r, burstQueue, catchUpMessages)
+					written, err := publishBurst(r, burstQueue, catchUpMessages())
 					if err != nil {
 						return err
 					}

@@ -89,6 +89,7 @@ type clusterLoad struct {
 	clientErrors          *errorLog
 	disconnects           *atomic.Int64
 	inFlight              atomic.Int64
+	inFlightByQueue       map[string]*atomic.Int64 // the same, per queue; fixed at start
 	confirmed             atomic.Int64
 
 	ownersMu sync.Mutex
@@ -186,7 +187,10 @@ func startClusterLoad(t *testing.T, h *History, config clusterLoadConfig) *clust
 		config.prefetch = 32
 	}
 	l := &clusterLoad{t: t, h: h, config: config, clientErrors: &errorLog{}, disconnects: &atomic.Int64{},
-		stopPublishing: make(chan struct{}), owners: map[string][]ownerSeen{}}
+		stopPublishing: make(chan struct{}), owners: map[string][]ownerSeen{}, inFlightByQueue: map[string]*atomic.Int64{}}
+	for _, q := range config.queues {
+		l.inFlightByQueue[q.name] = &atomic.Int64{}
+	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	t.Cleanup(l.close)
 	for i := range clusterPublishers {
@@ -241,6 +245,7 @@ func (l *clusterLoad) publish(c *client.Client, publisher, queue string) {
 			confirm, err := p.future.Wait(context.Background())
 			recordOutcome(l.h, p.id, confirm, err)
 			l.inFlight.Add(-1)
+			l.inFlightByQueue[queue].Add(-1)
 			if err == nil {
 				l.confirmed.Add(1)
 			}
@@ -276,6 +281,7 @@ func (l *clusterLoad) publish(c *client.Client, publisher, queue string) {
 			continue
 		}
 		l.inFlight.Add(1)
+		l.inFlightByQueue[queue].Add(1)
 		pending <- inFlight{id: id, future: future}
 	}
 }
@@ -430,15 +436,24 @@ func (l *clusterLoad) ownerChanges() map[string][]ownerSeen {
 	return out
 }
 
-// awaitOutcomes waits until every publish handed over has its outcome.
-func (l *clusterLoad) awaitOutcomes(timeout time.Duration) {
+// awaitOutcomes waits until every publish handed over to queues has its
+// outcome (all queues when none are named). A publish to a queue whose
+// owner is still up may wait for a copy that is down: name only the
+// queues whose serving copy went away.
+func (l *clusterLoad) awaitOutcomes(timeout time.Duration, queues ...string) {
 	l.t.Helper()
+	if len(queues) == 0 {
+		queues = l.queueNames()
+	}
 	deadline := time.Now().Add(timeout)
-	for l.inFlight.Load() > 0 {
-		if time.Now().After(deadline) {
-			l.t.Fatalf("%d publishes still without an outcome after %v", l.inFlight.Load(), timeout)
+	for _, queue := range queues {
+		for l.inFlightByQueue[queue].Load() > 0 {
+			if time.Now().After(deadline) {
+				l.t.Fatalf("%d publishes to %s still without an outcome after %v", l.inFlightByQueue[queue].Load(),
+					queue, timeout)
+			}
+			time.Sleep(time.Millisecond)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

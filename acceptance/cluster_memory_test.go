@@ -17,7 +17,9 @@ package acceptance
 // sync of their queue filesystems fail from now on (so nothing written or
 // synced after the image can be acknowledged to a peer: the broker's peer
 // links, where they exist, are not cut by the plug), take the crash image
-// of each queue filesystem, wait for every publish outcome, end the lives
+// of each queue filesystem, wait for the outcome of every publish to the
+// queues the victims owned (a publish to a surviving owner may wait for a
+// victim's copy), end the lives
 // of the queues that lost their serving copy, close the old brokers and
 // nodes (what they write now goes nowhere; their errors are only logged),
 // reset the Raft filesystems to what was synced, and start the members
@@ -346,7 +348,15 @@ func (c *memCluster) powerLoss(l *clusterLoad, victims []*memMember, roles agree
 			damage(m, images[i])
 		}
 	}
-	l.awaitOutcomes(30 * time.Second)
+	var lostOwner []string // the queues whose serving copy lost power: their clients were unplugged
+	for _, queue := range sortedKeys(roles.owners) {
+		if slices.ContainsFunc(victims, func(m *memMember) bool { return m.config.ID == roles.owners[queue] }) {
+			lostOwner = append(lostOwner, queue)
+		}
+	}
+	if len(lostOwner) > 0 {
+		l.awaitOutcomes(30*time.Second, lostOwner...)
+	}
 	kind := EndFailover
 	if len(victims) == len(c.members) {
 		kind = EndPowerLoss
