@@ -246,9 +246,29 @@ func (p *identityProber) ask(ctx context.Context, peer cluster.NodeConfig, reque
 		deadline = limit
 	}
 	_ = conn.SetDeadline(deadline)
-	if err := writeAndFlush(wire.NewWriter(conn, peerMaxBodyBytes), request); err != nil {
+	writer := wire.NewWriter(conn, peerMaxBodyBytes)
+	if err := writeAndFlush(writer, request); err != nil {
 		return wire.Member{}, err
 	}
+	// The peer closes a link silent for peerIdleTimeout, and a replacement
+	// blocks on Raft for longer: keep the link alive until the answer.
+	// From here on only this goroutine writes.
+	stopPings := make(chan struct{})
+	defer close(stopPings)
+	go func() {
+		ticker := time.NewTicker(peerKeepaliveInterval)
+		defer ticker.Stop()
+		for pings := uint64(1); ; pings++ {
+			select {
+			case <-stopPings:
+				return
+			case <-ticker.C:
+				if writeAndFlush(writer, &wire.Ping{RequestID: pings}) != nil {
+					return
+				}
+			}
+		}
+	}()
 	for {
 		tag, body, err := reader.Next()
 		if err != nil {
