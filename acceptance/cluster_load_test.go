@@ -436,6 +436,22 @@ func (l *clusterLoad) ownerChanges() map[string][]ownerSeen {
 	return out
 }
 
+// settleOutcomes waits up to timeout for the publishes handed over to
+// queues to get their outcomes and returns how many are still open.
+func (l *clusterLoad) settleOutcomes(timeout time.Duration, queues ...string) int64 {
+	deadline := time.Now().Add(timeout)
+	for {
+		var open int64
+		for _, queue := range queues {
+			open += l.inFlightByQueue[queue].Load()
+		}
+		if open == 0 || time.Now().After(deadline) {
+			return open
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // awaitOutcomes waits until every publish handed over to queues has its
 // outcome (all queues when none are named). A publish to a queue whose
 // owner is still up may wait for a copy that is down: name only the
@@ -499,13 +515,17 @@ func (l *clusterLoad) close() {
 	l.closeOnce.Do(func() {
 		l.stopPublishingMu.Do(func() { close(l.stopPublishing) })
 		l.cancel()
-		l.publishing.Wait()
-		l.background.Wait()
+		// The clients close first: a publish the SDK parked to resend to a
+		// node that is down waits for that node (its deadline does not end
+		// the wait; docs/durability.md, "Found by the cluster suite"), and
+		// only Close fails it.
 		for _, c := range append(append([]*client.Client{l.sampler}, l.publishers...), l.consumers...) {
 			if c != nil {
 				_ = c.Close()
 			}
 		}
+		l.publishing.Wait()
+		l.background.Wait()
 	})
 }
 
