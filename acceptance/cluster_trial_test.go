@@ -112,13 +112,15 @@ func placeQueuesOn(t *testing.T, admin *client.Client, target string, specs []cl
 	var fillers []string
 	defer func() {
 		for _, filler := range fillers {
-			attempts := 0
+			var earlier error
 			err := retrying(func(ctx context.Context) error {
-				attempts++
 				_, err := admin.DeleteQueue(ctx, filler)
-				if attempts > 1 && client.CodeOf(err) == wire.CodeUnknownQueue {
-					return nil // an earlier attempt deleted it and its answer was lost
+				if earlier != nil && client.CodeOf(err) == wire.CodeUnknownQueue {
+					// An earlier attempt deleted it; its answer said otherwise.
+					t.Logf("delete filler queue %s: deleted by an attempt answered %v", filler, earlier)
+					return nil
 				}
+				earlier = err
 				return err
 			})
 			if err != nil {
