@@ -5,12 +5,13 @@ package acceptance
 // runs each trial; cluster_memory_test.go has the classes that need the
 // crash-simulating filesystem: power loss and on-disk corruption). Each
 // test is one class; its sub-cases are the roles the fault hits. Sub-cases
-// that need another copy to take over skip (cluster_switch_test.go) until
-// replication and failover are merged.
+// that need another copy to take over sit behind the switch in
+// cluster_switch_test.go, which is on.
 //
-// `go test ./acceptance` runs one trial per class; FIBRIL_SOAK=1 runs 20
-// (30 for SIGKILL, whose owner kills give the failover timings) and the
-// one-hour mixed schedule. FIBRIL_SEED replays a failed run's choices; the
+// `go test ./acceptance` runs one trial per class (two sub-cases of each,
+// drawn by the seed); FIBRIL_SOAK=1 runs 20 (30 for SIGKILL, whose owner
+// kills give the failover timings) with every sub-case, and the one-hour
+// mixed schedule. FIBRIL_SEED replays a failed run's choices; the
 // FIBRIL_*_TRIALS variables below override the counts.
 
 import (

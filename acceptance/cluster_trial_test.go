@@ -24,8 +24,9 @@ package acceptance
 // (EndFailover) and, when another owner must take over, lists them in
 // Fault.Failover for the timings. The trial fails on any loss or broken
 // rule, on a failover with no service after it, on a node that exited on
-// its own, and, without failover, on any owner change the sampler saw
-// (nothing on main moves an owner).
+// its own, and, without failover, on any owner change the sampler saw.
+// With failover each queue moves on its own, so after one the test queues
+// may have different owners: roles are then taken per queue (rolesNow).
 
 import (
 	"context"
