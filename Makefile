@@ -28,7 +28,7 @@ test-go: vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 # The TypeScript SDK's tests (sdk/typescript: codec, SDK, and the
-# conformance suite through its codec) against three local nodes that
+# conformance suite through its codec) against four local nodes that
 # conformance/nodes starts on free ports and stops when npm exits.
 NPM ?= npm
 test-typescript:
@@ -39,7 +39,7 @@ test-typescript:
 # corpora live in each package's testdata/fuzz or in the targets
 # themselves, and run as plain tests in make test.
 FUZZTIME ?= 10s
-FUZZ_PKGS := ./wire ./storage/log ./access ./cluster
+FUZZ_PKGS := ./wire ./storage/log ./access ./cluster ./actors
 fuzz:
 	@for pkg in $(FUZZ_PKGS); do \
 		for target in $$($(GO) test $$pkg -list '^Fuzz' | grep '^Fuzz'); do \

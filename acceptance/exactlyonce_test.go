@@ -119,10 +119,16 @@ func runExactlyOnce(t *testing.T, target exactlyOnceTarget, config exactlyOnceCo
 				return
 			case <-time.After(time.Until(due)):
 			}
-			done := make(chan client.Confirm, 1)
 			message := client.Message{MessageID: fmt.Sprintf("eo-%06d", i), Payload: payload}
+			var done chan client.Confirm
 			for {
-				_, err := publisher.PublishAsync(ctx, exactlyOnceQueue, message, client.WithCallback(func(c client.Confirm) { done <- c }))
+				// A fresh channel for each attempt: a publish that fails at
+				// once still calls its callback (WithCallback), so reusing
+				// one channel of one slot would let a later confirm of
+				// the retry block the connection's reader for good.
+				done = make(chan client.Confirm, 1)
+				attempt := done
+				_, err := publisher.PublishAsync(ctx, exactlyOnceQueue, message, client.WithCallback(func(c client.Confirm) { attempt <- c }))
 				if err == nil {
 					break
 				}

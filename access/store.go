@@ -287,6 +287,16 @@ func (s *Store) Visible(identity Identity, queue string) bool {
 	return false
 }
 
+// Revoked returns nil while the identity holds (its user is in the users
+// in force with the token_hash it authenticated against), and an error
+// wrapping ErrRevoked once a reload removed the user or changed its
+// token. A node calls it for every live session after a reload, so a
+// revoked user loses its connections at once, not at its next request.
+func (s *Store) Revoked(identity Identity) error {
+	_, err := s.current(identity)
+	return err
+}
+
 // current returns the identity's user as the users in force have it.
 func (s *Store) current(identity Identity) (*user, error) {
 	current, ok := s.users.Load().byName[identity.User]

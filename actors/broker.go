@@ -100,6 +100,8 @@ func Start(config Config) (*Broker, error) {
 	metrics := newMetrics(registry.RestartsTotal)
 	b.core = newBrokerCore(config, system, registry, metrics)
 	metrics.setQueueInfos(b.Queues) // queue gauges are read from fresh infos at scrape time
+	metrics.setBoundGauges(b.core)
+	metrics.setStorage(b.core.budget, &b.core.syncs)
 	if err := b.core.listenForPeers(); err != nil {
 		unlock()
 		return nil, err
@@ -114,6 +116,12 @@ func Start(config Config) (*Broker, error) {
 		b.shutdownTree(time.Now().Add(config.ShutdownTimeout), &shutdownSteps{})
 		unlock()
 		return nil, fmt.Errorf("actors: listen on %s: %w", config.ListenAddr, err)
+	}
+	if err := checkListenSecurity(config, listener.Addr()); err != nil {
+		_ = listener.Close()
+		b.shutdownTree(time.Now().Add(config.ShutdownTimeout), &shutdownSteps{})
+		unlock()
+		return nil, err
 	}
 	b.listener = listener
 	b.accepting.Add(1)
@@ -153,26 +161,6 @@ func (b *Broker) recordFatal(err error) {
 		b.core.logger.Error("fatal failure; the node stops", "err", err)
 		close(b.fatal)
 	})
-}
-
-func (b *Broker) acceptLoop() {
-	defer b.accepting.Done()
-	sessions := actor.NewPID(b.core.system.Address(), b.node.Id+"/sessions")
-	for {
-		conn, err := b.listener.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			b.core.logger.Warn("accept failed", "err", err)
-			time.Sleep(10 * time.Millisecond) // e.g. out of file descriptors: do not spin
-			continue
-		}
-		if tcp, ok := conn.(*net.TCPConn); ok {
-			_ = tcp.SetNoDelay(true)
-		}
-		b.core.system.Root.Send(sessions, acceptedConnection{conn: conn})
-	}
 }
 
 // Addr is the client listener's address.
@@ -229,6 +217,22 @@ func (b *Broker) QueueInfo(name string) (wire.QueueInfo, bool) {
 	return b.core.withClusterInfo(gatherInfos(b.core.system, []queueRoute{route})[0]), true
 }
 
+// ReloadUsers reads the users file again (Config.Users); when it loads,
+// its users and permissions are in force at once, and every session of a
+// user it removed or gave a new token is closed with unauthorized. When
+// it does not load, the users in force stay and the error says why.
+func (b *Broker) ReloadUsers() error {
+	users := b.core.config.Users
+	if users == nil {
+		return fmt.Errorf("%w: the node has no users file to reload", ErrInvalidConfig)
+	}
+	if _, err := users.Reload(); err != nil {
+		return err
+	}
+	b.core.system.Root.Send(actor.NewPID(b.core.system.Address(), b.node.Id+"/sessions"), usersReloaded{})
+	return nil
+}
+
 // injectedPanic makes the actor that receives it panic (fault injection).
 type injectedPanic struct{ reason string }
 
@@ -275,6 +279,7 @@ func (b *Broker) Close() error {
 		began := time.Now()
 		deadline := began.Add(b.core.config.ShutdownTimeout)
 		_ = b.listener.Close()
+		b.core.stopListening()
 		b.accepting.Wait()
 		var steps shutdownSteps
 		b.closeErr = b.shutdownTree(deadline, &steps)

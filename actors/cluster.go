@@ -250,7 +250,7 @@ func (c *brokerCore) withClusterInfo(info wire.QueueInfo) wire.QueueInfo {
 		return info
 	}
 	if info.Owner == "" {
-		info.Owner, info.Epoch = partition.Owner, partition.Epoch
+		info.Owner, info.Epoch = ownerOf(node, partition)
 	}
 	info.Replicas = make([]wire.ReplicaInfo, 0, len(partition.Replicas))
 	for _, replica := range partition.Replicas {
@@ -261,6 +261,17 @@ func (c *brokerCore) withClusterInfo(info wire.QueueInfo) wire.QueueInfo {
 		info.Replicas = append(info.Replicas, entry)
 	}
 	return info
+}
+
+// ownerOf returns a partition's owner and epoch: from this node's replica
+// of its coordination shard when that is at least as new as the catalog's
+// hint (the hint is copied there after the claim, so it lags), else the
+// hint.
+func ownerOf(node *cluster.Node, partition cluster.PartitionInfo) (string, uint64) {
+	if view, found := node.Partition(partition.ShardID); found && view.State.Owner != "" && view.State.Epoch >= partition.Epoch {
+		return view.State.Owner, view.State.Epoch
+	}
+	return partition.Owner, partition.Epoch
 }
 
 // withClusterInfos applies withClusterInfo to each info, in place.

@@ -339,6 +339,10 @@ func (m *queuesManager) clusterDeclare(ctx actor.Context, msg declareRequest) {
 		refuse("%v", err)
 		return
 	}
+	if failure, full := m.catalogQueueLimitReached(msg.name); full {
+		ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: failure})
+		return
+	}
 	decl := cluster.QueueDecl{Name: msg.name, Mode: clusterModeOfWire(msg.mode), Policy: msg.options.Policy,
 		Replicas: int(msg.options.Replicas), Options: catalogOptions(local)}
 	node, parent := m.cluster.node, m.cluster.ctx
@@ -347,6 +351,30 @@ func (m *queuesManager) clusterDeclare(ctx actor.Context, msg declareRequest) {
 		outcome, owner, err := declareThroughCatalog(parent, node, decl, local, msg.mode)
 		system.Root.Send(self, clusterDeclared{request: msg, outcome: outcome, owner: owner, err: err})
 	}()
+}
+
+// catalogQueueLimitReached is queueLimitReached in cluster mode: a
+// declare of a name the catalog does not hold is refused when this
+// node's replica of the catalog lists Limits.MaxQueues queues (declares
+// made at once on several nodes may pass it by a few).
+func (m *queuesManager) catalogQueueLimitReached(name string) (requestFailure, bool) {
+	view, err := m.cluster.node.LocalCatalog()
+	if err != nil {
+		return requestFailure{}, false // the catalog decides; a read failure is not a client's limit
+	}
+	limit := m.core.config.Limits.MaxQueues
+	if len(view.Queues) < limit {
+		return requestFailure{}, false
+	}
+	for _, declared := range view.Queues {
+		if declared.Name == name {
+			return requestFailure{}, false // a re-declare
+		}
+	}
+	m.core.metrics.limitReached(limitQueues)
+	return requestFailure{code: wire.CodeResourceLimit, message: fmt.Sprintf(
+		"the cluster holds %d queues and the limit is %d; delete queues or raise the limit (fibril serve --max-queues)",
+		len(view.Queues), limit)}, true
 }
 
 // declareThroughCatalog proposes a declare and reads the queue's owner if

@@ -88,21 +88,24 @@ func (s *session) maybeClusterRoute(ctx actor.Context, name string, message any)
 
 // redirect answers a request about a queue owned by another node.
 func (s *session) redirect(message any, name string, owner cluster.OwnerInfo) {
-	redirect := &wire.Redirect{Queue: name, NodeID: owner.NodeID, Address: owner.ClientAddress}
+	redirect := wire.Redirect{Queue: name, NodeID: owner.NodeID, Address: owner.ClientAddress}
 	if publish, ok := message.(inPublish); ok {
-		s.rejectSeqs(publish.seqs, requestFailure{code: wire.CodeNotOwner, message: fmt.Sprintf(
+		s.rejectPublish(publish, requestFailure{code: wire.CodeNotOwner, message: fmt.Sprintf(
 			"queue %q is owned by node %s at %s", name, owner.NodeID, owner.ClientAddress)})
-		s.push(redirect)
+	} else {
+		redirect.RequestID = routedRequestID(message)
+	}
+	if s.version >= 2 {
+		s.push(&wire.RedirectEpoch{Redirect: redirect, Epoch: owner.Epoch})
 		return
 	}
-	redirect.RequestID = routedRequestID(message)
-	s.push(redirect)
+	s.push(&redirect)
 }
 
 // failMessage answers a request with a failure.
 func (s *session) failMessage(message any, failure requestFailure) {
 	if publish, ok := message.(inPublish); ok {
-		s.rejectSeqs(publish.seqs, failure)
+		s.rejectPublish(publish, failure)
 		return
 	}
 	s.push(failure.frame(routedRequestID(message)))
@@ -116,6 +119,8 @@ func routedRequestID(message any) uint64 {
 	case inQueueInfo:
 		return msg.frame.RequestID
 	case inPurgeQueue:
+		return msg.frame.RequestID
+	case inChangeMode:
 		return msg.frame.RequestID
 	case inDeleteQueue:
 		return msg.frame.RequestID

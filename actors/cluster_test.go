@@ -45,8 +45,11 @@ type brokerCluster struct {
 	fs map[string]vfs.FS
 	// configure, when set, adjusts each broker's config before it starts.
 	configure func(id string, config *Config)
-	config    *cluster.Config
-	logger    *slog.Logger
+	// configureCluster, when set, adjusts the cluster config before any
+	// node starts.
+	configureCluster func(config *cluster.Config)
+	config           *cluster.Config
+	logger           *slog.Logger
 }
 
 // brokerClusterOption adjusts a test cluster before it starts.
@@ -60,6 +63,11 @@ func withBrokerFS(id string, fs vfs.FS) brokerClusterOption {
 // withBrokerConfig adjusts every broker's config.
 func withBrokerConfig(configure func(id string, config *Config)) brokerClusterOption {
 	return func(c *brokerCluster) { c.configure = configure }
+}
+
+// withClusterConfig adjusts the cluster config before the nodes start.
+func withClusterConfig(configure func(config *cluster.Config)) brokerClusterOption {
+	return func(c *brokerCluster) { c.configureCluster = configure }
 }
 
 // freeLoopbackAddresses returns n distinct loopback addresses whose ports
@@ -95,8 +103,10 @@ func startBrokerCluster(t *testing.T, nodeCount int, options ...brokerClusterOpt
 		t.Skip("starts a three-node cluster on loopback ports")
 	}
 	dir := t.TempDir()
-	config := &cluster.Config{Cluster: cluster.ClusterSettings{Secret: "test-cluster-secret", Raft: cluster.RaftSettings{
-		RTT: cluster.Duration(10 * time.Millisecond), ElectionRTT: 10, HeartbeatRTT: 1, CoordinationElectionRTT: 10}}}
+	// The Raft timing is the default a deployment gets: shorter elections
+	// made leaderships churn under -race on a loaded machine, and with them
+	// claims and catalog writes timed out.
+	config := &cluster.Config{Cluster: cluster.ClusterSettings{Secret: "test-cluster-secret"}}
 	ports := freeLoopbackAddresses(t, 4*nodeCount)
 	for i := 1; i <= nodeCount; i++ {
 		id, port := fmt.Sprintf("node%d", i), ports[4*(i-1):]
@@ -108,6 +118,9 @@ func startBrokerCluster(t *testing.T, nodeCount int, options ...brokerClusterOpt
 	c := &brokerCluster{t: t, members: map[string]*clusterMember{}, fs: map[string]vfs.FS{}}
 	for _, option := range options {
 		option(c)
+	}
+	if c.configureCluster != nil {
+		c.configureCluster(config)
 	}
 	logger := clusterTestLogger(t)
 	c.config, c.logger = config, logger
@@ -421,29 +434,48 @@ func TestClusterNonOwnerAnswersWithRedirectFrames(t *testing.T) {
 		t.Fatalf("declare with a deprecated policy: %+v", answer)
 	}
 
+	// A version 2 session gets FRD2, with the owner's epoch; a version 1
+	// session FRD1.
+	epoch := connectTo(t, ownerAddress).info("events").Epoch
+	if epoch == 0 {
+		t.Fatal("the owner's info names no epoch")
+	}
+	redirectOf := func(frame wire.Frame, version uint16) (wire.Redirect, bool) {
+		switch r := frame.(type) {
+		case *wire.RedirectEpoch:
+			return r.Redirect, version == 2 && r.Epoch == epoch
+		case *wire.Redirect:
+			return *r, version == 1
+		}
+		return wire.Redirect{}, false
+	}
 	for _, id := range c.others(owner) {
-		nonOwner := connectTo(t, c.members[id].config.ClientAddress)
-		requestID := nonOwner.id()
-		nonOwner.send(&wire.GetQueueInfo{RequestID: requestID, Queue: "events"})
-		redirect, ok := nonOwner.waitFor("redirect", func(frame wire.Frame) bool {
-			r, ok := frame.(*wire.Redirect)
-			_, failed := frame.(*wire.ErrorFrame)
-			return ok && r.RequestID == requestID || failed
-		}).(*wire.Redirect)
-		if !ok || redirect.NodeID != owner || redirect.Address != ownerAddress || redirect.Queue != "events" {
-			t.Fatalf("info on %s answered %+v; want a redirect to %s at %s", id, redirect, owner, ownerAddress)
-		}
-		seqs := nonOwner.publish("events", "x")
-		outcomes := nonOwner.awaitOutcomes(seqs)
-		if got := outcomes[seqs[0]]; got.confirmed || got.code != wire.CodeNotOwner {
-			t.Fatalf("publish on %s: %+v; want not_owner", id, got)
-		}
-		unsolicited := nonOwner.waitFor("redirect", func(frame wire.Frame) bool {
-			r, ok := frame.(*wire.Redirect)
-			return ok && r.RequestID == 0
-		}).(*wire.Redirect)
-		if unsolicited.NodeID != owner || unsolicited.Address != ownerAddress {
-			t.Fatalf("publish redirect on %s: %+v", id, unsolicited)
+		for _, version := range []uint16{1, 2} {
+			nonOwner := connectWithVersions(t, c.members[id].config.ClientAddress, version)
+			requestID := nonOwner.id()
+			nonOwner.send(&wire.GetQueueInfo{RequestID: requestID, Queue: "events"})
+			frame := nonOwner.waitFor("redirect", func(frame wire.Frame) bool {
+				_, failed := frame.(*wire.ErrorFrame)
+				r, ok := redirectOf(frame, version)
+				return failed || r.RequestID == requestID && (ok || r.Queue != "")
+			})
+			redirect, ok := redirectOf(frame, version)
+			if !ok || redirect.NodeID != owner || redirect.Address != ownerAddress || redirect.Queue != "events" {
+				t.Fatalf("info on %s (version %d) answered %+v; want a redirect to %s at %s, epoch %d",
+					id, version, frame, owner, ownerAddress, epoch)
+			}
+			seqs := nonOwner.publish("events", "x")
+			outcomes := nonOwner.awaitOutcomes(seqs)
+			if got := outcomes[seqs[0]]; got.confirmed || got.code != wire.CodeNotOwner {
+				t.Fatalf("publish on %s: %+v; want not_owner", id, got)
+			}
+			frame = nonOwner.waitFor("redirect", func(frame wire.Frame) bool {
+				r, _ := redirectOf(frame, version)
+				return r.Queue != "" && r.RequestID == 0
+			})
+			if unsolicited, ok := redirectOf(frame, version); !ok || unsolicited.NodeID != owner || unsolicited.Address != ownerAddress {
+				t.Fatalf("publish redirect on %s (version %d): %+v", id, version, frame)
+			}
 		}
 	}
 	// A queue no catalog lists is unknown on every node, after the node
@@ -470,13 +502,19 @@ func TestClusterNonOwnerAnswersWithRedirectFrames(t *testing.T) {
 // connectTo dials a node by address and completes hello.
 func connectTo(t *testing.T, address string) *testClient {
 	t.Helper()
+	return connectWithVersions(t, address, wire.ProtocolVersion)
+}
+
+// connectWithVersions is connectTo with a hello offering versions.
+func connectWithVersions(t *testing.T, address string, versions ...uint16) *testClient {
+	t.Helper()
 	conn, err := net.Dial("tcp", address)
 	if err != nil {
 		t.Fatalf("dial %s: %v", address, err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	c := &testClient{t: t, conn: conn, reader: wire.NewReader(conn, 0), writer: wire.NewWriter(conn, 0)}
-	c.hello("", "")
+	c.helloWith("", "", versions...)
 	return c
 }
 

@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fibrilmq/fibril/access"
 	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/storage/vfs"
+	"github.com/fibrilmq/fibril/tlsconfig"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -34,6 +37,12 @@ const (
 	// closes the connection: with the defaults a silent client is closed
 	// 45 to 60 seconds after its last frame.
 	DefaultKeepaliveMissedMax = 3
+	// DefaultTailCacheBytes is the node-wide tail-cache budget of the
+	// queue logs.
+	DefaultTailCacheBytes = log.DefaultBudgetTailCacheBytes
+	// DefaultOpenSegmentFiles is the node-wide bound on descriptors of
+	// sealed log segments.
+	DefaultOpenSegmentFiles = log.DefaultOpenSegmentFiles
 )
 
 // Version is the server software version reported in hello-ok.
@@ -62,8 +71,27 @@ type Config struct {
 	SyncInterval time.Duration
 	// NodeID is reported in hello-ok.
 	NodeID string
-	// AuthToken, when set, must be presented by every client's hello.
+	// AuthToken, when set, must be presented by every client's hello (one
+	// token shared by every client, with every permission). Exclusive with
+	// Users.
 	AuthToken string
+	// Users, when set, authenticates every hello's "<user>:<token>" and
+	// checks every request against that user's permissions
+	// (docs/security.md). Broker.ReloadUsers reloads its file and closes
+	// the sessions of users it revoked.
+	Users *access.Store
+	// TLS, when set, makes the client listener speak TLS only: the
+	// handshake runs within HelloTimeout, and a client that speaks plain
+	// text is told so in one plain error frame. Reload it (SIGHUP) with
+	// its own Reload; new handshakes use the files in force.
+	TLS *tlsconfig.Server
+	// AllowInsecureListen lets ListenAddr be an address other than
+	// loopback without TLS and authentication (a token or Users). Start
+	// refuses such an address without it, and logs a warning with it.
+	AllowInsecureListen bool
+	// Limits bound what clients may make the node hold (limits.go); zero
+	// fields take their defaults.
+	Limits Limits
 	// MaxBodyBytes is the largest frame body the node accepts (0 means
 	// wire.DefaultMaxBodyBytes).
 	MaxBodyBytes uint32
@@ -72,6 +100,15 @@ type Config struct {
 	FS vfs.FS
 	// SegmentBytes is the log segment size (0 means the log's default).
 	SegmentBytes int64
+	// TailCacheBytes bounds the memory every queue log's tail cache holds
+	// together, node-wide (0 means DefaultTailCacheBytes). Each log also
+	// keeps to its own cap of 8 MiB.
+	TailCacheBytes int64
+	// OpenSegmentFiles bounds the descriptors kept open for the sealed
+	// segments of every queue log together (0 means
+	// DefaultOpenSegmentFiles); each log's active segment keeps its own
+	// four outside it.
+	OpenSegmentFiles int
 	// CheckpointEveryRecords is how many applied records make a queue
 	// checkpoint its state (and compact its log after); 0 means 100,000.
 	CheckpointEveryRecords int
@@ -152,6 +189,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
+	if c.TailCacheBytes < 0 || c.OpenSegmentFiles < 0 {
+		return c, fmt.Errorf("%w: negative tail-cache budget %d or open segment files %d", ErrInvalidConfig,
+			c.TailCacheBytes, c.OpenSegmentFiles)
+	}
+	c.TailCacheBytes = cmp.Or(c.TailCacheBytes, DefaultTailCacheBytes)
+	c.OpenSegmentFiles = cmp.Or(c.OpenSegmentFiles, DefaultOpenSegmentFiles)
 	if c.ShutdownTimeout < 0 || c.HelloTimeout < 0 || c.KeepaliveInterval < 0 || c.KeepaliveMissedMax < 0 {
 		return c, fmt.Errorf("%w: negative shutdown, hello or keepalive setting", ErrInvalidConfig)
 	}
@@ -159,5 +202,14 @@ func (c Config) withDefaults() (Config, error) {
 	c.HelloTimeout = cmp.Or(c.HelloTimeout, DefaultHelloTimeout)
 	c.KeepaliveInterval = cmp.Or(c.KeepaliveInterval, DefaultKeepaliveInterval)
 	c.KeepaliveMissedMax = cmp.Or(c.KeepaliveMissedMax, DefaultKeepaliveMissedMax)
+	if c.AuthToken != "" && c.Users != nil {
+		return c, fmt.Errorf("%w: a shared auth token and a users file exclude each other: with users, every client "+
+			"authenticates as a user", ErrInvalidConfig)
+	}
+	limits, err := c.Limits.withDefaults()
+	if err != nil {
+		return c, err
+	}
+	c.Limits = limits
 	return c.checkClusterConfig()
 }

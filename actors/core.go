@@ -14,6 +14,7 @@ package actors
 // a delivery of the new process.
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,6 +24,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/storage/log"
+	"github.com/fibrilmq/fibril/storage/vfs"
 )
 
 type brokerCore struct {
@@ -63,7 +66,22 @@ type brokerCore struct {
 	sessionNumbers atomic.Uint64
 	// sessions lists the live client sessions (sessions_table.go).
 	sessions sessionTable
+	// limiter counts client connections against Config.Limits.
+	limiter *connectionLimiter
+	// outboxBytes is the estimate of the frames every session has waiting
+	// for its client (outbox.go), against Limits.MaxOutboxBytesTotal.
+	outboxBytes atomic.Int64
+	// listening ends when Close begins (stopListening): TLS handshakes
+	// still running give up.
+	listening     context.Context
+	stopListening context.CancelFunc
 
+	// syncs counts every file and directory sync the node makes: config.FS
+	// is wrapped in it once, in newBrokerCore (fibril_fsyncs_total).
+	syncs vfs.SyncCounter
+	// budget is the node's one log budget (tail-cache memory, descriptors
+	// of sealed segments), shared by every queue log.
+	budget *log.Budget
 	// Cluster mode only: the peer listener (bound by Start), this node's
 	// identity on peer links, and the partitions by coordination shard.
 	peerListener net.Listener
@@ -90,10 +108,21 @@ func newBrokerCore(config Config, system *actor.ActorSystem, registry *Registry,
 		shards:      newShardDirectory(),
 		incarnation: uint64(config.Clock().UnixNano()),
 		ready:       newSignal(), sessionsDrained: newSignal(),
+		limiter: newConnectionLimiter(config.Limits),
 	}
+	core.listening, core.stopListening = context.WithCancel(context.Background())
+	core.config.FS = vfs.CountSyncs(config.FS, &core.syncs)
+	core.budget = log.NewBudget(log.BudgetOptions{TailCacheBytes: config.TailCacheBytes,
+		OpenSegmentFiles: config.OpenSegmentFiles})
 	core.nextID.Store(core.incarnation)
 	core.syncIntervalNanos.Store(int64(config.SyncInterval))
 	return core
+}
+
+// outboxBounds are the bounds of one session's outbox.
+func (c *brokerCore) outboxBounds() outboxBounds {
+	return outboxBounds{maxBytes: c.config.Limits.MaxOutboxBytes, maxTotalBytes: c.config.Limits.MaxOutboxBytesTotal,
+		total: &c.outboxBytes}
 }
 
 // syncInterval is the background sync interval in force.

@@ -9,6 +9,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -115,20 +116,36 @@ func TestDeclareRepliesNameTheEffectiveModeAndPolicyInACluster(t *testing.T) {
 		})
 	}
 	// list-queues on any node names every queue of the catalog, each with
-	// its owner; counts come from the owner (info is redirected there).
+	// its owner; counts come from the owner (info is redirected there). A
+	// node learns a new owner from its replica of the coordination shard,
+	// which may trail the claim for a moment: the list is asked again
+	// until it names them all.
 	for _, through := range c.order {
 		sdk := c.dialSDK(through)
-		listed, err := sdk.ListQueues(testContext(t), "")
-		if err != nil {
-			t.Fatalf("list through %s: %v", through, err)
-		}
-		if len(listed) != 3*5 {
-			t.Fatalf("list through %s names %d queues, want all 15 of the catalog", through, len(listed))
-		}
-		for _, info := range listed {
-			if info.Owner == "" || info.Policy == "" || len(info.Replicas) != 3 {
-				t.Fatalf("list through %s: %+v lacks its owner, policy or replicas", through, info)
+		var shortfall, logged string
+		waitUntil(t, "list through "+through+" names every queue with its owner, policy and replicas", func() bool {
+			listed, err := sdk.ListQueues(testContext(t), "")
+			switch {
+			case err != nil:
+				shortfall = err.Error()
+			case len(listed) != 3*5:
+				shortfall = fmt.Sprintf("%d queues, want all 15 of the catalog", len(listed))
+			default:
+				shortfall = ""
+				for _, info := range listed {
+					if info.Owner == "" || info.Policy == "" || len(info.Replicas) != 3 {
+						shortfall = fmt.Sprintf("%+v lacks its owner, policy or replicas", info)
+					}
+				}
 			}
-		}
+			if shortfall != "" && shortfall != logged {
+				t.Logf("list through %s: %s", through, shortfall)
+				logged = shortfall
+			}
+			if shortfall != "" {
+				time.Sleep(50 * time.Millisecond)
+			}
+			return shortfall == ""
+		})
 	}
 }

@@ -9,17 +9,16 @@
 //	│   └── <n>                session: one client connection (session*.go)
 //	└── queues                 queues manager: declare, delete, list, dead-letter routing (queues*.go)
 //	    └── <name>/0           queue partition: owns a storage/queue.Queue (partition*.go)
-//	        ├── log            log actor: watches the log's frontiers and latch (log_watcher.go)
-//	        └── sync           background sync scheduler (sync_scheduler.go)
+//	        ├── sync           sync scheduler: the log's one background-sync timer, explicit syncs (sync_scheduler.go)
+//	        └── log            log actor: owns the queue log's appender, writes and syncs it (log_writer.go)
 //
-// The log and sync children use the partition's *log.Log, which
-// storage/queue exposes (queue.Queue.Log): logs open with external ticks,
-// the sync scheduler drives their background sync and carries a live
-// interval change to every open log, and the log actor reports a latch
-// (a failed background sync) to the partition at once. A queue over
-// another log implementation (none in this build) would fall back to the
-// log's own ticker and a once-a-second metrics refresh (logOf,
-// syncControlOf).
+// Every queue log runs in direct mode (storage/log.OpenDirect): the
+// queue's seam (log_handle.go) hands each append to the log actor in
+// order; one wake-up of the log actor stages everything handed over and
+// writes it as one group, its completions are its messages, and fsyncs
+// run on the log's own sync goroutine. The sync
+// scheduler arms a timer only while the log has written records that are
+// not yet durable, so an idle queue costs no timer and no wake-up.
 //
 // Every actor is a thin shell: the logic it serializes lives in
 // storage/log, storage/queue and wire, and each Receive only turns messages
@@ -30,9 +29,11 @@
 // through callbacks that send messages, and timers are time.AfterFunc
 // callbacks that send messages (never ReceiveTimeout, which races at the
 // pinned library version). The storage calls that do touch files in a
-// partition's Receive are the ones storage/queue documents as bounded:
+// Receive are the ones storage documents as bounded: in a partition,
 // reading delivered payloads (tail cache or page cache) and compaction's
-// segment removal.
+// segment removal; in a log actor, the write(2) of each group (never an
+// fsync, except for a suffix cut or a rebase; at a segment's rollover it
+// waits for the sync goroutine to finish the outgoing segment).
 //
 // One order per connection (docs/protocol.md 4.2) costs the hot path one
 // branch: see session_order.go.
@@ -101,6 +102,18 @@
 //     restart budget at the top) stops the process: the guardian calls
 //     Config.Fatal, the broker logs it in one line, and cmd/fibril exits
 //     non-zero.
+//
+// # Security and bounds
+//
+// The client listener (accept.go) applies the connection limits and,
+// with Config.TLS, the TLS handshake within the hello deadline; the
+// connection's reader authenticates the hello (Config.Users or
+// Config.AuthToken) before it reads past it under more than a hello's
+// size; the session checks every request against the user's permissions
+// (access.go). Every buffer a client can fill is bounded, in bytes where
+// bytes run out (limits.go lists them, their settings and what a client
+// sees at each; docs/security.md says it for operators). Broker.DialInternal
+// gives the HTTP endpoint a session of the node's own.
 //
 // Broker (broker.go) is the entry point for cmd/fibril, the HTTP endpoint
 // and the tests.

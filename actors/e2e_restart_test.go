@@ -76,10 +76,11 @@ func TestRestartRecoversQueuesAndResumesSessions(t *testing.T) {
 			t.Fatalf("confirmed %s lost across a clean restart; got %v", payload, keys(durable))
 		}
 	}
-	// A clean shutdown releases held deliveries (no attempt counted); they
-	// come back marked as possible duplicates.
+	// A clean shutdown keeps the leases of held deliveries (docs/protocol.md
+	// 4.8): they come back marked as possible duplicates, the lease counted
+	// as an attempt.
 	for _, d := range held {
-		if again := durable[string(d.Payload)]; !again.Redelivered {
+		if again := durable[string(d.Payload)]; !again.Redelivered || again.Attempt != d.Attempt+1 {
 			t.Fatalf("held delivery %s came back as %+v", d.Payload, again)
 		}
 	}

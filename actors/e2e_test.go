@@ -288,3 +288,13 @@ func TestAcksSentJustBeforeDisconnectAreKept(t *testing.T) {
 		t.Fatalf("%d acked messages came back after their consumers disconnected", info.Ready)
 	}
 }
+
+// mustPartitionDir is partitionDir for a valid name.
+func mustPartitionDir(t testing.TB, dataDir, name string) string {
+	t.Helper()
+	dir, err := partitionDir(dataDir, name)
+	if err != nil {
+		t.Fatalf("partition dir of %q: %v", name, err)
+	}
+	return dir
+}

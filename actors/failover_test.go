@@ -373,6 +373,23 @@ func TestFailoverWaitsForALatchedReplicaToReopen(t *testing.T) {
 	}
 }
 
+// gatedMemCluster is memCluster with a gate (gatefs_test.go) on every
+// node's filesystem, all opened again when the test ends.
+func gatedMemCluster(t *testing.T) (*brokerCluster, map[string]*vfs.Mem, map[string]*gateFS) {
+	t.Helper()
+	gates := map[string]*gateFS{}
+	c, disks := memCluster(t, func(id string, mem *vfs.Mem) vfs.FS {
+		gates[id] = newGateFS(mem)
+		return gates[id]
+	})
+	t.Cleanup(func() {
+		for _, gate := range gates {
+			gate.release()
+		}
+	})
+	return c, disks, gates
+}
+
 // memCluster starts three brokers on in-memory filesystems (each node's
 // Raft state stays on the OS disk), with background sync off unless a
 // test syncs, so what a power loss keeps is exactly what was synced.
@@ -425,16 +442,7 @@ func TestFailoverOwnerPowerLossWithAShorterLog(t *testing.T) {
 // suffix is cut. The record was never confirmed and is never delivered;
 // everything confirmed is.
 func TestFailoverCutsTheOldOwnersDivergentSuffix(t *testing.T) {
-	gates := map[string]*gateFS{}
-	c, disks := memCluster(t, func(id string, mem *vfs.Mem) vfs.FS {
-		gates[id] = newGateFS(mem)
-		return gates[id]
-	})
-	t.Cleanup(func() {
-		for _, gate := range gates {
-			gate.release()
-		}
-	})
+	c, disks, gates := gatedMemCluster(t)
 	ctx := testContext(t)
 	name := "divergent"
 	owner, followers := c.declareServed(name, client.QueueConfig{Mode: client.ModeBuffered, Policy: "replica_buffered:2"})
@@ -486,4 +494,31 @@ func TestFailoverCutsTheOldOwnersDivergentSuffix(t *testing.T) {
 		t.Fatalf("delivered %q, which no copy the recovery chose held", delivery.Payload)
 	case <-time.After(200 * time.Millisecond):
 	}
+}
+
+// A replica that was away catches up from the owner's files; the owner
+// dies while it does. The new owner's history is the one it must follow:
+// it drops the catch-up from the dead owner (whose pages will never come)
+// and takes the new owner's, so the recovery can install W copies and
+// serve. Before, its pushes were refused as "catching up" for ever.
+func TestFailoverWhileAReplicaCatchesUpFromTheDeadOwner(t *testing.T) {
+	c, _, gates := gatedMemCluster(t)
+	ctx := testContext(t)
+	name := "catching-up"
+	owner, followers := c.declareServed(name, client.QueueConfig{Mode: client.ModeDurable, Policy: "majority_durable"})
+	away, survivor := followers[0], followers[1]
+	c.stop(away)
+	// More than one page (fetchPageRecords) behind, so the catch-up needs
+	// another page after the first.
+	confirmed := confirmedPayloads(t, ctx, c.dialSDKHome(owner, "publisher"), name, "m", fetchPageRecords+500)
+	gates[away].hold(gateWrites)
+	c.restart(away)
+	waitUntil(t, away+" appends its first fetched page", func() bool { return gates[away].held() > 0 })
+	c.stop(owner)
+	gates[away].release()
+	serving := c.servingOwner(name)
+	if serving != survivor && serving != away {
+		t.Fatalf("%s serves %s", serving, name)
+	}
+	drainPayloads(t, ctx, c.dialSDKHome(serving, "consumer"), name, confirmed)
 }

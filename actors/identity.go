@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/tlsconfig"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -90,7 +91,11 @@ func PrepareClusterIdentity(ctx context.Context, config *cluster.Config, nodeID 
 	if err != nil {
 		return ClusterIdentity{}, err
 	}
-	prober := &identityProber{config: config, self: self, logger: logger, identity: peerIdentity{
+	peerTLS, err := self.PeerTLS()
+	if err != nil {
+		return ClusterIdentity{}, err
+	}
+	prober := &identityProber{config: config, self: self, logger: logger, peerTLS: peerTLS, identity: peerIdentity{
 		clusterID: config.Cluster.DeploymentID, nodeID: nodeID, instance: cluster.NewReplicaID(), secret: secret}}
 	identity, err := prober.run(ctx)
 	if err != nil {
@@ -163,6 +168,7 @@ type identityProber struct {
 	self     cluster.NodeConfig
 	identity peerIdentity
 	logger   *slog.Logger
+	peerTLS  *tlsconfig.Node // the links' mutual TLS; nil: plain (peer_tls.go)
 }
 
 type memberAnswer struct {
@@ -228,8 +234,7 @@ func (p *identityProber) askAll(ctx context.Context) []memberAnswer {
 
 // ask sends one request on a fresh link and reads its FXM1 answer.
 func (p *identityProber) ask(ctx context.Context, peer cluster.NodeConfig, request wire.Frame) (wire.Member, error) {
-	dialer := net.Dialer{Timeout: peerDialTimeout}
-	conn, err := dialer.DialContext(ctx, "tcp", peer.PeerAddress)
+	conn, err := dialPeer(ctx, p.peerTLS, peer.PeerAddress)
 	if err != nil {
 		return wire.Member{}, err
 	}
@@ -313,10 +318,6 @@ func (p *identityProber) rejoin(ctx context.Context, peer string) (ClusterIdenti
 // decides: not initialised.
 func (p *identityProber) answerAsUndecided(listener net.Listener) *sync.WaitGroup {
 	var routines sync.WaitGroup
-	known := func(id string) bool {
-		_, err := p.config.Node(id)
-		return err == nil
-	}
 	routines.Add(1)
 	go func() {
 		defer routines.Done()
@@ -329,6 +330,13 @@ func (p *identityProber) answerAsUndecided(listener net.Listener) *sync.WaitGrou
 			go func() {
 				defer routines.Done()
 				defer conn.Close()
+				conn, err := acceptPeerTLS(conn, p.peerTLS)
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				var certificateRefusal error
+				known := peerKnownAndCertified(conn, *p.config, p.self.ID, &certificateRefusal)
 				_, reader, err := acceptHandshake(conn, p.identity, known)
 				if err != nil {
 					return

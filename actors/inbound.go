@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fibrilmq/fibril/access"
 	"github.com/fibrilmq/fibril/storage/queue"
 	"github.com/fibrilmq/fibril/wire"
 )
@@ -24,7 +25,13 @@ import (
 // client (a frame only nodes send, or only servers send).
 var errProtocolViolation = errors.New("actors: protocol violation")
 
-type inHello struct{ frame *wire.Hello }
+// inHello is a hello, with what the reader's authentication made of its
+// token (connection.go): the identity, or why it is refused.
+type inHello struct {
+	frame    *wire.Hello
+	identity access.Identity
+	authErr  error
+}
 type inDeclare struct {
 	frame      *wire.Declare
 	optionsErr error // the options map was invalid; RequestID and Queue are set
@@ -33,11 +40,17 @@ type inPublish struct {
 	queue    string
 	seqs     []uint64
 	messages []queue.Message
-	bytes    int // payload bytes, for metrics
+	bytes    int           // payload bytes, for metrics
+	credit   publishCredit // what the reader took for it; returned once answered
 	// idempotent: the frame was FPB2 (producer id and numbers); its
 	// answer is FCF2, which marks duplicates.
 	idempotent bool
 }
+
+// publishCredit is the publish credit a frame holds: its messages and the
+// bytes of its body (one allocation every message of the batch aliases,
+// so it is freed only when the last of them is answered).
+type publishCredit struct{ messages, bytes int64 }
 type inSubscribe struct{ frame *wire.Subscribe }
 type inUnsubscribe struct{ frame *wire.Unsubscribe }
 type inSettle struct {
@@ -104,49 +117,57 @@ var errSequenceNotAbove = fmt.Errorf("%w: publish sequence number not above ever
 
 func newInboundDecoder() *inboundDecoder { return &inboundDecoder{} }
 
-// decode turns one frame into a session message. credit is the number of
-// publishes the message carries (the reader waits for that much credit).
-func (d *inboundDecoder) decode(tag wire.Tag, body []byte) (message any, credit int, err error) {
+// decode turns one frame into a session message. credit is what the
+// message takes from the session's credit: a publish its messages and
+// body bytes, a request with an id one request (the reader waits for
+// that much credit).
+func (d *inboundDecoder) decode(tag wire.Tag, body []byte) (message any, credit readCredit, err error) {
 	switch tag {
 	case wire.TagPublish, wire.TagPublishIdempotent:
 		return d.decodePublish(tag, body)
 	case wire.TagAck, wire.TagNack, wire.TagRelease, wire.TagDiscard, wire.TagAckSync:
 		message, err = decodeSettle(tag, body)
-		return message, 0, err
+		if settle, ok := message.(inSettle); ok && settle.requestID != 0 {
+			credit.requests = 1 // ack-sync: answered once applied
+		}
+		return message, credit, err
 	case wire.TagDeclare:
 		frame := new(wire.Declare)
 		if err := frame.Decode(body); err != nil {
 			if errors.Is(err, wire.ErrInvalidOptions) {
-				return inDeclare{frame: frame, optionsErr: err}, 0, nil
+				return inDeclare{frame: frame, optionsErr: err}, readCredit{requests: 1}, nil
 			}
-			return nil, 0, err
+			return nil, credit, err
 		}
-		return inDeclare{frame: frame}, 0, nil
+		return inDeclare{frame: frame}, readCredit{requests: 1}, nil
 	}
 	message, err = decodeControl(tag, body)
-	return message, 0, err
+	if err == nil && clientRequestID(message) != 0 {
+		credit.requests = 1
+	}
+	return message, credit, err
 }
 
 // decodePublish decodes FPB1 and FPB2 (whose messages also carry the
 // producer id and each its producer number) into one batch.
-func (d *inboundDecoder) decodePublish(tag wire.Tag, body []byte) (any, int, error) {
+func (d *inboundDecoder) decodePublish(tag wire.Tag, body []byte) (any, readCredit, error) {
 	owned := make([]byte, len(body))
 	copy(owned, body)
 	var queueName, producerID []byte
 	var messages []wire.PublishMessage
 	if tag == wire.TagPublishIdempotent {
 		if err := d.idempotent.Decode(owned); err != nil {
-			return nil, 0, err
+			return nil, readCredit{}, err
 		}
 		queueName, producerID, messages = d.idempotent.Queue, d.idempotent.ProducerID, d.idempotent.Messages
 	} else {
 		if err := d.publish.Decode(owned); err != nil {
-			return nil, 0, err
+			return nil, readCredit{}, err
 		}
 		queueName, messages = d.publish.Queue, d.publish.Messages
 	}
 	if first := messages[0].Seq; first <= d.lastSeq {
-		return nil, 0, &sequenceError{first: first, highest: d.lastSeq}
+		return nil, readCredit{}, &sequenceError{first: first, highest: d.lastSeq}
 	}
 	d.lastSeq = messages[len(messages)-1].Seq
 	batch := inPublish{
@@ -178,7 +199,8 @@ func (d *inboundDecoder) decodePublish(tag wire.Tag, body []byte) (any, int, err
 		messages[i] = wire.PublishMessage{Headers: messages[i].Headers[:0]}
 	}
 	d.publish.Queue, d.idempotent.Queue, d.idempotent.ProducerID = nil, nil, nil
-	return batch, len(batch.messages), nil
+	batch.credit = publishCredit{messages: int64(len(batch.messages)), bytes: int64(len(owned))}
+	return batch, readCredit{publishes: batch.credit.messages, publishBytes: batch.credit.bytes}, nil
 }
 
 func decodeSettle(tag wire.Tag, body []byte) (any, error) {
@@ -247,6 +269,8 @@ func decodeControl(tag wire.Tag, body []byte) (any, error) {
 		message = inDeleteQueue{frame: f}
 	case *wire.PurgeQueue:
 		message = inPurgeQueue{frame: f}
+	case *wire.ChangeMode:
+		message = inChangeMode{frame: f}
 	case *wire.Ping:
 		message = inPing{frame: f}
 	case *wire.Pong:

@@ -381,7 +381,7 @@ func (r *lifecycleRun) delete(name string) {
 	if reply, ok := r.client.reply(id).(*wire.OK); !ok {
 		r.t.Fatalf("delete %s: %+v", name, reply)
 	}
-	if _, err := os.Stat(partitionDir(r.dir, name)); err == nil {
+	if _, err := os.Stat(mustPartitionDir(r.t, r.dir, name)); err == nil {
 		r.t.Fatalf("delete %s answered with its files still there", name)
 	}
 	r.generations[name] = r.queues[name].generation

@@ -318,7 +318,7 @@ func TestDeleteUnderTrafficThenRedeclare(t *testing.T) {
 				t.Fatalf("round %d: seq %d refused with %+v, want confirmed or unknown_queue", round, seq, out)
 			}
 		}
-		if _, err := os.Stat(partitionDir(b.Config().DataDir, "victim")); err == nil {
+		if _, err := os.Stat(mustPartitionDir(t, b.Config().DataDir, "victim")); err == nil {
 			t.Fatalf("round %d: the deleted queue's files are still there", round)
 		}
 		if _, ok := b.Registry().Lookup("node/queues/victim/0"); ok {

@@ -50,10 +50,12 @@ func (s *session) withoutOversized(msg inPublish) inPublish {
 		m := &msg.messages[i]
 		if size := acceptedDeliverBodyBytes(m); size > limit {
 			msg.bytes -= len(m.Payload)
-			s.rejectSeqs([]uint64{msg.seqs[i]}, requestFailure{code: wire.CodeInvalidRequest, message: fmt.Sprintf(
+			msg.credit.messages--
+			s.conn.returnCredit(publishCredit{messages: 1})
+			s.push(&wire.NegativeConfirm{Ranges: rejectRanges(nil, msg.seqs[i:i+1], requestFailure{code: wire.CodeInvalidRequest, message: fmt.Sprintf(
 				"message of %d payload bytes refused: delivering it can take a deliver body of %d bytes, over the "+
 					"node's max_body_bytes of %d (the node reserves room for an assigned id and dead-letter headers)",
-				len(m.Payload), size, limit)})
+				len(m.Payload), size, limit)})})
 			continue
 		}
 		msg.seqs[kept], msg.messages[kept] = msg.seqs[i], msg.messages[i]
@@ -61,6 +63,10 @@ func (s *session) withoutOversized(msg inPublish) inPublish {
 	}
 	clear(msg.messages[kept:])
 	msg.seqs, msg.messages = msg.seqs[:kept], msg.messages[:kept]
+	if kept == 0 {
+		s.conn.returnCredit(msg.credit) // the body's bytes: no message of it is left
+		msg.credit = publishCredit{}
+	}
 	return msg
 }
 

@@ -61,6 +61,9 @@ type listRequest struct {
 	prefix    string
 	after     string
 	limit     int
+	// visible, when set, keeps only the queues the session's user may see
+	// (it is safe to call from any goroutine).
+	visible func(name string) bool
 }
 
 type listResult struct {

@@ -32,6 +32,7 @@ import (
 
 	"github.com/fibrilmq/fibril/wire"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 )
 
@@ -49,6 +50,11 @@ type Metrics struct {
 	ProtocolErrors counter // connections closed for a bad frame or hello
 	fencedQueues   atomic.Int64
 	refusals       *prometheus.CounterVec
+	// Security and bounds (access.go, limits.go).
+	denials, authFailures, limits *prometheus.CounterVec
+	limitCounters                 map[string]prometheus.Counter // by limit name, resolved once
+	denialCounters                map[string]prometheus.Counter // by operation, resolved once
+	tlsHandshakeFailures          prometheus.Counter
 
 	publishes, publishBytes, confirms, rejects, duplicates *prometheus.CounterVec
 	deliveries, redeliveries, deliveryBytes, settles       *prometheus.CounterVec
@@ -78,27 +84,30 @@ func (h histogram) Update(seconds float64) { h.Observe(seconds) }
 type queueMetrics struct {
 	name string
 
-	publishes       counter // messages accepted for appending
-	publishBytes    counter // their payload bytes
-	confirms        counter // messages confirmed, at the queue's boundary
-	rejects         counter // messages negatively confirmed by the partition
-	duplicates      counter // messages confirmed as duplicates, not stored again
-	deliveries      counter // deliveries sent (first and repeated)
-	redeliveries    counter // deliveries marked redelivered
-	deliveryBytes   counter
-	acks            counter
-	nacks           counter
-	releases        counter
-	discards        counter
-	expiries        counter // leases that expired
-	deadLetters     counter // messages handed to a dead-letter queue (or dropped)
-	restarts        counter
-	confirmSeconds  histogram // partition accepted the batch → confirmed at the boundary
-	deliverySeconds histogram // publish accepted → first delivery sent
-	syncSeconds     histogram // explicit syncs only
-	logWriteSeconds histogram // write(2) calls on the log's segment files
-	logFsyncSeconds histogram // fdatasync calls on the log's segment files
-	latched         atomic.Bool
+	publishes    counter // messages accepted for appending
+	publishBytes counter // their payload bytes
+	confirms     counter // messages confirmed, at the boundary the queue was opened with
+	// confirmsWritten and confirmsDurable count by the boundary each
+	// confirm stands on (a queue's mode may change, partition_mode.go).
+	confirmsWritten, confirmsDurable counter
+	rejects                          counter // messages negatively confirmed by the partition
+	duplicates                       counter // messages confirmed as duplicates, not stored again
+	deliveries                       counter // deliveries sent (first and repeated)
+	redeliveries                     counter // deliveries marked redelivered
+	deliveryBytes                    counter
+	acks                             counter
+	nacks                            counter
+	releases                         counter
+	discards                         counter
+	expiries                         counter // leases that expired
+	deadLetters                      counter // messages handed to a dead-letter queue (or dropped)
+	restarts                         counter
+	confirmSeconds                   histogram // partition accepted the batch → confirmed at the boundary
+	deliverySeconds                  histogram // publish accepted → first delivery sent
+	syncSeconds                      histogram // explicit syncs only
+	logWriteSeconds                  histogram // write(2) calls on the log's segment files
+	logFsyncSeconds                  histogram // fdatasync calls on the log's segment files
+	latched                          atomic.Bool
 }
 
 func newMetrics(restartsTotal func() uint64) *Metrics {
@@ -147,6 +156,7 @@ func newMetrics(restartsTotal func() uint64) *Metrics {
 		Help: "Refusals the node sent to clients, by error code and kind: request (an error frame) or publish (messages in negative confirms)."},
 		[]string{"code", "kind"})
 	m.registry.MustRegister(m.refusals)
+	m.newSecurityMetrics()
 	m.SessionsOpened = m.newCounter("fibril_sessions_opened_total", "Client connections accepted since the node started.")
 	m.ProtocolErrors = m.newCounter("fibril_protocol_errors_total",
 		"Client connections closed for a bad frame, a bad hello or a protocol violation.")
@@ -161,6 +171,80 @@ func newMetrics(restartsTotal func() uint64) *Metrics {
 	m.replication = newReplicationMetrics(m.registry)
 	m.registry.MustRegister(m.queueState)
 	return m
+}
+
+// newSecurityMetrics registers the series of access.go and limits.go;
+// every label value exists from the start, at 0.
+func (m *Metrics) newSecurityMetrics() {
+	m.denials = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fibril_denials_total",
+		Help: "Requests refused with forbidden (214) because the session's user lacks the permission, by operation: " +
+			"declare, publish, consume, admin, info."}, []string{"operation"})
+	m.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fibril_auth_failures_total",
+		Help: "Sessions closed with unauthorized (104), by reason: hello (unknown user, wrong or malformed token) " +
+			"or revoked (a users file reload removed the user or changed its token)."}, []string{"reason"})
+	m.limits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fibril_limit_reached_total",
+		Help: "Times a client met one of the node's bounds (docs/security.md, Bounds), by limit: connections refused, " +
+			"frames refused before hello, hello deadlines, reader waits for publish or request credit, subscribes and " +
+			"declares refused with resource_limit, connections closed for not reading."}, []string{"limit"})
+	m.tlsHandshakeFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "fibril_tls_handshake_failures_total",
+		Help: "TLS handshakes on the client listener that failed: plain text, a refused or missing client " +
+			"certificate, the hello deadline, a broken connection."})
+	m.registry.MustRegister(m.denials, m.authFailures, m.limits, m.tlsHandshakeFailures)
+	m.limitCounters = make(map[string]prometheus.Counter, len(limitNames))
+	for _, name := range limitNames {
+		m.limitCounters[name] = m.limits.WithLabelValues(name)
+	}
+	m.denialCounters = make(map[string]prometheus.Counter)
+	for _, operation := range []string{"declare", "publish", "consume", "admin", "info"} {
+		m.denialCounters[operation] = m.denials.WithLabelValues(operation)
+	}
+	for _, reason := range []string{"hello", "revoked"} {
+		m.authFailures.WithLabelValues(reason)
+	}
+}
+
+// setBoundGauges registers the gauges of the node's bounds.
+func (m *Metrics) setBoundGauges(core *brokerCore) {
+	m.newGauge("fibril_connections_open", "Client connections counted against the connection limits now "+
+		"(TLS handshakes and sessions awaiting hello included).",
+		func() float64 { return float64(core.limiter.openConnections()) })
+	m.newGauge("fibril_outbox_bytes", "Estimated bytes of frames waiting for clients to read them, all sessions "+
+		"together (bounded by the node's max outbox bytes).", func() float64 { return float64(core.outboxBytes.Load()) })
+}
+
+// limitReached counts a client meeting a bound (a limit* name).
+func (m *Metrics) limitReached(limit string) {
+	if m == nil {
+		return
+	}
+	if c, ok := m.limitCounters[limit]; ok {
+		c.Inc()
+		return
+	}
+	m.limits.WithLabelValues(limit).Inc()
+}
+
+// denied counts a request refused with forbidden.
+func (m *Metrics) denied(operation string) {
+	if c, ok := m.denialCounters[operation]; ok {
+		c.Inc()
+		return
+	}
+	m.denials.WithLabelValues(operation).Inc()
+}
+
+// authFailed counts a session closed with unauthorized.
+func (m *Metrics) authFailed(reason string) { m.authFailures.WithLabelValues(reason).Inc() }
+
+// LimitReached returns fibril_limit_reached_total for one limit (tests
+// and the dashboard read it).
+func (m *Metrics) LimitReached(limit string) float64 {
+	return counterValue(m.limits.WithLabelValues(limit))
+}
+
+// Denials returns fibril_denials_total for one operation.
+func (m *Metrics) Denials(operation string) float64 {
+	return counterValue(m.denials.WithLabelValues(operation))
 }
 
 func (m *Metrics) newCounter(name, help string) counter {
@@ -224,6 +308,8 @@ func (m *Metrics) forQueue(name string, boundary string) *queueMetrics {
 		publishes:       counter{m.publishes.WithLabelValues(name)},
 		publishBytes:    counter{m.publishBytes.WithLabelValues(name)},
 		confirms:        counter{m.confirms.WithLabelValues(name, boundary)},
+		confirmsWritten: counter{m.confirms.WithLabelValues(name, wire.BoundaryWritten.String())},
+		confirmsDurable: counter{m.confirms.WithLabelValues(name, wire.BoundaryDurable.String())},
 		rejects:         counter{m.rejects.WithLabelValues(name)},
 		duplicates:      counter{m.duplicates.WithLabelValues(name)},
 		deliveries:      counter{m.deliveries.WithLabelValues(name)},
@@ -269,18 +355,41 @@ func (m *Metrics) dropQueue(name string) {
 
 // countRefusal counts what the node refuses a client: an error frame (by
 // its code) or the messages of a negative confirm. Sessions call it for
-// every frame they send; other frames cost one type switch.
-func (m *Metrics) countRefusal(frame wire.Frame) {
+// every frame they send; other frames cost one type switch. It reports
+// whether the frame answers a client's request (a reply with the
+// request's id), which gives back that request's credit.
+func (m *Metrics) countRefusal(frame wire.Frame) (answersRequest bool) {
 	switch f := frame.(type) {
+	case *wire.Confirm, *wire.Deliver:
+		return false
 	case *wire.ErrorFrame:
 		m.refusals.WithLabelValues(f.Code.String(), "request").Inc()
+		return f.RequestID != 0
 	case *wire.NegativeConfirm:
 		for _, r := range f.Ranges {
 			if r.Last >= r.First {
 				m.refusals.WithLabelValues(r.Code.String(), "publish").Add(float64(r.Last - r.First + 1))
 			}
 		}
+		return false
+	case *wire.OK:
+		return f.RequestID != 0
+	case *wire.DeclareOKMode:
+		return f.RequestID != 0
+	case *wire.DeclareOK:
+		return f.RequestID != 0
+	case *wire.SubscribeOK:
+		return f.RequestID != 0
+	case *wire.QueueInfoReply:
+		return f.RequestID != 0
+	case *wire.QueueList:
+		return f.RequestID != 0
+	case *wire.Pong:
+		return f.RequestID != 0
+	case *wire.Redirect:
+		return f.RequestID != 0
 	}
+	return false
 }
 
 // settle counts settles of one kind.
@@ -302,4 +411,13 @@ func (h histogram) observeSince(now, start time.Time) {
 	if elapsed := now.Sub(start); elapsed >= 0 {
 		h.Observe(elapsed.Seconds())
 	}
+}
+
+// counterValue reads a counter's current value.
+func counterValue(c prometheus.Counter) float64 {
+	var metric dto.Metric
+	if err := c.Write(&metric); err != nil || metric.Counter == nil {
+		return 0
+	}
+	return metric.Counter.GetValue()
 }

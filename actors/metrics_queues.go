@@ -17,12 +17,18 @@ package actors
 //	fibril_queue_replica_lag_records                                   per replica (labels queue, replica):
 //	                                                                   emitted once replication reports progress
 //	fibril_queue_dedup_entries, fibril_queue_dedup_evicted_early_total queues that deduplicate only
+//	fibril_queue_mode                                                  1 per (mode, state): state "applied" or "desired"
+//	fibril_queue_mode_revision                                         the applied mode revision (0: as declared)
+//	fibril_queue_mode_change_pending                                   1 while a change is pending (label mode: its target)
+//	fibril_queue_mode_change_pending_seconds                           how long it has been pending
+//	fibril_queue_replica_mode_revision                                 per replica, from the owner: the revision it applied
 //
 // The replica gauge is described from the start so dashboards and alerts
 // can be written against it; replicaLag is where replication will fill it.
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/fibrilmq/fibril/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,6 +43,8 @@ type queueStateCollector struct {
 	lastSync, fenced, latched, info   *prometheus.Desc
 	replicaLag, copies                *prometheus.Desc
 	dedupEntries, dedupEvictedEarly   *prometheus.Desc
+	mode, modeRevision, modePending   *prometheus.Desc
+	modePendingSeconds, replicaMode   *prometheus.Desc
 }
 
 func newQueueStateCollector(m *Metrics) *queueStateCollector {
@@ -70,6 +78,16 @@ func newQueueStateCollector(m *Metrics) *queueStateCollector {
 			"Keys the queue's deduplication table holds (producer pairs and publisher-given message ids); only for queues with a dedup window."),
 		dedupEvictedEarly: desc("fibril_queue_dedup_evicted_early_total",
 			"Deduplication entries that left at dedup_max_entries before their window ended; while it grows the effective window is shorter than declared."),
+		mode: desc("fibril_queue_mode",
+			"Always 1: the mode in force (state applied) and the mode the newest recorded revision names (state desired).",
+			"mode", "state"),
+		modeRevision: desc("fibril_queue_mode_revision", "The applied mode revision; 0 means the mode the queue was declared with."),
+		modePending: desc("fibril_queue_mode_change_pending",
+			"1 while a mode change is recorded and not applied (it waits for the copies it needs to be durable past it).", "mode"),
+		modePendingSeconds: desc("fibril_queue_mode_change_pending_seconds",
+			"How long the pending mode change has waited; absent when none is pending."),
+		replicaMode: desc("fibril_queue_replica_mode_revision",
+			"The mode revision a replica applied, as the owner derives it from the replica's durable position.", "replica"),
 	}
 }
 
@@ -77,7 +95,8 @@ func (c *queueStateCollector) setSource(read func() []wire.QueueInfo) { c.source
 
 func (c *queueStateCollector) Describe(descs chan<- *prometheus.Desc) {
 	for _, desc := range []*prometheus.Desc{c.ready, c.leased, c.delayed, c.consumers, c.unsyncedRecords,
-		c.unsyncedBytes, c.lastSync, c.fenced, c.latched, c.info, c.replicaLag, c.copies, c.dedupEntries, c.dedupEvictedEarly} {
+		c.unsyncedBytes, c.lastSync, c.fenced, c.latched, c.info, c.replicaLag, c.copies, c.dedupEntries, c.dedupEvictedEarly,
+		c.mode, c.modeRevision, c.modePending, c.modePendingSeconds, c.replicaMode} {
 		descs <- desc
 	}
 }
@@ -110,6 +129,20 @@ func (c *queueStateCollector) Collect(metrics chan<- prometheus.Metric) {
 		if info.WrittenOn != 0 {
 			gauge(c.copies, float64(info.WrittenOn), name, "written")
 			gauge(c.copies, float64(info.DurableOn), name, "durable")
+		}
+		gauge(c.mode, 1, name, info.Mode.String(), "applied")
+		gauge(c.mode, 1, name, info.Desired().String(), "desired")
+		gauge(c.modeRevision, float64(info.ModeRevision), name)
+		if change := info.ModeChange; change != nil && change.State == "pending" {
+			gauge(c.modePending, 1, name, change.Mode.String())
+			gauge(c.modePendingSeconds, max(float64(time.Now().UnixMilli()-change.SinceUnixMs)/1000, 0), name)
+		} else {
+			gauge(c.modePending, 0, name, info.Desired().String())
+		}
+		for _, replica := range info.Replicas {
+			if replica.AppliedMode != wire.ModeUnset {
+				gauge(c.replicaMode, float64(replica.ModeRevision), name, replica.Node)
+			}
 		}
 		if d := info.Dedup; d != nil {
 			gauge(c.dedupEntries, float64(d.Entries), name)

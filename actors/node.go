@@ -91,8 +91,16 @@ func nodePolicy(core *brokerCore) *failurePolicy {
 	}
 }
 
-// acceptedConnection hands an accepted socket to the sessions supervisor.
-type acceptedConnection struct{ conn net.Conn }
+// acceptedConnection hands an accepted socket (after its TLS handshake,
+// when the listener speaks TLS) to the sessions supervisor, with its place
+// in the connection limits and the time it was accepted (the hello
+// deadline runs from there).
+type acceptedConnection struct {
+	conn       net.Conn
+	slot       *connectionSlot
+	acceptedAt time.Time
+	internal   bool // Broker.DialInternal: the node's own session
+}
 
 // drainSessions starts the sessions' part of a shutdown; drainSession is
 // what each session gets.
@@ -120,10 +128,14 @@ func (s *sessionsSupervisor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case acceptedConnection:
 		if s.draining {
-			s.refuseConnection(msg.conn)
+			s.refuseConnection(msg)
 			break
 		}
-		s.spawnSession(ctx, msg.conn)
+		s.spawnSession(ctx, msg)
+	case usersReloaded:
+		for _, session := range ctx.Children() {
+			ctx.Send(session, msg)
+		}
 	case drainSessions:
 		s.draining = true
 		for _, session := range ctx.Children() {
@@ -143,14 +155,19 @@ func (s *sessionsSupervisor) Receive(ctx actor.Context) {
 // ReceiveStopping closes connections that arrive while the supervisor stops.
 func (s *sessionsSupervisor) ReceiveStopping(ctx actor.Context) {
 	if msg, ok := ctx.Message().(acceptedConnection); ok {
-		s.refuseConnection(msg.conn)
+		s.refuseConnection(msg)
 	}
 }
 
-func (s *sessionsSupervisor) spawnSession(ctx actor.Context, socket net.Conn) {
+func (s *sessionsSupervisor) spawnSession(ctx actor.Context, accepted acceptedConnection) {
 	s.count++
 	number := s.core.sessionNumbers.Add(1) // unique across restarts of this supervisor
-	conn := newConnection(number, socket, ctx.ActorSystem(), s.core.config.MaxBodyBytes, s.core.config.Trace)
+	config := &s.core.config
+	settings := connectionSettings{maxBodyBytes: config.MaxBodyBytes, limits: config.Limits,
+		auth:       authenticator{token: config.AuthToken, users: config.Users},
+		acceptedAt: accepted.acceptedAt, helloTimeout: config.HelloTimeout, internal: accepted.internal}
+	conn := newConnection(number, accepted.conn, ctx.ActorSystem(), settings, s.core.outboxBounds(), config.Trace,
+		accepted.slot, s.core.metrics)
 	props := s.core.registry.props("session", s.core.logger, func(entry *Entry) actor.Actor {
 		return newSession(entry, s.core, conn, number)
 	}, actor.WithDispatcher(sessionDispatcher))
@@ -163,10 +180,12 @@ func (s *sessionsSupervisor) spawnSession(ctx actor.Context, socket net.Conn) {
 
 // refuseConnection closes a connection accepted while the node shuts
 // down, on its own goroutine (a write may wait on the network).
-func (s *sessionsSupervisor) refuseConnection(socket net.Conn) {
+func (s *sessionsSupervisor) refuseConnection(accepted acceptedConnection) {
+	socket := accepted.conn
 	s.core.connections.Add(1)
 	go func() {
 		defer s.core.connections.Done()
+		defer accepted.slot.release()
 		writer := wire.NewWriter(socket, 0)
 		_ = socket.SetWriteDeadline(time.Now().Add(shutdownLinger))
 		_ = writer.WriteFrame(&wire.ErrorFrame{Code: wire.CodeShuttingDown, Message: "the node is shutting down"})

@@ -35,8 +35,9 @@ package actors
 // syncRequest (sessions, Broker); deadLetterPublish, deadLettersTaken,
 // deadLettersRefused (other partitions, via the manager); reopenQueue,
 // deleteQueue, setSyncInterval (manager); logLatched (log actor);
-// appendsDone, deadlineReached, checkpointRan, retryHandoffs, statusTick,
-// queueOpened, deleteDrainExpired (itself); Terminated of its sessions
+// appendsDone (its queue's appends, through the log actor),
+// deadlineReached, checkpointRan, retryHandoffs, queueOpened,
+// deleteDrainExpired (itself); Terminated of its sessions
 // and children. Sent: publishResult, subscribeResult, unsubscribeResult,
 // deliverBatch, settleFailed, subscriptionEnded, partitionNotice,
 // infoResult, purgeResult (sessions); partitionReady, partitionOpenFailed,
@@ -105,6 +106,10 @@ type partitionHome struct {
 	subscribers *subscriptionSet
 	// replication is set in a cluster (partition_cluster.go).
 	replication *replicaHome
+	// appliedMode is the mode in force once a revision changed it (0: as
+	// declared); written by the partition, read by the declare path
+	// (partition_mode.go).
+	appliedMode atomic.Uint32
 }
 
 // partition is one instance of the partition actor.
@@ -118,8 +123,9 @@ type partition struct {
 	fenceErr error
 	q        *queue.Queue
 	opening  *openAttempt // the open in flight, while opening
-	logPID   *actor.PID   // the log actor, when the queue exposes its log
-	syncPID  *actor.PID   // the sync scheduler, when the queue exposes its log's sync controls
+	logPID   *actor.PID   // the log actor: owns the queue log's appender (log_writer.go)
+	handle   *logHandle   // the queue's log seam, while the log actor has it
+	syncPID  *actor.PID   // the sync scheduler: the log's background sync timer and explicit syncs
 	// reopenWaits counts the children a reopen waits for before it opens.
 	reopenWaits int
 	// checkpointRunning is closed when the checkpoint task in flight (if
@@ -148,12 +154,15 @@ type partition struct {
 	deleting    bool // the queue is deleted: finish what was sent before, then stop
 	deleteTimer *time.Timer
 
-	statusTimer *time.Timer
+	offers []queue.Offer // reused by each publish (partition_publish.go)
 
 	// Cluster mode only (partition_cluster.go): the role and replication
 	// state, and what follower links share with the partition.
 	repl       *replication
 	linkShared *linkShared
+
+	// modes is the mode-change bookkeeping (partition_mode.go).
+	modes modeState
 }
 
 type pendingPublish struct {
@@ -174,10 +183,11 @@ type pendingPurge struct {
 // abandons it (an instance that restarts or stops while opening) closes
 // what it opened once done is closed.
 type openAttempt struct {
-	done  chan struct{} // closed when Open returned
-	q     *queue.Queue
-	fence uint64 // a cluster partition's fence (fence.go)
-	err   error
+	done   chan struct{} // closed when Open returned
+	q      *queue.Queue
+	handle *logHandle // the queue's log seam, once the log opened
+	fence  uint64     // a cluster partition's fence (fence.go)
+	err    error
 }
 
 // Messages the partition sends itself.
@@ -301,11 +311,6 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 		p.checkpointRan(ctx, msg)
 	case logLatched:
 		p.becomeFenced(ctx, msg.err)
-	case statusTick:
-		if p.state == partitionOpen {
-			p.queueInfo() // reads the queue's state, as the log actor would
-			p.armStatusTick(ctx)
-		}
 	case setSyncInterval:
 		if p.syncPID != nil {
 			p.syncInterval = msg.interval
@@ -319,7 +324,7 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 		p.core.logger.Warn("deleted queue's appends did not finish in time; it stops without them", "queue", p.home.name)
 		p.stopDeleted(ctx)
 	default:
-		if p.receiveCluster(ctx, message) {
+		if p.receiveMode(ctx, message) || p.receiveCluster(ctx, message) {
 			return
 		}
 		p.core.logger.Error("partition got an unexpected message", "queue", p.home.name,
@@ -345,24 +350,33 @@ func (p *partition) becomeOpening(ctx actor.Context) {
 		for _, closing := range previous {
 			<-closing
 		}
+		openLog := queue.WithLogOpener(func(dir string, options log.Options) (queue.Log, error) {
+			handle, err := openLogHandle(dir, options)
+			if err != nil {
+				return nil, err
+			}
+			attempt.handle = handle
+			return handle, nil
+		})
 		if replication != nil {
 			attempt.q, attempt.fence, attempt.err = openReplicated(fs, dataDir, dir, name, replication.shardID, unique,
-				options, logOptions, queue.Clock(clock))
+				options, logOptions, queue.Clock(clock), openLog)
 		} else {
-			attempt.q, attempt.err = queue.Open(dir, options, logOptions, queue.Clock(clock))
+			attempt.q, attempt.err = queue.Open(dir, options, logOptions, queue.Clock(clock), openLog)
 		}
 		close(attempt.done)
 		system.Root.Send(self, queueOpened{attempt: attempt})
 	}()
 }
 
-// logOptions are the options every queue log opens with.
+// logOptions are the options every queue log opens with (in direct mode,
+// driven by the log actor: log_handle.go).
 func (p *partition) logOptions() log.Options {
 	options := log.DefaultOptions()
 	options.FS = newTimedFS(p.core.config.FS, p.metrics) // fibril_log_write_seconds, fibril_log_fsync_seconds
+	options.Budget = p.core.budget                       // the node's tail cache and descriptors
 	options.SegmentBytes = p.core.config.SegmentBytes
 	options.SyncInterval = p.core.syncInterval()
-	options.ExternalTicks = queueExposesSyncControl
 	options.Clock = p.core.config.Clock
 	options.Logger = p.core.logger
 	options.MaxRecordBytes = int(p.core.config.MaxBodyBytes) + deliverFrameSlackBytes
@@ -381,12 +395,13 @@ func (p *partition) opened(ctx actor.Context, attempt *openAttempt) {
 	p.q = attempt.q
 	p.state = partitionOpen
 	notified, self, system := p.notified, ctx.Self(), ctx.ActorSystem()
-	p.q.SetNotify(func() {
+	notify := func() {
 		if notified.CompareAndSwap(false, true) {
 			system.Root.Send(self, appendsDone{})
 		}
-	})
-	p.spawnStorageActors(ctx)
+	}
+	p.q.SetNotify(notify)
+	p.spawnStorageActors(ctx, attempt.handle, notify)
 	if recovery := p.q.Recovery(); recovery.ExpiredLeases > 0 || p.home.subscribers.len() > 0 {
 		p.core.logger.Info("queue opened", "queue", p.home.name, "log_end", recovery.LogEnd,
 			"expired_leases", recovery.ExpiredLeases, "replayed", recovery.Replayed)
@@ -415,38 +430,12 @@ func (p *partition) drainWaiting(ctx actor.Context) {
 	}
 }
 
-// spawnStorageActors starts the log actor and the sync scheduler when the
-// queue exposes its log; otherwise the partition refreshes the log's
-// metrics itself on a timer.
-func (p *partition) spawnStorageActors(ctx actor.Context) {
-	if source, ok := logOf(p.q); ok {
-		self, metrics := ctx.Self(), p.metrics
-		props := p.core.registry.props("log", p.core.logger, func(entry *Entry) actor.Actor {
-			return newLogWatcher(entry, source, self, metrics)
-		})
-		pid, err := ctx.SpawnNamed(props, "log")
-		if err != nil {
-			panic(fmt.Errorf("actors: spawn log actor of %s: %w", p.home.name, err))
-		}
-		p.logPID = pid
-	} else {
-		p.armStatusTick(ctx)
-	}
-	control, ok := syncControlOf(p.q)
-	if !ok {
-		return
-	}
-	interval, clock, syncSeconds := p.syncInterval, p.core.config.Clock, p.metrics.syncSeconds
-	props := p.core.registry.props("sync", p.core.logger, func(entry *Entry) actor.Actor {
-		scheduler := newSyncScheduler(entry, control, interval, clock)
-		scheduler.syncSeconds = syncSeconds
-		return scheduler
-	})
-	pid, err := ctx.SpawnNamed(props, "sync")
-	if err != nil {
-		panic(fmt.Errorf("actors: spawn sync scheduler of %s: %w", p.home.name, err))
-	}
-	p.syncPID = pid
+// spawnStorageActors starts the sync scheduler and the log actor, and
+// hands the log actor the queue log's appender: from here on every append
+// the queue makes goes through it.
+func (p *partition) spawnStorageActors(ctx actor.Context, handle *logHandle, notify func()) {
+	p.logPID, p.syncPID = spawnLogActors(ctx, p.core, handle, p.syncInterval, notify, p.metrics)
+	p.handle = handle
 }
 
 // becomeFenced stops serving after a storage failure.
@@ -498,7 +487,6 @@ func (p *partition) restarting(ctx actor.Context) {
 	if p.state == partitionFenced {
 		p.core.metrics.fencedQueues.Add(-1)
 	}
-	p.stopStatusTick()
 	p.closeQueueAsync()
 }
 
@@ -520,7 +508,6 @@ func (p *partition) stopping(ctx actor.Context) {
 		p.refuseOwedUnknown(ctx, failure)
 	}
 	p.home.subscribers.endAll(ctx, failure)
-	p.stopStatusTick()
 	p.closeQueueAsync()
 	p.publishSummary()
 }
@@ -598,6 +585,7 @@ func (p *partition) refuseOwedAs(ctx actor.Context, appended, failure requestFai
 		ctx.Send(purge.replyTo, purgeResult{requestID: purge.requestID, failure: failure})
 	}
 	p.refuseAckSyncs(ctx, failure)
+	p.refuseModeWaiters(ctx, failure)
 	p.deadline.stop()
 }
 
@@ -620,6 +608,7 @@ func outcomeUnknown(failure requestFailure) requestFailure {
 func (p *partition) closeQueueAsync() {
 	q, attempt, checkpoint := p.q, p.opening, p.checkpointRunning
 	p.q, p.opening, p.checkpointRunning = nil, nil, nil
+	p.handle = nil // the close stages whatever is still listed
 	closed := p.core.closing.begin(p.home.dir)
 	name, logger, core, dir := p.home.name, p.core.logger, p.core, p.home.dir
 	p.core.storageClosers.Add(1)
@@ -641,13 +630,6 @@ func (p *partition) closeQueueAsync() {
 	}()
 }
 
-func (p *partition) stopStatusTick() {
-	if p.statusTimer != nil {
-		p.statusTimer.Stop()
-		p.statusTimer = nil
-	}
-}
-
 // refuse answers a request the partition cannot serve.
 func (p *partition) refuse(ctx actor.Context, message any, failure requestFailure) {
 	switch msg := message.(type) {
@@ -667,6 +649,8 @@ func (p *partition) refuse(ctx actor.Context, message any, failure requestFailur
 		ctx.Send(msg.source, deadLettersRefused{offsets: msg.offsets(), failure: failure})
 	case syncRequest:
 		ctx.Send(msg.replyTo, syncDone{err: fmt.Errorf("%w: %s", ErrQueueNotServing, failure.message)})
+	case modeChangeRequest:
+		p.answerMode(ctx, msg.replyTo, modeChangeResult{requestID: msg.requestID, mode: msg.mode, failure: failure})
 	}
 }
 
@@ -739,58 +723,15 @@ func boundaryOf(mode queue.Mode) wire.Boundary {
 	return wire.BoundaryDurable
 }
 
-// partitionDir is where a queue's single partition lives.
-func partitionDir(dataDir, name string) string {
-	return path.Join(dataDir, queuesDirName, name, "0")
+// partitionDir is where a queue's single partition lives; a name that
+// breaks the naming rule, or would leave the queues directory, is an
+// error (wire.JoinQueuePath), whatever check it came through before.
+func partitionDir(dataDir, name string) (string, error) {
+	return wire.JoinQueuePath(path.Join(dataDir, queuesDirName), name, "0")
 }
 
 // queuesDirName is the data directory's folder of queues.
 const queuesDirName = "queues"
-
-// logOf returns the queue's log when the queue exposes it.
-func logOf(q *queue.Queue) (logStatusSource, bool) {
-	if provider, ok := any(q).(interface{ Log() *log.Log }); ok {
-		if l := provider.Log(); l != nil {
-			return l, true
-		}
-	}
-	return nil, false
-}
-
-// statusTickInterval is how often a partition without a log actor
-// refreshes its log metrics from queue info.
-const statusTickInterval = time.Second
-
-type statusTick struct{}
-
-func (p *partition) armStatusTick(ctx actor.Context) {
-	self, system := ctx.Self(), ctx.ActorSystem()
-	p.statusTimer = time.AfterFunc(statusTickInterval, func() { system.Root.Send(self, statusTick{}) })
-}
-
-// syncControlOf returns the log's background-sync controls when the queue
-// exposes them (a Log accessor, or Tick and SetSyncInterval of its own).
-// Without them the log runs its own ticker at the interval it was opened
-// with, and a live interval change reaches it at its next open.
-func syncControlOf(q *queue.Queue) (syncTarget, bool) {
-	if provider, ok := any(q).(interface{ Log() *log.Log }); ok {
-		if l := provider.Log(); l != nil {
-			return l, true
-		}
-	}
-	if control, ok := any(q).(syncTarget); ok {
-		return control, true
-	}
-	return nil, false
-}
-
-// queueExposesSyncControl says whether this build's queue type offers the
-// sync controls, which decides whether logs open with external ticks.
-var queueExposesSyncControl = func() bool {
-	_, hasLog := any((*queue.Queue)(nil)).(interface{ Log() *log.Log })
-	_, hasControl := any((*queue.Queue)(nil)).(syncTarget)
-	return hasLog || hasControl
-}()
 
 // runCheckpoint runs a checkpoint task of q off the mailbox and reports
 // back; the returned channel closes when the task returned.

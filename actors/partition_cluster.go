@@ -122,10 +122,20 @@ type replication struct {
 	ownerEpoch   uint64
 	ownerHeardAt time.Time // the owner's last push (records or keepalive)
 	// leadershipOfferedAt rate-limits giving the coordination leadership
-	// back to a live owner.
+	// back to a live owner; leadershipOffers counts the offers made while
+	// this replica kept leading, and doubles the wait after each (up to
+	// leadershipOfferWaitMax): on a starved machine the leadership moves
+	// faster than the owner can keep it, and every offer is one more
+	// election.
 	leadershipOfferedAt time.Time
-	reported            [2]uint64 // durable, written last sent
-	fetch               *fetchState
+	leadershipOffers    int
+	// watchingSince is when this replica opened or learned of the serving
+	// owner's epoch (watchingEpoch): an owner it has not heard from since
+	// counts as silent only ownerSilenceMax after it (ownerNotHeardYet).
+	watchingSince time.Time
+	watchingEpoch uint64
+	reported      [2]uint64 // durable, written last sent
+	fetch         *fetchState
 	// appendsInFlight counts batches handed to the log whose completion
 	// has not arrived; pendingEnd and pendingHistory are the log's end and
 	// epoch history once they are staged (replicaLogView).
@@ -165,7 +175,7 @@ func (p *partition) isReplicated() bool { return p.home.replication != nil }
 // partition opened for the first time records its shard in a fence of
 // epoch 0. It returns the fence's epoch.
 func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64, options queue.Options,
-	logOptions log.Options, clock queue.Clock) (*queue.Queue, uint64, error) {
+	logOptions log.Options, clock queue.Clock, open ...queue.OpenOption) (*queue.Queue, uint64, error) {
 	fence, exists, err := readFence(fs, dir)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read the replica's fence: %w", err)
@@ -176,7 +186,7 @@ func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64
 		}
 		fence, exists = fenceRecord{}, false
 	}
-	q, err := queue.OpenReplica(dir, options, logOptions, clock)
+	q, err := queue.OpenReplica(dir, options, logOptions, clock, open...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -198,6 +208,7 @@ func (p *partition) clusterOpened(ctx actor.Context, fence uint64) {
 			followers: map[string]cluster.ReplicaProgress{}, linkState: map[string]string{}}
 	}
 	p.repl.role, p.repl.appendsInFlight = roleReplica, 0
+	p.repl.watchingSince, p.repl.watchingEpoch = time.Now(), 0
 	for _, seal := range p.repl.sealsWaiting {
 		defer p.seal(ctx, seal) // its appends ended with the old queue
 	}
@@ -359,6 +370,13 @@ func (p *partition) followView(ctx actor.Context, view cluster.PartitionView) {
 			p.stepDown(ctx, fmt.Sprintf("lost the coordination shard's leadership to %q while recovering", view.Leader))
 		}
 	case roleReplica:
+		if !view.SelfLeads {
+			r.leadershipOffers = 0 // the leadership moved on: the next offer is prompt again
+		}
+		if view.State.Epoch != r.watchingEpoch {
+			r.watchingSince, r.watchingEpoch = time.Now(), view.State.Epoch
+		}
+		notHeardFor, waiting := p.ownerNotHeardYet(view.State)
 		switch {
 		case view.SelfLeads && serving && view.State.Epoch == 1 && len(view.State.History) == 1:
 			// The first epoch of a partition nobody served: nothing to
@@ -369,6 +387,12 @@ func (p *partition) followView(ctx actor.Context, view cluster.PartitionView) {
 			// moment ago on a live link): hand the leadership back rather
 			// than fail over a working owner; look again shortly.
 			p.maybeReturnLeadership(ctx, view)
+		case view.SelfLeads && waiting:
+			// This replica opened, or learned of the owner's epoch, a moment
+			// ago: the owner has had no chance to reach it yet. Silence
+			// counts from then, not from a push that could not have come.
+			self, system := ctx.Self(), ctx.ActorSystem()
+			time.AfterFunc(notHeardFor, func() { system.Root.Send(self, recheckCoordination{}) })
 		case view.SelfLeads:
 			p.startRecovery(ctx)
 		}
@@ -381,6 +405,10 @@ func (p *partition) followView(ctx actor.Context, view cluster.PartitionView) {
 // over: twice an idle owner's keepalive interval.
 const ownerSilenceMax = 2 * linkKeepalive
 
+// leadershipOfferWaitMax bounds the wait between two offers of the
+// coordination leadership to a live owner.
+const leadershipOfferWaitMax = 5 * time.Second
+
 // ownerAlive reports whether the serving owner of state pushed to this
 // replica within ownerSilenceMax, on a link that is still open.
 func (p *partition) ownerAlive(state cluster.CoordState) bool {
@@ -389,14 +417,32 @@ func (p *partition) ownerAlive(state cluster.CoordState) bool {
 		r.ownerReply != nil && r.ownerReply.alive() && time.Since(r.ownerHeardAt) < ownerSilenceMax
 }
 
+// ownerNotHeardYet reports whether the serving owner of state has not
+// pushed to this replica since it started watching that epoch, less than
+// ownerSilenceMax ago; wait is what is left of that grace.
+func (p *partition) ownerNotHeardYet(state cluster.CoordState) (wait time.Duration, waiting bool) {
+	r := p.repl
+	if state.Phase != cluster.PhaseActive {
+		return 0, false
+	}
+	if r.ownerNode == state.Owner && r.ownerEpoch == state.Epoch && r.ownerHeardAt.After(r.watchingSince) {
+		return 0, false // heard: ownerAlive decides
+	}
+	wait = ownerSilenceMax - time.Since(r.watchingSince)
+	return wait, wait > 0
+}
+
 // maybeReturnLeadership asks the coordination shard to move its leadership
-// to the live owner (at most once per linkProbeRetry) and looks at the
+// to the live owner (at once, then at doubling waits while this replica
+// keeps leading) and looks at the
 // view again once the owner's silence would exceed ownerSilenceMax.
 func (p *partition) maybeReturnLeadership(ctx actor.Context, view cluster.PartitionView) {
 	r, home := p.repl, p.home.replication
 	self, system := ctx.Self(), ctx.ActorSystem()
-	if time.Since(r.leadershipOfferedAt) >= linkProbeRetry {
+	wait := min(linkProbeRetry<<min(r.leadershipOffers, 8), leadershipOfferWaitMax)
+	if time.Since(r.leadershipOfferedAt) >= wait {
 		r.leadershipOfferedAt = time.Now()
+		r.leadershipOffers++
 		node, shardID, owner := home.node, home.shardID, view.State.Owner
 		p.core.logger.Info("the coordination leader is not the owner, which is alive; handing the leadership back",
 			"queue", p.home.name, "owner", owner, "epoch", view.State.Epoch)

@@ -196,6 +196,13 @@ func (p *partition) dropSubscription(ctx actor.Context, sub *subscription) {
 	if len(sub.held) == 0 || p.state != partitionOpen {
 		return
 	}
+	if p.core.draining.Load() {
+		// The node is stopping: the leases stay in the log, so after the
+		// restart every held message comes back with its attempt counted,
+		// as after a kill (docs/protocol.md 4.8). A release would not
+		// count it.
+		return
+	}
 	offsets := make([]uint64, 0, len(sub.held))
 	for _, held := range sub.held {
 		offsets = append(offsets, held.offset)

@@ -60,14 +60,19 @@ func (p *partition) publish(ctx actor.Context, batch publishBatch) {
 }
 
 // tryPublish appends a batch; it reports false when the pipeline is full.
+// Every subscription with credit is offered the batch in the same append
+// (queue.PublishLeasing), so one write, and on a durable queue one fsync,
+// covers the messages and the leases that deliver them, and the Advance
+// that confirms the batch releases its deliveries too.
 func (p *partition) tryPublish(ctx actor.Context, batch publishBatch) bool {
-	ticket, err := p.q.Publish(batch.messages)
+	ticket, claims, err := p.q.PublishLeasing(batch.messages, p.publishOffers())
 	switch {
 	case err == nil:
 		p.tickets[ticket] = pendingPublish{replyTo: batch.replyTo, batchID: batch.batchID,
 			count: len(batch.messages), bytes: batch.bytes, start: p.core.now()}
 		p.metrics.publishes.Add(len(batch.messages))
 		p.metrics.publishBytes.Add(batch.bytes)
+		p.leased(claims)
 		return true
 	case errors.Is(err, queue.ErrBusy):
 		p.queueBusy(ctx, batch)
@@ -77,6 +82,33 @@ func (p *partition) tryPublish(ctx actor.Context, batch publishBatch) bool {
 	ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: p.failureOf(err)})
 	p.maybeFence(ctx, err)
 	return true
+}
+
+// publishOffers lists every subscription with credit, in round-robin order
+// (subscriptionSet), for a publish to lease in its own append.
+func (p *partition) publishOffers() []queue.Offer {
+	p.offers = p.offers[:0]
+	for _, sub := range p.home.subscribers.rotation {
+		if credit := sub.credit(); credit > 0 {
+			p.offers = append(p.offers, queue.Offer{Holder: sub.id, Max: min(credit, leaseBatchMax)})
+		}
+	}
+	return p.offers
+}
+
+// leased counts the leases a publish made against their subscriptions'
+// credit; the last one to claim moves the round-robin on.
+func (p *partition) leased(claims []queue.Claim) {
+	set := p.home.subscribers
+	for _, claim := range claims {
+		for index, sub := range set.order {
+			if sub.id == claim.Holder {
+				sub.leasing += claim.Count
+				set.claimed(index)
+				break
+			}
+		}
+	}
 }
 
 func (p *partition) queueBusy(ctx actor.Context, batch publishBatch) {
@@ -132,6 +164,7 @@ func (p *partition) advance(ctx actor.Context) {
 	p.handOutDeliveries(ctx, progress.Deliveries)
 	p.handOffDeadLetters(ctx, progress.DeadLetters)
 	p.answerApplied(ctx, progress.Applied)
+	p.modeAdvanced(ctx)
 	if progress.Checkpoint != nil {
 		p.checkpointRunning = runCheckpoint(ctx.ActorSystem(), ctx.Self(), p.q, progress.Checkpoint, &p.core.storageClosers)
 	}
@@ -159,7 +192,11 @@ func (p *partition) answerConfirms(ctx actor.Context, confirms []queue.Confirm) 
 			boundary = wire.BoundaryDurable
 		}
 		// Count first: a client that saw its confirm sees it counted.
-		p.metrics.confirms.Add(confirm.Count)
+		if boundary == wire.BoundaryDurable {
+			p.metrics.confirmsDurable.Add(confirm.Count)
+		} else {
+			p.metrics.confirmsWritten.Add(confirm.Count)
+		}
 		p.metrics.duplicates.Add(len(confirm.Duplicates))
 		p.metrics.confirmSeconds.observeSince(now, pending.start)
 		p.appliedSinceSnapshot += uint64(confirm.Count)
@@ -288,6 +325,7 @@ func (p *partition) queueInfo() wire.QueueInfo {
 		}
 	}
 	p.addClusterInfo(&info)
+	p.addModeInfo(&info)
 	return info
 }
 

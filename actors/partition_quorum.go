@@ -87,10 +87,11 @@ func (p *partition) followerReported(ctx actor.Context, msg linkProgress) {
 	}
 }
 
-// ownerPosition is the owner's own position at the queue's boundary.
+// ownerPosition is the owner's own position at the queue's boundary (of
+// the applied mode, partition_mode.go).
 func (p *partition) ownerPosition() uint64 {
 	f := p.q.Log().Frontiers()
-	if p.home.options.Mode == queue.Buffered {
+	if p.appliedMode() == queue.Buffered {
 		return f.Written
 	}
 	return f.Durable
@@ -98,7 +99,7 @@ func (p *partition) ownerPosition() uint64 {
 
 // quorum is the partition's write threshold.
 func (p *partition) quorum() cluster.Quorum {
-	return cluster.Quorum{Copies: p.home.replication.copies, Written: p.home.options.Mode == queue.Buffered}
+	return cluster.Quorum{Copies: p.home.replication.copies, Written: p.appliedMode() == queue.Buffered}
 }
 
 // recomputeQuorum moves the apply limit to the quorum frontier; it reports
@@ -119,8 +120,12 @@ func (p *partition) recomputeQuorum(ctx actor.Context) bool {
 	moved := ok && frontier > r.committed
 	if moved {
 		r.committed = frontier
-		p.q.SetApplyLimit(frontier)
 		p.linkShared.committed.Store(frontier)
+	}
+	// Each record applies below the quorum frontier of its own mode's
+	// boundary, a mode revision below the durable one (partition_mode.go).
+	if p.applyQuorumLimits(followers) {
+		moved = true
 	}
 	if r.role == roleRecovering && r.promoted && !r.installed && ok && frontier >= r.installEnd {
 		r.installed = true

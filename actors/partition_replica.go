@@ -132,7 +132,7 @@ func (p *partition) notePendingAppend(first uint64, records []byte, count int) {
 
 // appendLevel is the level a replica appends pushed records at.
 func (p *partition) appendLevel() log.Durability {
-	if p.home.options.Mode == queue.Buffered {
+	if p.admittedMode() == queue.Buffered { // the newest revision's mode (partition_mode.go)
 		return log.AfterFlush
 	}
 	return log.AfterFsync
@@ -169,6 +169,15 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 	}
 	l := p.q.Log()
 	end, history := p.replicaLogView()
+	if r.fetch != nil && !r.fetch.recovery && !r.fetch.appending && push.Epoch >= r.fence &&
+		(msg.from != r.fetch.source || push.Epoch > r.fetch.epoch) {
+		// The catch-up fetches from a node that no longer owns the partition
+		// (it died or was fenced: its fetch may never be answered). The
+		// pushing owner's history is the one to follow: start over from it.
+		p.core.logger.Info("replica drops a catch-up from a former owner", "queue", p.home.name,
+			"source", r.fetch.source, "fetch_epoch", r.fetch.epoch, "owner", msg.from, "epoch", push.Epoch)
+		r.fetch = nil
+	}
 	if r.fetch != nil && !r.fetch.recovery && push.Epoch >= r.fence {
 		if (msg.from != r.fetch.source || push.Epoch > r.fetch.epoch) && r.fetch.requestID == 0 && !r.fetch.appending {
 			// The owner changed while this replica caught up: the old
@@ -367,7 +376,7 @@ func (p *partition) seal(ctx actor.Context, msg sealRequest) {
 		r.sealsWaiting = append(r.sealsWaiting, msg)
 		return
 	}
-	l := p.q.Log()
+	l := p.handle // the log actor owns the appender: the seal goes through it
 	self, system := ctx.Self(), ctx.ActorSystem()
 	p.core.storageClosers.Add(1)
 	go func() {

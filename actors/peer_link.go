@@ -36,8 +36,8 @@ package actors
 // by the reader goroutine of the live transport, under its own lock.
 
 import (
+	"context"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -259,10 +259,11 @@ func (l *peerLink) becomeDialing(ctx actor.Context) {
 	l.generation++
 	generation, self, system := l.generation, ctx.Self(), ctx.ActorSystem()
 	address, node, identity, routines := l.address, l.node, l.core.peerIdentity, &l.core.peerRoutines
+	peerTLS := l.core.config.Cluster.PeerTLS() // nil: plain TCP (peer_tls.go)
 	routines.Add(1)
 	go func() {
 		defer routines.Done()
-		conn, err := net.DialTimeout("tcp", address, peerDialTimeout)
+		conn, err := dialPeer(context.Background(), peerTLS, address)
 		if err != nil {
 			system.Root.Send(self, peerDialed{generation: generation, err: err})
 			return

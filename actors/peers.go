@@ -19,7 +19,8 @@ package actors
 //
 // The accept goroutine runs each handshake on a goroutine of its own,
 // at most peerHandshakesMax at once, so a silent dialer cannot hold up the
-// others; a handshake that fails closes its socket and is logged.
+// others; a handshake that fails closes its socket and is logged. With
+// tls files the handshake starts with mutual TLS (peer_tls.go).
 
 import (
 	"errors"
@@ -80,8 +81,8 @@ func (p *peersSupervisor) spawnLinks(ctx actor.Context) {
 
 func (p *peersSupervisor) startAccepting(ctx actor.Context) {
 	self, system, listener, identity := ctx.Self(), ctx.ActorSystem(), p.listener, p.identity
-	known := p.core.isClusterNode
-	logger := p.core.logger
+	node, logger := p.core.config.Cluster, p.core.logger
+	peerTLS := node.PeerTLS() // nil: plain links (peer_tls.go)
 	slots := make(chan struct{}, peerHandshakesMax)
 	routines := &p.core.peerRoutines
 	routines.Add(1)
@@ -100,9 +101,20 @@ func (p *peersSupervisor) startAccepting(ctx actor.Context) {
 			go func() {
 				defer routines.Done()
 				defer func() { <-slots }()
+				remoteAddress := conn.RemoteAddr().String()
+				conn, err := acceptPeerTLS(conn, peerTLS)
+				if err != nil {
+					logger.Warn("peer link refused", "remote", remoteAddress, "err", err)
+					return
+				}
+				var certificateRefusal error
+				known := peerKnownAndCertified(conn, node.Config(), node.ID(), &certificateRefusal)
 				remote, reader, err := acceptHandshake(conn, identity, known)
 				if err != nil {
-					logger.Warn("peer link refused", "remote", conn.RemoteAddr().String(), "err", err)
+					if certificateRefusal != nil {
+						err = certificateRefusal
+					}
+					logger.Warn("peer link refused", "remote", remoteAddress, "err", err)
 					_ = conn.Close()
 					return
 				}
@@ -126,16 +138,6 @@ func (p *peersSupervisor) spawnInbound(ctx actor.Context, transport *peerTranspo
 // peerLinkPID is the outbound link actor to a node.
 func (c *brokerCore) peerLinkPID(nodeID string) *actor.PID {
 	return actor.NewPID(c.system.Address(), "node/peers/"+nodeID)
-}
-
-// isClusterNode reports whether a node id is in the cluster config.
-func (c *brokerCore) isClusterNode(nodeID string) bool {
-	if c.config.Cluster == nil {
-		return false
-	}
-	config := c.config.Cluster.Config()
-	_, err := config.Node(nodeID)
-	return err == nil
 }
 
 // listenForPeers binds the peer listener and sets this node's peer

@@ -150,6 +150,11 @@ type queuesManager struct {
 	recovering int // recovered queues still opening
 	recovered  bool
 
+	// List answers are gathered off the manager, at most
+	// Limits.MaxConcurrentLists at once; the others wait here, in order.
+	listsRunning int
+	listsWaiting []listRequest
+
 	cluster *clusterQueues // cluster mode only (cluster_queues.go)
 }
 
@@ -204,6 +209,9 @@ func (m *queuesManager) Receive(ctx actor.Context) {
 		m.reopenRefused(msg)
 	case listRequest:
 		m.list(ctx, msg)
+	case listGathered:
+		m.listsRunning = max(m.listsRunning-1, 0) // a gatherer of a failed instance reports here too
+		m.maybeStartWaitingList(ctx)
 	case deadLetterHandoff:
 		m.handoff(ctx, msg)
 	case setSyncInterval:
@@ -280,6 +288,10 @@ func (m *queuesManager) answerAllWaiting(failure requestFailure) {
 		m.answerReopeners(record, fmt.Errorf("%w: %s", ErrQueueNotServing, failure.message))
 		record.waiters, record.redeclares, record.deleters = nil, nil, nil
 	}
+	for _, request := range m.listsWaiting {
+		m.core.system.Root.Send(request.replyTo, listResult{requestID: request.requestID, failure: failure})
+	}
+	m.listsWaiting = nil
 	m.failClusterWaiters(failure)
 }
 
@@ -341,6 +353,11 @@ func (m *queuesManager) maybeRecovered() {
 
 // spawnQueue creates a record and its partition actor. A spawn the library
 // refuses leaves the record failed, with the reason.
+//
+// The queue's directory is joined with wire.JoinQueuePath, which checks
+// the name once more: a name that breaks the rule (from a catalog
+// snapshot of an older version, say) leaves a failed record and touches
+// no file.
 func (m *queuesManager) spawnQueue(ctx actor.Context, name string, options queue.Options) *queueRecord {
 	return m.spawnQueueReplicated(ctx, name, options, nil)
 }
@@ -350,13 +367,19 @@ func (m *queuesManager) spawnQueue(ctx actor.Context, name string, options queue
 func (m *queuesManager) spawnQueueReplicated(ctx actor.Context, name string, options queue.Options,
 	replication *replicaHome) *queueRecord {
 	options = options.WithDefaults()
+	dir, dirErr := partitionDir(m.core.config.DataDir, name)
 	home := &partitionHome{
-		name: name, dir: partitionDir(m.core.config.DataDir, name), options: options,
+		name: name, dir: dir, options: options,
 		declared: wireOptions(options), manager: ctx.Self(), subscribers: newSubscriptionSet(),
 		replication: replication,
 	}
 	record := &queueRecord{name: name, home: home}
 	m.queues[name] = record
+	if dirErr != nil {
+		record.pid, record.terminated = actor.NewPID(ctx.Self().Address, ctx.Self().Id+"/invalid-name"), true
+		m.becomeFailed(record, requestFailure{code: wire.CodeInvalidName, message: dirErr.Error()})
+		return record
+	}
 	m.spawnPartition(ctx, record)
 	return record
 }
@@ -616,22 +639,56 @@ func (m *queuesManager) answerReopeners(record *queueRecord, err error) {
 	record.reopeners = nil
 }
 
+// listGathered tells the manager that a list gatherer finished.
+type listGathered struct{}
+
 // list answers list-queues: names from the manager, info from each
-// partition, gathered on a goroutine so the manager never waits.
+// partition, gathered on a goroutine so the manager never waits; at most
+// Limits.MaxConcurrentLists gatherers run at once, and the requests over
+// that wait in order (each session has at most its requests in flight).
 func (m *queuesManager) list(ctx actor.Context, msg listRequest) {
+	if m.listsRunning >= m.core.config.Limits.MaxConcurrentLists {
+		m.listsWaiting = append(m.listsWaiting, msg)
+		return
+	}
+	m.startList(ctx, msg)
+}
+
+// maybeStartWaitingList starts the first waiting list, if any.
+func (m *queuesManager) maybeStartWaitingList(ctx actor.Context) {
+	if len(m.listsWaiting) == 0 || m.listsRunning >= m.core.config.Limits.MaxConcurrentLists {
+		return
+	}
+	next := m.listsWaiting[0]
+	m.listsWaiting[0] = listRequest{}
+	m.listsWaiting = m.listsWaiting[1:]
+	if len(m.listsWaiting) == 0 {
+		m.listsWaiting = nil
+	}
+	m.startList(ctx, next)
+}
+
+// startList picks the names of one list-queues answer (those visible to
+// the session's user) and gathers their infos on a goroutine.
+func (m *queuesManager) startList(ctx actor.Context, msg listRequest) {
 	limit := msg.limit
 	if limit <= 0 || limit > wire.MaxQueueListEntries {
 		limit = wire.MaxQueueListEntries
 	}
+	listed := func(name string) bool {
+		return strings.HasPrefix(name, msg.prefix) && name > msg.after && (msg.visible == nil || msg.visible(name))
+	}
 	names := make([]string, 0, len(m.queues))
 	for name, record := range m.queues {
-		if record.state != queueDeleting && strings.HasPrefix(name, msg.prefix) && name > msg.after {
+		if record.state != queueDeleting && listed(name) {
 			names = append(names, name)
 		}
 	}
 	remote := m.catalogOnlyQueues(msg) // cluster mode: the catalog's other queues (cluster_list.go)
 	for name := range remote {
-		names = append(names, name)
+		if listed(name) {
+			names = append(names, name)
+		}
 	}
 	sort.Strings(names)
 	more := len(names) > limit
@@ -642,7 +699,8 @@ func (m *queuesManager) list(ctx actor.Context, msg listRequest) {
 			routes = append(routes, queueRoute{name: name, pid: record.pid, failure: record.failure})
 		}
 	}
-	system, core := ctx.ActorSystem(), m.core
+	system, core, self := ctx.ActorSystem(), m.core, ctx.Self()
+	m.listsRunning++
 	go func() {
 		infos := gatherInfos(system, routes)
 		for _, name := range names {
@@ -653,6 +711,7 @@ func (m *queuesManager) list(ctx actor.Context, msg listRequest) {
 		sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
 		infos = core.withClusterInfos(infos)
 		system.Root.Send(msg.replyTo, listResult{requestID: msg.requestID, more: more, queues: infos})
+		system.Root.Send(self, listGathered{})
 	}()
 }
 
@@ -673,6 +732,10 @@ func (m *queuesManager) handoff(ctx actor.Context, msg deadLetterHandoff) {
 		return
 	}
 	if !ok {
+		if failure, full := m.queueLimitReached(1); full {
+			refuse(failure)
+			return
+		}
 		record = m.spawnQueue(ctx, msg.target, queue.Options{})
 	}
 	switch record.state {

@@ -55,6 +55,10 @@ func (m *queuesManager) declare(ctx actor.Context, msg declareRequest) {
 		return
 	}
 	if !exists {
+		if failure, full := m.queueLimitReached(1 + m.missingQueues(requested.DeadLetterQueue)); full {
+			ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: failure})
+			return
+		}
 		if requested.DeadLetterQueue != "" && requested.MaxDeliveries == 0 {
 			refuse(wire.CodeInvalidOptions, "dead_letter_queue needs max_deliveries in the same declare "+
 				"(the attempts after which a message is dead-lettered)")
@@ -74,7 +78,7 @@ func (m *queuesManager) declare(ctx actor.Context, msg declareRequest) {
 		m.maybeDeclareDeadLetterQueue(ctx, requested.DeadLetterQueue)
 		return
 	}
-	if conflict := declareConflict(record.home.options, msg.options, msg.mode); conflict.failed() {
+	if conflict := declareConflict(record.home.effectiveOptions(), msg.options, msg.mode); conflict.failed() {
 		ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: conflict})
 		return
 	}
@@ -87,6 +91,30 @@ func (m *queuesManager) declare(ctx actor.Context, msg declareRequest) {
 	case queueFailed:
 		ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: record.failure})
 	}
+}
+
+// missingQueues counts the named queues that do not exist yet ("" is none).
+func (m *queuesManager) missingQueues(names ...string) int {
+	missing := 0
+	for _, name := range names {
+		if _, ok := m.queues[name]; name != "" && !ok {
+			missing++
+		}
+	}
+	return missing
+}
+
+// queueLimitReached reports whether creating more queues would pass
+// Limits.MaxQueues, with the refusal to answer; it counts the refusal.
+func (m *queuesManager) queueLimitReached(more int) (requestFailure, bool) {
+	limit, held := m.core.config.Limits.MaxQueues, len(m.queues)
+	if held+more <= limit {
+		return requestFailure{}, false
+	}
+	m.core.metrics.limitReached(limitQueues)
+	return requestFailure{code: wire.CodeResourceLimit, message: fmt.Sprintf(
+		"the node holds %d queues and its limit is %d; delete queues or raise the limit (fibril serve --max-queues)",
+		held, limit)}, true
 }
 
 // maybeDeclareDeadLetterQueue makes sure a declared dead-letter queue
@@ -102,10 +130,18 @@ func (m *queuesManager) maybeDeclareDeadLetterQueue(ctx actor.Context, name stri
 
 // answerDeclare answers a declare of a ready queue.
 func (m *queuesManager) answerDeclare(ctx actor.Context, record *queueRecord, msg declareRequest) {
+	if !record.created {
+		// Checked again now that the queue is open: its log may hold a mode
+		// revision the declaration file does not (partition_mode.go).
+		if conflict := declareConflict(record.home.effectiveOptions(), msg.options, msg.mode); conflict.failed() {
+			ctx.Send(msg.replyTo, declareResult{requestID: msg.requestID, failure: conflict})
+			return
+		}
+	}
 	result := declareResult{requestID: msg.requestID, created: record.created,
-		mode: wireMode(record.home.options.Mode)}
+		mode: wireMode(record.home.effectiveOptions().Mode)}
 	record.created = false
-	if record.home.options.Mode == queue.Buffered {
+	if record.home.effectiveOptions().Mode == queue.Buffered {
 		result.warnings = []string{BufferedWarning}
 	}
 	ctx.Send(msg.replyTo, result)
@@ -240,16 +276,17 @@ func scanQueues(fs vfs.FS, root string, logger *slog.Logger) (map[string]queue.O
 	declarations := make(map[string]queue.Options)
 	for _, name := range names {
 		if strings.HasPrefix(name, deletedPrefix) {
-			if err := removeTree(fs, path.Join(root, name)); err != nil {
+			if err := removeChild(fs, root, name); err != nil {
 				logger.Warn("could not finish removing a deleted queue", "dir", name, "err", err)
 			}
 			continue
 		}
-		if err := ValidateQueueName(name); err != nil {
+		dir, err := wire.JoinQueuePath(root, name, "0")
+		if err != nil {
 			logger.Warn("skipping a directory that is not a queue", "dir", name, "err", err)
 			continue
 		}
-		options, exists, err := queue.ReadDeclaration(fs, path.Join(root, name, "0"))
+		options, exists, err := queue.ReadDeclaration(fs, dir)
 		if err != nil || !exists {
 			logger.Warn("skipping a queue directory without a readable declaration", "queue", name, "err", err)
 			continue
@@ -263,8 +300,16 @@ func scanQueues(fs vfs.FS, root string, logger *slog.Logger) (map[string]queue.O
 // the way (durably), then remove the tree.
 func removeQueueFiles(fs vfs.FS, dataDir, name string, unique uint64) error {
 	root := path.Join(dataDir, queuesDirName)
-	tombstone := path.Join(root, fmt.Sprintf("%s%s-%d", deletedPrefix, name, unique))
-	if err := fs.Rename(path.Join(root, name), tombstone); err != nil {
+	dir, err := wire.JoinQueuePath(root, name)
+	if err != nil {
+		return err
+	}
+	tombstoneName := fmt.Sprintf("%s%s-%d", deletedPrefix, name, unique)
+	if err := wire.SafePathElement(tombstoneName); err != nil {
+		return err
+	}
+	tombstone := path.Join(root, tombstoneName)
+	if err := fs.Rename(dir, tombstone); err != nil {
 		if errors.Is(err, vfs.ErrNotExist) {
 			return nil
 		}
@@ -276,12 +321,22 @@ func removeQueueFiles(fs vfs.FS, dataDir, name string, unique uint64) error {
 	return removeTree(fs, tombstone)
 }
 
+// removeChild removes the entry child of dir (a name read from dir, or
+// made by the node) and everything under it; child must be one path
+// element (wire.SafePathElement).
+func removeChild(fs vfs.FS, dir, child string) error {
+	if err := wire.SafePathElement(child); err != nil {
+		return err
+	}
+	return removeTree(fs, path.Join(dir, child))
+}
+
 // removeTree removes a file or a directory and everything under it.
 func removeTree(fs vfs.FS, name string) error {
 	children, err := fs.ReadDir(name)
 	if err == nil {
 		for _, child := range children {
-			if err := removeTree(fs, path.Join(name, child)); err != nil {
+			if err := removeChild(fs, name, child); err != nil {
 				return err
 			}
 		}

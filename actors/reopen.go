@@ -92,7 +92,6 @@ func (p *partition) reopen(ctx actor.Context) {
 // log and sync children have stopped; requests wait in opening meanwhile.
 func (p *partition) beginReopen(ctx actor.Context) {
 	p.state = partitionOpening
-	p.stopStatusTick()
 	p.closeQueueAsync()
 	for _, child := range []*actor.PID{p.logPID, p.syncPID} {
 		if child != nil {

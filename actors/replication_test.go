@@ -78,7 +78,6 @@ func boundaryNext(info wire.QueueInfo, buffered bool) uint64 {
 // follower's disk answers, and then does both.
 func TestReplicationConfirmsStandOnThePolicysCopies(t *testing.T) {
 	c, gates := gatedCluster(t)
-	ctx := testContext(t)
 	cases := []struct {
 		policy   string
 		mode     client.Mode
@@ -92,6 +91,7 @@ func TestReplicationConfirmsStandOnThePolicysCopies(t *testing.T) {
 		{"replica_buffered:3", client.ModeBuffered, true, 3},
 	}
 	for i, tc := range cases {
+		ctx := testContext(t) // one bound per case: five of them outlast one on a loaded machine
 		name := fmt.Sprintf("copies-%d", i)
 		owner, followers := c.declareServed(name, client.QueueConfig{Mode: tc.mode, Policy: tc.policy})
 		held, other := followers[0], followers[1]

@@ -7,7 +7,10 @@ package actors
 // (outbox.go). The session never touches the socket or storage.
 //
 // Rules it enforces: hello first and once, within the hello deadline; the
-// auth token, when the node has one; queue names; publish sequence numbers
+// hello's credentials, as the reader's authentication judged them, and
+// each request against the user's permissions (access.go); queue names;
+// the caps on subscriptions (the reader enforces publish and request
+// credit, connection.go; the outbox its byte bounds); publish sequence numbers
 // above every earlier one (checked by the reader, inbound.go);
 // subscriptions are this session's own; one order per connection and the
 // keepalive (session_order.go). A broken stream or a refused hello gets an
@@ -35,17 +38,19 @@ package actors
 // or, if the partition stops first (deleted, shut down, failed), by a
 // negative confirm when the session learns of its end (it watches every
 // partition it has publishes or subscriptions with).
+//
+// Every request with an id is answered exactly once, by a frame carrying
+// that id; push counts those frames and gives the request credit back.
 
 import (
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/access"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -53,6 +58,7 @@ type pendingBatch struct {
 	partition  *actor.PID
 	queue      string
 	seqs       []uint64
+	credit     publishCredit
 	idempotent bool // published with FPB2: confirmed with FCF2
 }
 
@@ -64,7 +70,8 @@ type sessionSubscription struct {
 	id        uint64
 	queue     string
 	partition *actor.PID
-	ready     bool // subscribe-ok was sent
+	requestID uint64 // the subscribe's
+	ready     bool   // subscribe-ok was sent
 }
 
 type session struct {
@@ -75,6 +82,8 @@ type session struct {
 
 	id         string
 	helloDone  bool
+	version    uint16          // the protocol version hello chose
+	identity   access.Identity // the hello's user (empty without Config.Users)
 	closing    bool
 	clientName string
 	// clientMaxBodyBytes is the largest body the client accepts, from its
@@ -124,6 +133,8 @@ func (s *session) Receive(ctx actor.Context) {
 		s.keepaliveTick(ctx)
 	case drainSession:
 		s.beginDrain()
+	case usersReloaded:
+		s.maybeRevoked()
 	default:
 		if s.closing {
 			s.returnCreditOf(msg)
@@ -142,7 +153,12 @@ func (s *session) stopping(ctx actor.Context) {
 		ctx.Unwatch(partition) // partitions outlive sessions: keep their watcher sets small
 	}
 	s.stopTimers()
-	s.conn.linger.Store(int64(shutdownLinger))
+	if s.entry.StopCause() != stopDone {
+		// A session that ended by itself already queued its last frame;
+		// cutting its linger could close the socket before the writer
+		// sends it (under load, with many sessions closing at once).
+		s.conn.linger.Store(int64(shutdownLinger))
+	}
 	message := "the node is shutting down: reconnect, possibly to another node"
 	if s.entry.StopCause() == stopFailed {
 		message = "the session failed after an internal error in the node: reconnect"
@@ -156,7 +172,7 @@ func (s *session) start(ctx actor.Context) {
 	s.core.metrics.sessionsOpen.Add(1)
 	s.core.metrics.SessionsOpened.Inc()
 	s.publishSummary()
-	writer := wire.NewWriter(s.conn.conn, s.core.config.MaxBodyBytes+deliverFrameSlackBytes)
+	writer := wire.NewWriter(s.conn.socketWriter(), s.core.config.MaxBodyBytes+deliverFrameSlackBytes)
 	writer.SetTrace(s.core.config.Trace, s.conn.id)
 	self := ctx.Self()
 	s.core.connections.Add(2)
@@ -176,7 +192,7 @@ func (s *session) start(ctx actor.Context) {
 // receiveOpen handles a message while the connection is open.
 func (s *session) receiveOpen(ctx actor.Context, message any) {
 	if hello, ok := message.(inHello); ok {
-		s.hello(ctx, hello.frame)
+		s.hello(ctx, hello)
 		return
 	}
 	if !s.helloDone && isClientFrame(message) {
@@ -206,20 +222,23 @@ func (s *session) receiveOpen(ctx actor.Context, message any) {
 func isClientFrame(message any) bool {
 	switch message.(type) {
 	case inDeclare, inPublish, inSubscribe, inUnsubscribe, inSettle, inQueueInfo, inListQueues,
-		inDeleteQueue, inPurgeQueue, inPing, inPong, inPeerError:
+		inDeleteQueue, inPurgeQueue, inChangeMode, inPing, inPong, inPeerError:
 		return true
 	}
 	return false
 }
 
-func (s *session) hello(ctx actor.Context, frame *wire.Hello) {
+func (s *session) hello(ctx actor.Context, msg inHello) {
+	frame := msg.frame
+	identity, authErr := msg.identity, msg.authErr
 	if s.helloDone {
 		s.refuse(wire.CodeProtocolViolation, "a second hello on one connection")
 		return
 	}
-	if !slices.Contains(frame.Versions, wire.ProtocolVersion) {
-		s.refuse(wire.CodeUnsupportedVersion, fmt.Sprintf("the node speaks protocol version %d; hello offered %v",
-			wire.ProtocolVersion, frame.Versions))
+	version := wire.ChooseVersion(frame.Versions)
+	if version == 0 {
+		s.refuse(wire.CodeUnsupportedVersion, fmt.Sprintf("the node speaks protocol versions %d to %d; hello offered %v",
+			wire.MinProtocolVersion, wire.ProtocolVersion, frame.Versions))
 		return
 	}
 	if frame.MaxBodyBytes != 0 && frame.MaxBodyBytes < wire.MinMaxBodyBytes {
@@ -227,12 +246,13 @@ func (s *session) hello(ctx actor.Context, frame *wire.Hello) {
 			"(0 means the default of %d)", frame.MaxBodyBytes, wire.MinMaxBodyBytes, wire.DefaultMaxBodyBytes))
 		return
 	}
-	if token := s.core.config.AuthToken; token != "" &&
-		subtle.ConstantTimeCompare(frame.AuthToken, []byte(token)) != 1 {
-		s.refuse(wire.CodeUnauthorized, "the auth token does not match")
+	if authErr != nil {
+		s.core.metrics.authFailed("hello")
+		s.refuse(wire.CodeUnauthorized, authErr.Error())
 		return
 	}
-	s.helloDone = true
+	s.helloDone, s.version = true, version
+	s.identity = identity
 	s.clientName = clipName(frame.ClientName)
 	s.clientMaxBodyBytes = frame.MaxBodyBytes
 	if s.clientMaxBodyBytes == 0 {
@@ -243,7 +263,7 @@ func (s *session) hello(ctx actor.Context, frame *wire.Hello) {
 		state = wire.SessionResumedAfterRestart
 	}
 	s.push(&wire.HelloOK{
-		Version: wire.ProtocolVersion, NodeID: s.core.config.NodeID, SessionID: s.id, Session: state,
+		Version: version, NodeID: s.core.config.NodeID, SessionID: s.id, Session: state,
 		MaxBodyBytes: s.core.config.MaxBodyBytes, ServerVersion: Version,
 	})
 	s.helloAccepted(ctx)
@@ -273,6 +293,9 @@ func (s *session) becomeClosing(final *wire.ErrorFrame) {
 // answered before the connection closes.
 func (s *session) connectionEnded(ctx actor.Context, msg connectionEnded) {
 	if !s.closing {
+		if !s.helloDone && errors.Is(msg.err, wire.ErrFrameTooLarge) {
+			s.core.metrics.limitReached(limitHelloFrame)
+		}
 		if frame := endFrameFor(msg); frame != nil {
 			s.core.metrics.ProtocolErrors.Inc()
 			s.core.logger.Info("closing session", "session", s.id, "code", frame.Code.String(), "reason", frame.Message)
@@ -311,11 +334,22 @@ func endFrameFor(msg connectionEnded) *wire.ErrorFrame {
 // disconnected.
 func (s *session) push(frames ...wire.Frame) {
 	frames = s.fitToClient(frames)
+	answered := 0
 	for _, frame := range frames {
-		s.core.metrics.countRefusal(frame) // fibril_refusals_total; other frames cost a type switch
+		// fibril_refusals_total and the request credit; other frames cost
+		// a type switch.
+		if s.core.metrics.countRefusal(frame) {
+			answered++
+		}
 	}
+	s.conn.releaseRequests(answered)
 	if err := s.conn.box.push(frames...); err != nil {
-		s.core.logger.Warn("closing session", "session", s.id, "err", err)
+		limit := limitOutboxSession
+		if errors.Is(err, errOutboxNodeBytes) {
+			limit = limitOutboxNode
+		}
+		s.core.metrics.limitReached(limit)
+		s.core.logger.Warn("closing session", "session", s.id, "err", err, "held_bytes", s.conn.box.heldBytes())
 		s.closing = true
 		s.conn.closeNow()
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/access"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -28,7 +29,7 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 		s.unsubscribeAnswered(msg)
 	case subscriptionEnded:
 		if subscription, ok := s.subscriptions[msg.subscriptionID]; ok {
-			delete(s.subscriptions, msg.subscriptionID)
+			s.forgetSubscription(subscription)
 			s.push(&wire.SubscriptionEnded{SubscriptionID: msg.subscriptionID, Code: msg.failure.code,
 				Message: fmt.Sprintf("subscription %d on queue %q ended: %s", msg.subscriptionID,
 					subscription.queue, msg.failure.message)})
@@ -37,6 +38,9 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 	case partitionNotice:
 		s.push(&wire.ErrorFrame{Code: msg.failure.code, Message: fmt.Sprintf("queue %q: %s", msg.queue, msg.failure.message)})
 	case inQueueInfo:
+		if ValidateQueueName(msg.frame.Queue) == nil && !s.permitVisible(msg.frame.RequestID, msg.frame.Queue) {
+			return
+		}
 		if s.maybeClusterRoute(ctx, msg.frame.Queue, msg) {
 			return
 		}
@@ -50,8 +54,14 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 		}
 		s.push(&wire.QueueInfoReply{RequestID: msg.requestID, Info: s.core.withClusterInfo(msg.info)})
 	case inListQueues:
+		if users := s.core.config.Users; users != nil && !s.conn.settings.internal {
+			if err := users.Revoked(s.identity); err != nil {
+				s.becomeRevoked(err)
+				return
+			}
+		}
 		ctx.Send(s.core.queuesManager, listRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID,
-			prefix: msg.frame.Prefix, after: msg.frame.After, limit: int(msg.frame.Limit)})
+			prefix: msg.frame.Prefix, after: msg.frame.After, limit: int(msg.frame.Limit), visible: s.visibleFilter()})
 	case listResult:
 		if msg.failure.failed() {
 			s.push(msg.failure.frame(msg.requestID))
@@ -63,6 +73,9 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 			s.push(&wire.ErrorFrame{RequestID: msg.frame.RequestID, Code: wire.CodeInvalidName, Message: err.Error()})
 			return
 		}
+		if !s.permit(msg.frame.RequestID, access.Admin, msg.frame.Queue) {
+			return
+		}
 		if s.clusterDelete(ctx, msg) {
 			return
 		}
@@ -71,6 +84,9 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 	case deleteResult:
 		s.answer(msg.requestID, msg.removed, msg.failure)
 	case inPurgeQueue:
+		if ValidateQueueName(msg.frame.Queue) == nil && !s.permit(msg.frame.RequestID, access.Admin, msg.frame.Queue) {
+			return
+		}
 		if s.maybeClusterRoute(ctx, msg.frame.Queue, msg) {
 			return
 		}
@@ -79,6 +95,10 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 		}
 	case purgeResult:
 		s.answer(msg.requestID, msg.removed, msg.failure)
+	case inChangeMode:
+		s.changeMode(ctx, msg) // mode_request.go
+	case modeChangeResult:
+		s.modeAnswered(msg)
 	default:
 		if !s.receiveCluster(ctx, message) {
 			s.receiveSessionFrame(message)
@@ -139,6 +159,13 @@ func (s *session) declare(ctx actor.Context, msg inDeclare) {
 		s.push(&wire.ErrorFrame{RequestID: frame.RequestID, Code: wire.CodeInvalidName, Message: err.Error()})
 		return
 	}
+	if !s.permit(frame.RequestID, access.Declare, frame.Queue) {
+		return
+	}
+	if dlq := frame.Options.DeadLetterQueue; dlq != "" && ValidateQueueName(dlq) == nil &&
+		!s.permit(frame.RequestID, access.Publish, dlq) {
+		return // naming a dead-letter queue publishes to it
+	}
 	if msg.optionsErr != nil {
 		s.push(&wire.ErrorFrame{RequestID: frame.RequestID, Code: wire.CodeInvalidOptions, Message: msg.optionsErr.Error()})
 		return
@@ -162,6 +189,15 @@ func (s *session) declareAnswered(msg declareResult) {
 }
 
 func (s *session) subscribe(ctx actor.Context, frame *wire.Subscribe) {
+	if ValidateQueueName(frame.Queue) == nil && !s.permit(frame.RequestID, access.Consume, frame.Queue) {
+		return
+	}
+	if limit := s.core.config.Limits.MaxSubscriptions; len(s.subscriptions) >= limit {
+		s.core.metrics.limitReached(limitSubscriptions)
+		s.push(&wire.ErrorFrame{RequestID: frame.RequestID, Code: wire.CodeResourceLimit, Message: fmt.Sprintf(
+			"this session holds %d subscriptions, the node's limit per session; unsubscribe some first", limit)})
+		return
+	}
 	if s.maybeClusterRoute(ctx, frame.Queue, inSubscribe{frame: frame}) {
 		return
 	}
@@ -174,7 +210,8 @@ func (s *session) subscribe(ctx actor.Context, frame *wire.Subscribe) {
 		prefetch = DefaultPrefetch
 	}
 	prefetch = min(prefetch, MaxPrefetch)
-	subscription := &sessionSubscription{id: s.core.newID(), queue: frame.Queue, partition: partition}
+	subscription := &sessionSubscription{id: s.core.newID(), queue: frame.Queue, partition: partition,
+		requestID: frame.RequestID}
 	s.subscriptions[subscription.id] = subscription
 	s.watch(ctx, partition)
 	ctx.Send(partition, subscribeRequest{replyTo: ctx.Self(), sessionID: s.id, requestID: frame.RequestID,
@@ -191,7 +228,7 @@ func (s *session) clientMaxBody() uint32 {
 func (s *session) subscribeAnswered(msg subscribeResult) {
 	subscription, ok := s.subscriptions[msg.subscriptionID]
 	if !ok {
-		return
+		return // forgotten before its answer: forgetSubscription gave its credit back
 	}
 	if msg.failure.failed() {
 		delete(s.subscriptions, msg.subscriptionID)
@@ -210,10 +247,20 @@ func (s *session) unsubscribe(ctx actor.Context, frame *wire.Unsubscribe) {
 			Message: fmt.Sprintf("subscription %d is not held by this session", frame.SubscriptionID)})
 		return
 	}
-	delete(s.subscriptions, frame.SubscriptionID)
+	s.forgetSubscription(subscription)
 	ctx.Send(subscription.partition, unsubscribeRequest{replyTo: ctx.Self(), requestID: frame.RequestID,
 		subscriptionID: frame.SubscriptionID})
 	s.publishSummary()
+}
+
+// forgetSubscription drops a subscription. One whose subscribe was not
+// answered yet will not be (its answer is dropped when it comes), so its
+// request credit is given back here.
+func (s *session) forgetSubscription(subscription *sessionSubscription) {
+	delete(s.subscriptions, subscription.id)
+	if !subscription.ready {
+		s.conn.releaseRequests(1)
+	}
 }
 
 func (s *session) unsubscribeAnswered(msg unsubscribeResult) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/access"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -17,8 +18,14 @@ const deliverFrameSlackBytes = 64 << 10
 
 func (s *session) publish(ctx actor.Context, msg inPublish) {
 	if err := ValidateQueueName(msg.queue); err != nil {
-		s.rejectSeqs(msg.seqs, requestFailure{code: wire.CodeInvalidName, message: err.Error()})
+		s.rejectPublish(msg, requestFailure{code: wire.CodeInvalidName, message: err.Error()})
 		return
+	}
+	if s.core.config.Users != nil {
+		if failure, ok := s.checkAccess(access.Publish, msg.queue); !ok {
+			s.rejectPublish(msg, failure) // a revoked session is closing: the refusal is dropped
+			return
+		}
 	}
 	if msg = s.withoutOversized(msg); len(msg.seqs) == 0 {
 		return
@@ -28,25 +35,27 @@ func (s *session) publish(ctx actor.Context, msg inPublish) {
 	}
 	route, ok := s.core.directory.lookup(msg.queue)
 	if !ok {
-		s.rejectSeqs(msg.seqs, requestFailure{code: wire.CodeUnknownQueue,
+		s.rejectPublish(msg, requestFailure{code: wire.CodeUnknownQueue,
 			message: fmt.Sprintf("queue %q is not declared", msg.queue)})
 		return
 	}
 	if route.failure.failed() {
-		s.rejectSeqs(msg.seqs, route.failure)
+		s.rejectPublish(msg, route.failure)
 		return
 	}
 	partition := route.pid
 	s.watch(ctx, partition)
 	s.nextBatchID++
-	s.pending[s.nextBatchID] = pendingBatch{partition: partition, queue: msg.queue, seqs: msg.seqs, idempotent: msg.idempotent}
+	s.pending[s.nextBatchID] = pendingBatch{partition: partition, queue: msg.queue, seqs: msg.seqs,
+		credit: msg.credit, idempotent: msg.idempotent}
 	ctx.Send(partition, publishBatch{replyTo: ctx.Self(), batchID: s.nextBatchID, messages: msg.messages, bytes: msg.bytes})
 }
 
-// rejectSeqs negatively confirms a batch the session could not route.
-func (s *session) rejectSeqs(seqs []uint64, failure requestFailure) {
-	s.push(&wire.NegativeConfirm{Ranges: rejectRanges(nil, seqs, failure)})
-	s.conn.returnCredit(len(seqs))
+// rejectPublish negatively confirms a batch the session could not route
+// and returns its credit.
+func (s *session) rejectPublish(msg inPublish, failure requestFailure) {
+	s.push(&wire.NegativeConfirm{Ranges: rejectRanges(nil, msg.seqs, failure)})
+	s.conn.returnCredit(msg.credit)
 }
 
 func (s *session) publishAnswered(msg publishResult) {
@@ -82,7 +91,7 @@ func (s *session) answerBatchDeduplicated(batch pendingBatch, confirmed int, dup
 		}
 		s.push(&wire.NegativeConfirm{Ranges: rejectRanges(nil, rest, failure)})
 	}
-	s.conn.returnCredit(len(batch.seqs))
+	s.conn.returnCredit(batch.credit)
 }
 
 // confirmRanges appends one range per run of consecutive sequence numbers:
@@ -175,6 +184,11 @@ func (s *session) partitionStopped(partition *actor.PID) {
 			continue
 		}
 		delete(s.subscriptions, id)
+		if !subscription.ready { // the client does not know the id yet: answer its subscribe
+			s.push(&wire.ErrorFrame{RequestID: subscription.requestID, Code: wire.CodeUnknownQueue,
+				Message: fmt.Sprintf("queue %q stopped before the subscription started", subscription.queue)})
+			continue
+		}
 		s.push(&wire.SubscriptionEnded{SubscriptionID: id, Code: wire.CodeUnknownQueue,
 			Message: fmt.Sprintf("subscription %d ended: queue %q stopped", id, subscription.queue)})
 	}
@@ -186,12 +200,12 @@ func (s *session) partitionStopped(partition *actor.PID) {
 func (s *session) returnCreditOf(message any) {
 	s.returnStashedCredit(message)
 	if publish, ok := message.(inPublish); ok {
-		s.conn.returnCredit(len(publish.seqs))
+		s.conn.returnCredit(publish.credit)
 	}
 	if result, ok := message.(publishResult); ok {
 		if batch, ok := s.pending[result.batchID]; ok {
 			delete(s.pending, result.batchID)
-			s.conn.returnCredit(len(batch.seqs))
+			s.conn.returnCredit(batch.credit)
 		}
 	}
 }

@@ -115,13 +115,15 @@ func (s *session) dropHeld() {
 // armHelloDeadline starts the hello deadline.
 func (s *session) armHelloDeadline(ctx actor.Context) {
 	self, system := ctx.Self(), ctx.ActorSystem()
-	s.live.helloTimer = time.AfterFunc(s.core.config.HelloTimeout, func() { system.Root.Send(self, helloDeadline{}) })
+	remaining := time.Until(s.conn.settings.acceptedAt.Add(s.core.config.HelloTimeout))
+	s.live.helloTimer = time.AfterFunc(max(remaining, 0), func() { system.Root.Send(self, helloDeadline{}) })
 }
 
 func (s *session) helloDeadlinePassed() {
 	if s.helloDone || s.closing {
 		return
 	}
+	s.core.metrics.limitReached(limitHelloDeadline)
 	s.refuse(wire.CodeProtocolViolation, fmt.Sprintf("no hello within %v of connecting", s.core.config.HelloTimeout))
 }
 
@@ -198,7 +200,7 @@ func (s *session) refuseDraining(ctx actor.Context, message any) {
 	failure := requestFailure{code: wire.CodeUnavailable, message: "the node is shutting down; the request was not carried out"}
 	switch msg := message.(type) {
 	case inPublish:
-		s.rejectSeqs(msg.seqs, requestFailure{code: wire.CodeUnavailable,
+		s.rejectPublish(msg, requestFailure{code: wire.CodeUnavailable,
 			message: "the node is shutting down; the message was not stored"})
 	case inSettle:
 		s.settle(ctx, msg) // finishing work is what a drain is for
@@ -226,6 +228,9 @@ func clientRequestID(message any) uint64 {
 	case inDeleteQueue:
 		return msg.frame.RequestID
 	case inPurgeQueue:
+		return msg.frame.RequestID
+	case inPing:
+	case inChangeMode:
 		return msg.frame.RequestID
 	}
 	return 0

@@ -7,6 +7,7 @@ package actors
 // Readers get a copy; nothing here touches a session's own state.
 
 import (
+	"crypto/tls"
 	"sort"
 	"sync"
 	"time"
@@ -20,6 +21,8 @@ type ConnectionInfo struct {
 	ConnectedAt   time.Time // when the connection was accepted
 	State         string    // "awaiting hello", "open" or "closing"
 	Subscriptions int       // live subscriptions
+	User          string    // the authenticated user (with a users file); empty otherwise
+	TLS           string    // the TLS version of the connection ("TLS 1.3"), empty for plain TCP
 }
 
 type sessionTable struct {
@@ -39,9 +42,13 @@ func (t *sessionTable) note(s *session, state string) {
 		row = ConnectionInfo{SessionID: s.id, ConnectedAt: s.core.now()}
 		if s.conn != nil && s.conn.conn != nil {
 			row.RemoteAddress = s.conn.conn.RemoteAddr().String()
+			if tlsState, ok := tlsConnectionState(s.conn.conn); ok {
+				row.TLS = tls.VersionName(tlsState.Version)
+			}
 		}
 	}
 	row.ClientName, row.State, row.Subscriptions = s.clientName, state, len(s.subscriptions)
+	row.User = s.identity.User
 	t.rows[s.id] = row
 }
 

@@ -15,7 +15,7 @@ import (
 
 // testWait bounds every wait in these tests; it is a safety net against a
 // hang, never a latency assertion.
-const testWait = 10 * time.Second
+const testWait = 30 * time.Second
 
 // probe is a test actor: it reports lifecycle events, spawns the children it
 // is given, and panics with whatever error it is sent.

@@ -1,31 +1,47 @@
 package actors
 
-// The sync scheduler drives one log's background sync. The log decides
-// whether a sync is due (written ahead of durable and the interval passed
-// since the last sync started) each time it is ticked; this actor only
-// supplies the ticks, from time.AfterFunc callbacks that send it a message
-// (never ReceiveTimeout, which races at the pinned library version).
+// The sync scheduler ("sync" under a partition) keeps the one timer of its
+// log's background sync, and runs the explicit syncs the partition asks
+// for. The decision whether a sync is due stays in the log
+// (Appender.SyncDue and MaybeSync, on the log actor's goroutine); this
+// actor only supplies time, from time.AfterFunc callbacks that send it a
+// message (never ReceiveTimeout, which races at the pinned library
+// version).
 //
-// Ticks come every quarter interval (at least 1 ms), so a record waits at
-// most about 1.25 intervals for its background sync. A tick carries the
-// generation of the timer that sent it; changing the interval starts a new
-// generation, and ticks of an older one are ignored, so exactly one timer
-// chain is live. An interval of 0 turns background sync off: no timer runs.
+// The protocol with the log actor: the log actor sends syncWanted{at} only
+// when its log has written records beyond the durable frontier, no sync
+// outstanding and no tick asked for already; the scheduler answers every
+// syncWanted with one syncTick when at comes, but never sooner than a
+// quarter interval after it asked (at least 1 ms), so writes that follow a
+// quiet spell share one background sync; a record therefore waits at most
+// about 1.25 intervals for it, as with a ticker at a quarter interval. An
+// interval change sends a syncTick at once, asked for or not, so the log
+// decides again under the new interval (a duplicate tick or want is
+// harmless: the log asks only while it has none asked, and a new want
+// replaces the armed timer). A log with
+// nothing unsynced asks for nothing, so an idle queue arms no timer and
+// wakes no goroutine. A busy one gets at most about one tick per interval:
+// each tick is answered by MaybeSync, which starts a sync only if none
+// started within the interval (a group commit counts).
 //
-// It also runs the explicit syncs the partition asks for (syncNow, from
-// Broker.SyncQueue): one log.Sync at a time, on its own goroutine, which
-// answers each request by message and then tells the scheduler it is done.
-// Requests that arrive while one runs wait for the next, which starts
-// after they arrived, so each is answered by a sync that covers everything
-// written before it asked. These are the only
-// syncs the broker can time (fibril_sync_seconds): background syncs start
-// inside the log on a tick, and the log does not report their duration.
+// A timer carries the generation it was armed in; disarming starts a new
+// generation, and a firing of an older one is ignored, so exactly one
+// timer is live.
 //
-// States: armed (a tick timer runs) or off (interval 0), each with an
-// explicit sync running or not; and the lifecycle phases every actor has
-// (doc.go, "Lifecycle"): Stopping and Restarting disarm the timer and
-// answer the waiting explicit syncs. Takes syncTick, setSyncInterval,
-// syncNow, explicitSyncFinished; sends syncDone.
+// Explicit syncs (syncNow, from Broker.SyncQueue): one log Sync at a time,
+// on its own goroutine, which answers each request by message and then
+// tells the scheduler it is done. Requests that arrive while one runs wait
+// for the next, which starts after they arrived, so each is answered by a
+// sync that covers everything written before it asked. These are the
+// syncs the broker times (fibril_sync_seconds).
+//
+// States: idle (no tick asked for) or armed (a timer runs for the log's
+// syncWanted), each with an explicit sync running or not; and the
+// lifecycle phases every actor has (doc.go, "Lifecycle"): Stopping and
+// Restarting disarm the timer and answer the waiting explicit syncs. Takes
+// syncWanted (log actor), syncTimerFired (itself), setSyncInterval,
+// syncNow (partition), explicitSyncFinished (its sync goroutine); sends
+// syncTick (log actor), syncDone.
 
 import (
 	"context"
@@ -38,7 +54,6 @@ import (
 
 // syncTarget is what the scheduler needs from a log.
 type syncTarget interface {
-	Tick(now time.Time)
 	SetSyncInterval(interval time.Duration)
 	Sync(ctx context.Context) error
 }
@@ -57,31 +72,41 @@ var errTooManySyncRequests = errors.New("actors: too many explicit sync requests
 // scheduler stops (the queue stopped or restarted).
 var errSyncSchedulerStopped = errors.New("actors: the queue's sync scheduler stopped before the sync ran")
 
-// syncNow asks for an explicit sync; syncDone answers it at replyTo.
-type syncNow struct{ replyTo *actor.PID }
-
-// syncDone answers syncNow: nil once everything written before the
-// request is durable.
-type syncDone struct{ err error }
-
-// explicitSyncFinished is sent by the goroutine that ran an explicit sync,
-// after it answered the sync's waiters.
-type explicitSyncFinished struct{}
-
-// syncTick is sent by the scheduler's own timer.
-type syncTick struct{ generation uint64 }
-
-// setSyncInterval changes the interval live; 0 turns background sync off.
-type setSyncInterval struct{ interval time.Duration }
+// Messages of the sync scheduler.
+type (
+	// syncWanted asks for one syncTick at log when at comes.
+	syncWanted struct {
+		at  time.Time
+		log *actor.PID
+	}
+	// syncTick answers a syncWanted: the log decides whether to sync now.
+	syncTick struct{}
+	// syncTimerFired is sent by the scheduler's own timer.
+	syncTimerFired struct{ generation uint64 }
+	// setSyncInterval changes the interval live; 0 turns background sync off.
+	setSyncInterval struct{ interval time.Duration }
+	// syncNow asks for an explicit sync; syncDone answers it at replyTo.
+	syncNow struct{ replyTo *actor.PID }
+	// syncDone answers syncNow: nil once everything written before the
+	// request is durable.
+	syncDone struct{ err error }
+	// explicitSyncFinished is sent by the goroutine that ran an explicit
+	// sync, after it answered the sync's waiters.
+	explicitSyncFinished struct{}
+)
 
 type syncScheduler struct {
-	entry      *Entry
-	target     syncTarget
-	clock      func() time.Time
-	interval   time.Duration
+	entry    *Entry
+	target   syncTarget
+	log      *actor.PID // the log actor the ticks go to
+	clock    func() time.Time
+	interval time.Duration
+
 	generation uint64
 	timer      *time.Timer
-	ticks      uint64
+	wanting    bool   // a syncWanted waits for its tick: the armed timer answers it
+	ticks      uint64 // syncTicks sent
+	arms       uint64 // timers armed
 
 	// syncSeconds observes explicit syncs; nil in tests that do not count.
 	syncSeconds interface{ Update(float64) }
@@ -90,26 +115,30 @@ type syncScheduler struct {
 	syncs       uint64
 }
 
-func newSyncScheduler(entry *Entry, target syncTarget, interval time.Duration, clock func() time.Time) *syncScheduler {
-	return &syncScheduler{entry: entry, target: target, interval: interval, clock: clock}
+func newSyncScheduler(entry *Entry, target syncTarget, log *actor.PID, interval time.Duration,
+	clock func() time.Time) *syncScheduler {
+	return &syncScheduler{entry: entry, target: target, log: log, interval: interval, clock: clock}
 }
 
 func (s *syncScheduler) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		s.target.SetSyncInterval(s.interval)
-		s.becomeArmed(ctx)
-	case syncTick:
+		s.publishSummary()
+	case syncWanted:
+		s.becomeArmed(ctx, msg)
+	case syncTimerFired:
 		if msg.generation != s.generation {
 			return
 		}
-		s.ticks++
-		s.target.Tick(s.clock())
-		s.becomeArmed(ctx)
+		s.timer = nil
+		s.tick(ctx)
 	case setSyncInterval:
 		s.interval = msg.interval
 		s.target.SetSyncInterval(msg.interval)
-		s.becomeArmed(ctx)
+		s.disarm()
+		s.tick(ctx) // the log decides again under the new interval
+		s.publishSummary()
 	case syncNow:
 		s.requestSync(ctx, msg.replyTo)
 	case explicitSyncFinished:
@@ -119,11 +148,47 @@ func (s *syncScheduler) Receive(ctx actor.Context) {
 		s.publishSummary()
 	case *actor.Stopping, *actor.Restarting:
 		s.disarm()
+		s.wanting = false
 		for _, waiter := range s.waiting {
 			ctx.Send(waiter, syncDone{err: errSyncSchedulerStopped})
 		}
 		s.waiting = nil
 	}
+}
+
+// becomeArmed arms the one timer for a log's syncWanted.
+func (s *syncScheduler) becomeArmed(ctx actor.Context, want syncWanted) {
+	s.disarm()
+	s.wanting = true
+	s.arms++
+	generation, self, system := s.generation, ctx.Self(), ctx.ActorSystem()
+	delay := max(want.at.Sub(s.clock()), syncDelayMin(s.interval))
+	s.timer = time.AfterFunc(delay, func() {
+		system.Root.Send(self, syncTimerFired{generation: generation})
+	})
+	s.publishSummary()
+}
+
+// syncDelayMin is the shortest wait between a syncWanted and its tick.
+func syncDelayMin(interval time.Duration) time.Duration {
+	return max(interval/4, time.Millisecond)
+}
+
+// tick tells the log to decide now, answering the outstanding syncWanted.
+func (s *syncScheduler) tick(ctx actor.Context) {
+	ctx.Send(s.log, syncTick{})
+	s.wanting = false
+	s.ticks++
+	s.publishSummary()
+}
+
+// disarm stops the armed timer, if any, and starts a new generation.
+func (s *syncScheduler) disarm() {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	s.generation++
 }
 
 // requestSync queues an explicit sync request and starts a sync when none
@@ -137,10 +202,9 @@ func (s *syncScheduler) requestSync(ctx actor.Context, replyTo *actor.PID) {
 	s.maybeStartSync(ctx)
 }
 
-// maybeStartSync runs one log.Sync for every waiting request, off the
-// mailbox, timing it from the call to its return. The goroutine answers
-// the waiters itself, so they are answered even if the scheduler stops
-// meanwhile.
+// maybeStartSync runs one Sync for every waiting request, off the mailbox,
+// timing it from the call to its return. The goroutine answers the waiters
+// itself, so they are answered even if the scheduler stops meanwhile.
 func (s *syncScheduler) maybeStartSync(ctx actor.Context) {
 	if s.syncing || len(s.waiting) == 0 {
 		return
@@ -165,50 +229,31 @@ func (s *syncScheduler) maybeStartSync(ctx actor.Context) {
 	}()
 }
 
-// tickPeriod is how often the log is asked whether a sync is due.
-func tickPeriod(interval time.Duration) time.Duration {
-	return max(interval/4, time.Millisecond)
-}
-
-// becomeArmed starts a new timer generation (or none when sync is off).
-func (s *syncScheduler) becomeArmed(ctx actor.Context) {
-	s.disarm()
-	s.generation++
-	if s.interval > 0 {
-		generation, self, system := s.generation, ctx.Self(), ctx.ActorSystem()
-		s.timer = time.AfterFunc(tickPeriod(s.interval), func() {
-			system.Root.Send(self, syncTick{generation: generation})
-		})
-	}
-	s.publishSummary()
-}
-
-// publishSummary runs on every tick: it stores counters, and the registry
-// formats them only when read (registry.go).
+// publishSummary stores counters; the registry formats them only when
+// read (registry.go).
 func (s *syncScheduler) publishSummary() {
-	var syncing int64
+	var syncing, armed int64
 	if s.syncing {
 		syncing = 1
 	}
-	s.entry.SetSummaryValues(&syncSchedulerSummary, int64(s.interval), int64(s.ticks), int64(s.syncs), syncing)
+	if s.wanting {
+		armed = 1
+	}
+	s.entry.SetSummaryValues(&syncSchedulerSummary, int64(s.interval), int64(s.ticks), int64(s.syncs), syncing, armed)
 }
 
 // syncSchedulerSummary formats publishSummary's values.
 var syncSchedulerSummary SummaryFormat = func(v [SummaryValuesMax]int64) string {
-	interval, ticks, syncs, syncing := time.Duration(v[0]), v[1], v[2], v[3] != 0
+	interval, ticks, syncs, syncing, armed := time.Duration(v[0]), v[1], v[2], v[3] != 0, v[4] != 0
 	summary := "background sync off"
 	if interval > 0 {
 		summary = fmt.Sprintf("interval %s, %d ticks", interval, ticks)
+		if armed {
+			summary += ", armed"
+		}
 	}
 	if syncs > 0 || syncing {
 		summary += fmt.Sprintf("; %d explicit syncs", syncs)
 	}
 	return summary
-}
-
-func (s *syncScheduler) disarm() {
-	if s.timer != nil {
-		s.timer.Stop()
-		s.timer = nil
-	}
 }

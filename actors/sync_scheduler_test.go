@@ -3,7 +3,9 @@ package actors
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,10 +16,8 @@ import (
 // Sync waits for a result on release, when release is set.
 type fakeSyncTarget struct {
 	mu        sync.Mutex
-	ticks     int
 	intervals []time.Duration
 	syncs     int
-	ticked    chan struct{}
 	release   chan error
 }
 
@@ -60,16 +60,6 @@ func (h *countingHistogram) count() int {
 	return len(h.values)
 }
 
-func (f *fakeSyncTarget) Tick(time.Time) {
-	f.mu.Lock()
-	f.ticks++
-	f.mu.Unlock()
-	select {
-	case f.ticked <- struct{}{}:
-	default:
-	}
-}
-
 func (f *fakeSyncTarget) SetSyncInterval(interval time.Duration) {
 	f.mu.Lock()
 	f.intervals = append(f.intervals, interval)
@@ -79,49 +69,7 @@ func (f *fakeSyncTarget) SetSyncInterval(interval time.Duration) {
 func (f *fakeSyncTarget) snapshot() (int, []time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.ticks, append([]time.Duration(nil), f.intervals...)
-}
-
-func TestSyncSchedulerTicksAndFollowsTheInterval(t *testing.T) {
-	system := newActorSystem(discardLogger())
-	registry := NewRegistry(nil)
-	target := &fakeSyncTarget{ticked: make(chan struct{}, 1)}
-	props := registry.props("sync", discardLogger(), func(entry *Entry) actor.Actor {
-		return newSyncScheduler(entry, target, 4*time.Millisecond, time.Now)
-	})
-	pid, err := system.Root.SpawnNamed(props, "sync")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = system.Root.StopFuture(pid).Wait() }()
-	for range 3 {
-		select {
-		case <-target.ticked:
-		case <-time.After(testWait):
-			t.Fatal("the scheduler never ticked the log")
-		}
-	}
-	system.Root.Send(pid, setSyncInterval{interval: 0})
-	waitFor(t, "sync to turn off", func() bool {
-		info, ok := registry.Lookup("sync")
-		return ok && info.Summary == "background sync off"
-	})
-	ticks, intervals := target.snapshot()
-	if len(intervals) != 2 || intervals[0] != 4*time.Millisecond || intervals[1] != 0 {
-		t.Fatalf("intervals set on the log: %v", intervals)
-	}
-	// With sync off no timer runs: a tick already in flight belongs to the
-	// old generation and is ignored.
-	time.Sleep(20 * time.Millisecond)
-	if after, _ := target.snapshot(); after != ticks {
-		t.Fatalf("ticks went on after sync was turned off: %d then %d", ticks, after)
-	}
-	if period := tickPeriod(100 * time.Millisecond); period != 25*time.Millisecond {
-		t.Fatalf("tick period of 100ms is %v", period)
-	}
-	if period := tickPeriod(2 * time.Millisecond); period != time.Millisecond {
-		t.Fatalf("tick period floor is %v", period)
-	}
+	return f.syncs, append([]time.Duration(nil), f.intervals...)
 }
 
 // Explicit syncs run one at a time off the mailbox: requests that arrive
@@ -131,10 +79,10 @@ func TestSyncSchedulerTicksAndFollowsTheInterval(t *testing.T) {
 func TestSyncSchedulerRunsExplicitSyncs(t *testing.T) {
 	system := newActorSystem(discardLogger())
 	registry := NewRegistry(nil)
-	target := &fakeSyncTarget{ticked: make(chan struct{}, 1), release: make(chan error)}
+	target := &fakeSyncTarget{release: make(chan error)}
 	histogram := &countingHistogram{}
 	props := registry.props("sync", discardLogger(), func(entry *Entry) actor.Actor {
-		scheduler := newSyncScheduler(entry, target, 0, time.Now)
+		scheduler := newSyncScheduler(entry, target, nil, 0, time.Now)
 		scheduler.syncSeconds = histogram
 		return scheduler
 	})
@@ -179,4 +127,85 @@ func TestSyncSchedulerRunsExplicitSyncs(t *testing.T) {
 		info, ok := registry.Lookup("sync")
 		return ok && info.Summary == "background sync off; 2 explicit syncs"
 	})
+}
+
+// tickCounter stands in for a log actor: it counts the syncTicks it gets.
+type tickCounter struct {
+	ticks atomic.Int64
+	got   chan struct{}
+}
+
+func (c *tickCounter) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(syncTick); ok {
+		c.ticks.Add(1)
+		c.got <- struct{}{}
+	}
+}
+
+// The scheduler answers every syncWanted with one syncTick; a want that
+// replaces an armed one
+// still gets one tick; an interval change ticks at once, armed or not; and
+// nothing asked means no tick and no timer.
+func TestSyncSchedulerTicksOnlyWhenAsked(t *testing.T) {
+	system := newActorSystem(discardLogger())
+	registry := NewRegistry(nil)
+	counter := &tickCounter{got: make(chan struct{}, 16)}
+	logPID := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return counter }))
+	target := &fakeSyncTarget{}
+	const interval = 40 * time.Millisecond
+	props := registry.props("sync", discardLogger(), func(entry *Entry) actor.Actor {
+		return newSyncScheduler(entry, target, logPID, interval, time.Now)
+	})
+	pid, err := system.Root.SpawnNamed(props, "sync")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = system.Root.StopFuture(pid).Wait() }()
+	awaitTick := func(what string) {
+		t.Helper()
+		select {
+		case <-counter.got:
+		case <-time.After(testWait):
+			t.Fatalf("no tick %s", what)
+		}
+	}
+
+	system.Root.Send(pid, syncWanted{at: time.Now(), log: logPID}) // due already
+	awaitTick("for a due want")
+	system.Root.Send(pid, syncWanted{at: time.Now().Add(time.Hour), log: logPID})
+	system.Root.Send(pid, syncWanted{at: time.Now(), log: logPID}) // replaces the armed one
+	awaitTick("for a replaced want")
+	system.Root.Send(pid, syncWanted{at: time.Now().Add(time.Hour), log: logPID})
+	waitFor(t, "the scheduler to show it is armed", func() bool {
+		info, ok := registry.Lookup("sync")
+		return ok && strings.Contains(info.Summary, "armed")
+	})
+	system.Root.Send(pid, setSyncInterval{interval: interval / 2})
+	awaitTick("at an interval change")
+	system.Root.Send(pid, setSyncInterval{interval: 0}) // not armed: still a tick, so the log decides again
+	awaitTick("at a second interval change")
+	waitFor(t, "sync to turn off", func() bool {
+		info, ok := registry.Lookup("sync")
+		return ok && info.Summary == "background sync off"
+	})
+	if ticks := counter.ticks.Load(); ticks != 4 {
+		t.Fatalf("%d ticks for two wants and two interval changes", ticks)
+	}
+	_, intervals := target.snapshot()
+	if len(intervals) != 3 || intervals[0] != interval || intervals[1] != interval/2 || intervals[2] != 0 {
+		t.Fatalf("intervals set on the log: %v", intervals)
+	}
+	// The hour-long want was disarmed by the interval change: nothing else
+	// comes. A sync round trip through the scheduler's mailbox, then no tick.
+	replies := make(chan error, 1)
+	replier := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if done, ok := ctx.Message().(syncDone); ok {
+			replies <- done.err
+		}
+	}))
+	system.Root.Send(pid, syncNow{replyTo: replier})
+	<-replies
+	if ticks := counter.ticks.Load(); ticks != 4 {
+		t.Fatalf("%d ticks after the timers were disarmed", ticks)
+	}
 }

@@ -67,8 +67,8 @@ func TestQueueStatusShapeNamesItsBoundaries(t *testing.T) {
 	server := testServer(t, node, Options{})
 
 	object := do(t, server, "GET", "/api/queues/orders", "").object(t)
-	want := []string{"consumer_count", "consumers", "counts", "durable_next", "fenced", "last_sync_unix_ms",
-		"mode", "name", "options", "sync_interval_ms", "sync_pending", "unsynced_bytes", "unsynced_records",
+	want := []string{"consumer_count", "consumers", "counts", "desired_mode", "durable_next", "fenced", "last_sync_unix_ms",
+		"mode", "mode_revision", "name", "options", "sync_interval_ms", "sync_pending", "unsynced_bytes", "unsynced_records",
 		"written_next"}
 	if got := keys(object); !reflect.DeepEqual(got, want) {
 		t.Fatalf("queue keys %v\nwant %v", got, want)
@@ -230,10 +230,14 @@ func TestMethodNotAllowed(t *testing.T) {
 	}
 }
 
+// settingsToken is the HTTP token of the tests that change settings: a
+// write that can weaken durability needs one even on loopback.
+const settingsToken = "s3cret"
+
 func TestSyncIntervalPutParsesAndApplies(t *testing.T) {
 	node := newFakeNode(time.Time{})
 	node.setQueue(sampleQueue())
-	server := testServer(t, node, Options{})
+	server := testServer(t, node, Options{Token: settingsToken})
 
 	for _, c := range []struct {
 		body string
@@ -246,7 +250,7 @@ func TestSyncIntervalPutParsesAndApplies(t *testing.T) {
 		{"1h", time.Hour},
 		{"100ms\n", 100 * time.Millisecond},
 	} {
-		answer := do(t, server, "PUT", "/api/settings/sync-interval", c.body)
+		answer := do(t, server, "PUT", "/api/settings/sync-interval", c.body, "Authorization", "Bearer "+settingsToken)
 		answer.expectStatus(t, 200)
 		var view struct {
 			SyncIntervalMs         uint64  `json:"sync_interval_ms"`
@@ -273,7 +277,7 @@ func TestSyncIntervalPutParsesAndApplies(t *testing.T) {
 
 func TestSyncIntervalBadBodiesAre400(t *testing.T) {
 	node := newFakeNode(time.Time{})
-	server := testServer(t, node, Options{})
+	server := testServer(t, node, Options{Token: settingsToken})
 	for _, c := range []struct{ body, fragment string }{
 		{"", "the body is empty"},
 		{"250", `"250" has no unit`},
@@ -289,7 +293,7 @@ func TestSyncIntervalBadBodiesAre400(t *testing.T) {
 		{`{"interval_ms": 250`, "bad sync interval"},
 		{`"250"`, "has no unit"},
 	} {
-		answer := do(t, server, "PUT", "/api/settings/sync-interval", c.body)
+		answer := do(t, server, "PUT", "/api/settings/sync-interval", c.body, "Authorization", "Bearer "+settingsToken)
 		answer.expectError(t, 400, c.fragment, "send a duration such as 250ms")
 	}
 	if len(node.setCalls) != 0 {
@@ -297,9 +301,11 @@ func TestSyncIntervalBadBodiesAre400(t *testing.T) {
 	}
 
 	node.setErr = fmt.Errorf("fake: %w: too slow for this disk", ErrInvalidSetting)
-	do(t, server, "PUT", "/api/settings/sync-interval", "5ms").expectError(t, 400, "too slow for this disk")
+	do(t, server, "PUT", "/api/settings/sync-interval", "5ms", "Authorization", "Bearer "+settingsToken).
+		expectError(t, 400, "too slow for this disk")
 	node.setErr = errors.New("fake: the broker is stopping")
-	do(t, server, "PUT", "/api/settings/sync-interval", "5ms").expectError(t, 500, "the broker is stopping")
+	do(t, server, "PUT", "/api/settings/sync-interval", "5ms", "Authorization", "Bearer "+settingsToken).
+		expectError(t, 500, "the broker is stopping")
 }
 
 func TestTokenProtectsWrites(t *testing.T) {
@@ -395,18 +401,35 @@ func TestLoopbackOnly(t *testing.T) {
 	}
 }
 
-func TestRequestsMustBeAddressedToLoopback(t *testing.T) {
+// A write that can weaken durability needs the HTTP token even on
+// loopback: without one configured it is refused, with a sentence saying
+// how to configure one, and reaches nothing.
+func TestSyncIntervalNeedsATokenEvenOnLoopback(t *testing.T) {
 	node := newFakeNode(time.Time{})
 	server := testServer(t, node, Options{})
+	for _, body := range []string{"0", "1h", "5ms"} {
+		do(t, server, "PUT", "/api/settings/sync-interval", body).
+			expectError(t, 403, "needs the HTTP token even on loopback", "--http-token-file")
+	}
+	if len(node.setCalls) != 0 {
+		t.Fatalf("a refused write reached the node: %v", node.setCalls)
+	}
+	do(t, server, "GET", "/api/settings/sync-interval", "").expectStatus(t, 200) // reads stay open
+}
+
+func TestRequestsMustBeAddressedToLoopback(t *testing.T) {
+	node := newFakeNode(time.Time{})
+	server := testServer(t, node, Options{Token: settingsToken})
 	do(t, server, "GET", "/api/node", "", "Host", "rebound.example:7480").expectError(t, 403, "not a loopback address")
 	do(t, server, "GET", "/api/node", "", "Host", "localhost:7480").expectStatus(t, 200)
 	do(t, server, "GET", "/api/node", "", "Host", "[::1]:7480").expectStatus(t, 200)
 
 	self := "http://" + server.Addr().String()
-	do(t, server, "PUT", "/api/settings/sync-interval", "5ms", "Origin", "http://elsewhere.example").
+	auth := "Bearer " + settingsToken
+	do(t, server, "PUT", "/api/settings/sync-interval", "5ms", "Origin", "http://elsewhere.example", "Authorization", auth).
 		expectError(t, 403, "cross-origin write refused")
-	do(t, server, "PUT", "/api/settings/sync-interval", "5ms", "Origin", "null").expectStatus(t, 403)
-	do(t, server, "PUT", "/api/settings/sync-interval", "5ms", "Origin", self).expectStatus(t, 200)
+	do(t, server, "PUT", "/api/settings/sync-interval", "5ms", "Origin", "null", "Authorization", auth).expectStatus(t, 403)
+	do(t, server, "PUT", "/api/settings/sync-interval", "5ms", "Origin", self, "Authorization", auth).expectStatus(t, 200)
 	if len(node.setCalls) != 1 {
 		t.Fatalf("refused writes reached the node: %v", node.setCalls)
 	}

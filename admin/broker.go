@@ -142,9 +142,12 @@ func consumersOf(broker *actors.Broker, name string) []ConsumerStatus {
 func queueStatusOf(info *wire.QueueInfo) QueueStatus {
 	options := info.Options
 	return QueueStatus{
-		Name:   info.Name,
-		Mode:   info.Mode.String(),
-		Policy: info.Policy,
+		Name:         info.Name,
+		Mode:         info.Mode.String(),
+		DesiredMode:  info.Desired().String(),
+		ModeRevision: info.ModeRevision,
+		ModeChange:   modeChangeStatusOf(info.ModeChange),
+		Policy:       info.Policy,
 		Options: QueueOptions{
 			LeaseTimeoutMs: uint64(options.LeaseTimeoutMs), MaxDeliveries: uint64(options.MaxDeliveries),
 			DeadLetterQueue: options.DeadLetterQueue, MessageTTLMs: options.MessageTTLMs,
@@ -176,6 +179,14 @@ func queueStatusOf(info *wire.QueueInfo) QueueStatus {
 	}
 }
 
+func modeChangeStatusOf(change *wire.ModeChangeInfo) *ModeChangeStatus {
+	if change == nil {
+		return nil
+	}
+	return &ModeChangeStatus{Revision: change.Revision, Mode: change.Mode.String(), Offset: change.Offset,
+		State: change.State, Reason: change.Reason, SinceUnixMs: change.SinceUnixMs}
+}
+
 func dedupStatusOf(stats *wire.DedupStats) *DedupStatus {
 	if stats == nil {
 		return nil
@@ -193,7 +204,7 @@ func replicaStatusOf(replicas []wire.ReplicaInfo) []ReplicaStatus {
 	out := make([]ReplicaStatus, len(replicas))
 	for i, replica := range replicas {
 		out[i] = ReplicaStatus{Node: replica.Node, WrittenNext: replica.WrittenNext, DurableNext: replica.DurableNext,
-			State: replica.State}
+			State: replica.State, AppliedMode: replica.AppliedMode.String(), ModeRevision: replica.ModeRevision}
 	}
 	return out
 }

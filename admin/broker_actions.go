@@ -33,7 +33,7 @@ func (n *BrokerNode) Connections() []ConnectionStatus {
 	for _, info := range infos {
 		out = append(out, ConnectionStatus{Session: info.SessionID, ClientName: info.ClientName,
 			RemoteAddress: info.RemoteAddress, ConnectedUnixMs: info.ConnectedAt.UnixMilli(), State: info.State,
-			Subscriptions: info.Subscriptions})
+			Subscriptions: info.Subscriptions, User: info.User, TLS: info.TLS})
 	}
 	return out
 }
@@ -41,16 +41,24 @@ func (n *BrokerNode) Connections() []ConnectionStatus {
 // Gatherer implements MetricsGatherer.
 func (n *BrokerNode) Gatherer() prometheus.Gatherer { return n.broker.Metrics().Gatherer() }
 
-// dialSelf connects the SDK to the broker's client listener.
+// internalAddress names the node's own in-process connection.
+const internalAddress = "node-internal"
+
+// dialSelf connects the SDK to the broker.
 func (n *BrokerNode) dialSelf(ctx context.Context) (*client.Client, error) {
-	address := n.broker.Addr().String()
-	if host, port, err := net.SplitHostPort(address); err == nil {
-		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-			address = net.JoinHostPort("127.0.0.1", port) // listening on every interface: use loopback
-		}
-	}
-	options := client.Options{Addresses: []string{address}, ClientName: "fibril-admin", DialTimeout: actionTimeout,
-		KeepaliveInterval: -1}
+	// The node's own in-process connection: no TLS, no token check, every
+	// permission (the HTTP endpoint's access rules authorized the action).
+	// A redirect to another node of a cluster dials it over TCP with the
+	// shared token, as a client would.
+	options := client.Options{Addresses: []string{internalAddress}, ClientName: "fibril-admin",
+		DialTimeout: actionTimeout, KeepaliveInterval: -1,
+		Dialer: func(ctx context.Context, address string) (net.Conn, error) {
+			if address == internalAddress {
+				return n.broker.DialInternal(ctx, address)
+			}
+			var dialer net.Dialer
+			return dialer.DialContext(ctx, "tcp", address)
+		}}
 	if token := n.broker.Config().AuthToken; token != "" {
 		options.AuthToken = []byte(token)
 	}
@@ -129,9 +137,31 @@ func (n *BrokerNode) PeekQueue(ctx context.Context, name string, count int) (pee
 			}
 			break
 		}
-		return sub.Unsubscribe(ctx)
+		if err := sub.Unsubscribe(ctx); err != nil {
+			return err
+		}
+		return awaitReleased(ctx, c, name, info.Leased)
 	})
 	return peeked, err
+}
+
+// awaitReleased waits (at most peekWait) until the queue's leased count
+// is back to what it was before a peek: an unsubscribe's releases apply at
+// the queue's boundary a moment after its answer, and a peek leaves the
+// messages ready, so the next peek or consume sees them.
+func awaitReleased(ctx context.Context, c *client.Client, name string, leasedBefore uint64) error {
+	deadline := time.Now().Add(peekWait)
+	for {
+		info, err := c.QueueInfo(ctx, name)
+		if err != nil || info.Leased <= leasedBefore || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 func peekedOf(d *client.Delivery) PeekedMessage {

@@ -52,6 +52,14 @@ func startLiveNode(t *testing.T, mutate func(*actors.Config)) *liveNode {
 	return &liveNode{broker: broker, server: testServer(t, NewBrokerNode(broker), Options{})}
 }
 
+// putSyncInterval changes the node's sync interval through an endpoint
+// with an HTTP token (the write needs one).
+func putSyncInterval(t *testing.T, node *liveNode, body string) {
+	t.Helper()
+	server := testServer(t, NewBrokerNode(node.broker), Options{Token: settingsToken})
+	do(t, server, "PUT", "/api/settings/sync-interval", body, "Authorization", "Bearer "+settingsToken).expectStatus(t, 200)
+}
+
 // wireClient is a minimal client: hello, declare, publish and wait for
 // confirms.
 type wireClient struct {
@@ -223,7 +231,7 @@ func TestLiveUnsyncedRecordsAndSyncIntervalForLaterLogs(t *testing.T) {
 		t.Fatalf("after an explicit sync: %+v", status)
 	}
 
-	do(t, node.server, "PUT", "/api/settings/sync-interval", "5ms").expectStatus(t, 200)
+	putSyncInterval(t, node, "5ms")
 	if got := node.broker.SyncInterval(); got != 5*time.Millisecond {
 		t.Fatalf("broker interval %v after PUT", got)
 	}
@@ -257,12 +265,12 @@ func TestLiveSyncIntervalChangeReachesAnOpenLog(t *testing.T) {
 		}
 	}
 
-	do(t, node.server, "PUT", "/api/settings/sync-interval", "5ms").expectStatus(t, 200)
+	putSyncInterval(t, node, "5ms")
 	eventually(t, "the open log syncs in the background", func() bool {
 		status := liveQueue(t, node, "orders")
 		return status.SyncIntervalMs == 5 && status.UnsyncedRecords == 0 && status.DurableNext == status.WrittenNext
 	})
-	do(t, node.server, "PUT", "/api/settings/sync-interval", `{"interval_ms": 0}`).expectStatus(t, 200)
+	putSyncInterval(t, node, `{"interval_ms": 0}`)
 	// The queue reports the interval its log runs with, which the change
 	// reaches through the partition and its sync scheduler.
 	eventually(t, "the open log reports background sync off", func() bool {

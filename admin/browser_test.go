@@ -305,7 +305,15 @@ func startAdminCluster(t *testing.T) []adminMember {
 			node.Close()
 			t.Fatalf("start endpoint %s: %v", nodeConfig.ID, err)
 		}
-		t.Cleanup(func() { server.Close(); broker.Close(); node.Close() })
+		t.Cleanup(func() {
+			if err := server.Close(); err != nil {
+				t.Errorf("close endpoint %s: %v", nodeConfig.ID, err)
+			}
+			if err := broker.Close(); err != nil {
+				t.Errorf("close broker %s: %v", nodeConfig.ID, err)
+			}
+			node.Close()
+		})
 		members = append(members, adminMember{broker: broker, server: server})
 		nodes = append(nodes, node)
 	}

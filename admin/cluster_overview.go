@@ -133,7 +133,9 @@ func (s *Server) gatherReports(status clusterStatusView, authorization string) m
 			if started := s.node.NodeInfo().StartedAt; !started.IsZero() {
 				report.info.UptimeSeconds = s.options.Clock().Sub(started).Seconds()
 			}
+			mu.Lock() // peers asked earlier in the list may be answering already
 			reports[node.ID] = report
+			mu.Unlock()
 			continue
 		}
 		asking.Add(1)

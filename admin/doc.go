@@ -15,6 +15,7 @@
 //	GET  /api/queues/{name}         one queue's status; 404 JSON for an unknown queue
 //	POST /api/queues/{name}/sync    sync the queue's log now (when the node is a QueueSyncer)
 //	POST /api/queues/{name}/reopen  reopen a fenced or failed queue, running its log's recovery (reopen.go)
+//	POST /api/queues/{name}/mode    change the queue's mode, durable or buffered (mode.go)
 //	POST /api/queues/{name}/purge, /delete, /peek   queue actions (when the node is a QueueActor)
 //	GET  /api/connections           client sessions (when the node is a ConnectionLister)
 //	GET  /api/stats                 counters and latency histograms for the charts (MetricsGatherer)

@@ -90,11 +90,18 @@ type NodeInfo struct {
 
 // QueueStatus is one queue as the endpoint reports it.
 type QueueStatus struct {
-	Name    string       `json:"name"`
-	Mode    string       `json:"mode"` // "durable" or "buffered"
-	Policy  string       `json:"policy,omitempty"`
-	Options QueueOptions `json:"options"`
-	Counts  QueueCounts  `json:"counts"`
+	Name string `json:"name"`
+	Mode string `json:"mode"` // "durable" or "buffered": the mode in force (its applied revision)
+	// DesiredMode is the mode the newest recorded revision names (Mode
+	// unless a change is pending); ModeRevision the revision that set Mode
+	// (0: as declared); ModeChange the pending or failed change, omitted
+	// when none (docs/durability.md, "Changing the mode of an existing queue").
+	DesiredMode  string            `json:"desired_mode"`
+	ModeRevision uint64            `json:"mode_revision"`
+	ModeChange   *ModeChangeStatus `json:"mode_change,omitempty"`
+	Policy       string            `json:"policy,omitempty"`
+	Options      QueueOptions      `json:"options"`
+	Counts       QueueCounts       `json:"counts"`
 
 	WrittenNext     uint64 `json:"written_next"`     // offset after the last record handed to the OS
 	DurableNext     uint64 `json:"durable_next"`     // offset after the last fsynced record
@@ -174,6 +181,21 @@ type ReplicaStatus struct {
 	// sees it ("in sync", "catching up", "probing", "unreachable",
 	// "latched", "stale", with a reason); empty from a non-owner.
 	State string `json:"state,omitempty"`
+	// AppliedMode and ModeRevision: the revision this copy applied, as
+	// the owner derives it from the copy's durable position; omitted when
+	// the owner cannot tell.
+	AppliedMode  string `json:"applied_mode,omitempty"`
+	ModeRevision uint64 `json:"mode_revision,omitempty"`
+}
+
+// ModeChangeStatus is a mode change that has not applied.
+type ModeChangeStatus struct {
+	Revision    uint64 `json:"revision"`
+	Mode        string `json:"mode"`   // the mode it switches to
+	Offset      uint64 `json:"offset"` // the revision record's log offset
+	State       string `json:"state"`  // "pending" or "failed"
+	Reason      string `json:"reason"` // what it waits for, or why it failed
+	SinceUnixMs int64  `json:"since_unix_ms"`
 }
 
 // QueueCounts are a queue's message counts.
@@ -251,6 +273,8 @@ type ConnectionStatus struct {
 	ConnectedUnixMs int64  `json:"connected_unix_ms"`
 	State           string `json:"state"` // "awaiting hello", "open" or "closing"
 	Subscriptions   int    `json:"subscriptions"`
+	User            string `json:"user,omitempty"` // the authenticated user, with a users file
+	TLS             string `json:"tls,omitempty"`  // the TLS version, empty for plain TCP
 }
 
 // QueueActor is an optional capability of a Node: the queue actions

@@ -297,7 +297,7 @@ const overviewTemplate = `{{define "content"}}{{template "resources" .Resources}
 </table></div>{{else}}<p class="muted">this node does not list its connections</p>{{end}}{{end}}{{end}}`
 
 const queueTemplate = `{{define "content"}}{{with .Body}}{{with .Queue}}
-<h2>Queue <span class="mono">{{.Name}}</span> · {{.Mode}}{{if .Policy}} · {{.Policy}}{{end}}{{if .Owner}} · owner {{.Owner}} (epoch {{.Epoch}}){{end}}</h2>
+<h2>Queue <span class="mono">{{.Name}}</span> · <span id="q-mode">{{.Mode}}{{if .ModeRevision}} (revision {{.ModeRevision}}){{end}}</span>{{if .Policy}} · {{.Policy}}{{end}}{{if .Owner}} · owner {{.Owner}} (epoch {{.Epoch}}){{end}}</h2>
 <section class="cards" id="queue-counts">
 <div class="card"><h3>ready</h3><p><b id="q-ready">{{.Counts.Ready}}</b> messages</p></div>
 <div class="card"><h3>leased</h3><p><b id="q-leased">{{.Counts.Leased}}</b> messages</p></div>
@@ -306,6 +306,7 @@ const queueTemplate = `{{define "content"}}{{with .Body}}{{with .Queue}}
 <div class="card"><h3>consumers</h3><p><b id="q-consumers">{{.ConsumerCount}}</b></p></div>
 <div class="card"><h3>unsynced</h3><p><b id="q-unsynced">{{.UnsyncedRecords}}</b> records, <span id="q-unsynced-bytes">{{bytes .UnsyncedBytes}}</span></p><p class="muted">last sync <span id="q-last-sync">{{since .LastSyncUnixMs}}</span></p></div>
 <div class="card"><h3>state</h3><p><b id="q-state" class="{{if .Fenced}}bad{{else}}ok{{end}}">{{if .Fenced}}fenced{{else}}serving{{end}}</b></p><p class="muted">{{.FenceError}}</p></div>
+<div class="card"><h3>mode change</h3><p><b id="q-mode-change" class="{{if .ModeChange}}bad{{else}}ok{{end}}">{{with .ModeChange}}{{.State}}: to {{.Mode}} (revision {{.Revision}}){{else}}none pending{{end}}</b></p><p class="muted" id="q-mode-reason">{{with .ModeChange}}{{.Reason}}{{end}}</p></div>
 </section>
 <p class="muted">Log: written next <span id="q-written">{{.WrittenNext}}</span>, durable next <span id="q-durable">{{.DurableNext}}</span> (records, acks and leases included; written = reached the OS, durable = fsynced). Background sync {{if .SyncIntervalMs}}every {{.SyncIntervalMs}} ms{{else}}off{{end}}.</p>
 <p class="muted">Options: {{with .Options}}lease {{.LeaseTimeoutMs}} ms{{if .MaxDeliveries}} · max deliveries {{.MaxDeliveries}}{{end}}{{if .DeadLetterQueue}} · dead letters to {{.DeadLetterQueue}}{{end}}{{if .MessageTTLMs}} · ttl {{.MessageTTLMs}} ms{{end}}{{if .MaxLength}} · max length {{.MaxLength}}{{end}}{{if .MaxBytes}} · max bytes {{.MaxBytes}}{{end}}{{if .Overflow}} · overflow {{.Overflow}}{{end}}{{if .RedeliveryDelayMs}} · redelivery delay {{.RedeliveryDelayMs}} ms{{end}}{{end}}</p>
@@ -331,8 +332,8 @@ const queueTemplate = `{{define "content"}}{{with .Body}}{{with .Queue}}
 <h2>Replicas</h2>
 <p class="muted">Confirms and deliveries stop at the quorum frontier: committed next <span id="q-committed">{{if .Queue.CommittedNext}}{{.Queue.CommittedNext}}{{end}}</span>.</p>
 <div class="scroll"><table id="replicas-table">
-<thead><tr><th class="text">node</th><th class="text">state</th><th>written next</th><th>durable next</th></tr></thead>
-<tbody id="replicas">{{range .Queue.Replicas}}<tr><td class="text">{{.Node}}</td><td class="text">{{.State}}</td><td>{{.WrittenNext}}</td><td>{{.DurableNext}}</td></tr>{{else}}<tr class="empty"><td colspan="4">a single node: one copy</td></tr>{{end}}</tbody>
+<thead><tr><th class="text">node</th><th class="text">state</th><th>written next</th><th>durable next</th><th class="text">applied mode</th></tr></thead>
+<tbody id="replicas">{{range .Queue.Replicas}}<tr><td class="text">{{.Node}}</td><td class="text">{{.State}}</td><td>{{.WrittenNext}}</td><td>{{.DurableNext}}</td><td class="text">{{if .AppliedMode}}{{.AppliedMode}} (revision {{.ModeRevision}}){{end}}</td></tr>{{else}}<tr class="empty"><td colspan="5">a single node: one copy</td></tr>{{end}}</tbody>
 </table></div>
 <h2>Recent failovers</h2>
 <div class="scroll"><table id="failovers-table">

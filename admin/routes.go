@@ -124,6 +124,8 @@ func (s *Server) resolve(path string) (endpoint, string, bool) {
 		return endpoint{post: s.handleQueueSync}, name, true
 	case action == "reopen":
 		return endpoint{post: s.handleQueueReopen}, name, true
+	case action == "mode":
+		return endpoint{post: s.handleQueueMode}, name, true
 	case action == "purge":
 		return endpoint{post: s.handleQueuePurge}, name, true
 	case action == "delete":

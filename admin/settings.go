@@ -6,6 +6,10 @@ package admin
 //	"250ms"               the same, as a JSON string
 //	{"interval_ms": 250}  a JSON object with a whole number of milliseconds
 //
+// Changing it needs the HTTP token even on loopback: a longer interval
+// (or 0) weakens durability, and any local user can reach a loopback
+// port. Without a token configured, the PUT is refused.
+//
 // The interval must be a whole number of milliseconds (every report gives it
 // in milliseconds, and 0 there means off) and at most MaxSyncInterval.
 // Anything else is answered 400 with what was wrong and what is accepted.
@@ -40,7 +44,17 @@ func (s *Server) handleGetSyncInterval(ctx *fasthttp.RequestCtx, _ string) {
 	writeJSON(ctx, fasthttp.StatusOK, syncIntervalView{SyncIntervalMs: durationMs(s.node.NodeInfo().SyncInterval)})
 }
 
+// ErrDurabilityWriteNeedsToken is the refusal of a write that can weaken
+// durability on a node without an HTTP token.
+var ErrDurabilityWriteNeedsToken = errors.New("this setting can weaken durability (a longer interval, or 0, leaves " +
+	"written data unsynced for longer), so changing it needs the HTTP token even on loopback, and this node has none: " +
+	"start it with --http-token-file FILE (or $FIBRIL_HTTP_TOKEN) and send Authorization: Bearer <token>")
+
 func (s *Server) handlePutSyncInterval(ctx *fasthttp.RequestCtx, _ string) {
+	if s.options.Token == "" { // with a token, maybeAdmit has checked it
+		writeError(ctx, fasthttp.StatusForbidden, "%v", ErrDurabilityWriteNeedsToken)
+		return
+	}
 	interval, err := parseSyncInterval(ctx.PostBody())
 	if err != nil {
 		writeError(ctx, fasthttp.StatusBadRequest, "%v", err)

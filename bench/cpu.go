@@ -165,3 +165,31 @@ func ParseProcessCPUSeconds(page io.Reader) (time.Duration, error) {
 	}
 	return 0, ErrMetricMissing
 }
+
+// ProcessesCPU sums the CPU time of several processes: the nodes of a
+// cluster that run on one machine.
+type ProcessesCPU []ProcessCPU
+
+// CPUTime reads and adds up utime + stime of every process.
+func (p ProcessesCPU) CPUTime(ctx context.Context) (time.Duration, error) {
+	var total time.Duration
+	for _, process := range p {
+		spent, err := process.CPUTime(ctx)
+		if err != nil {
+			return 0, err
+		}
+		total += spent
+	}
+	return total, nil
+}
+
+// Meter returns the one process itself, or the sum; nil for none.
+func (p ProcessesCPU) Meter() CPUMeter {
+	switch len(p) {
+	case 0:
+		return nil
+	case 1:
+		return p[0]
+	}
+	return p
+}

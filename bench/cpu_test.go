@@ -126,3 +126,29 @@ func TestMetricsCPU(t *testing.T) {
 		t.Error("a 404 did not fail")
 	}
 }
+
+func TestProcessesCPUSumsEveryProcess(t *testing.T) {
+	root := t.TempDir()
+	for pid, line := range map[string]string{
+		"11": "11 (fibril) S 1 11 11 0 -1 0 0 0 0 0 300 100 0 0 20 0 1 0 1 1 1 1\n",
+		"12": "12 (fibril) S 1 12 12 0 -1 0 0 0 0 0 50 50 0 0 20 0 1 0 1 1 1 1\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(root, pid), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, pid, "stat"), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	both := ProcessesCPU{{PID: 11, ProcRoot: root, TicksPerSecond: 100}, {PID: 12, ProcRoot: root, TicksPerSecond: 100}}
+	got, err := both.Meter().CPUTime(context.Background())
+	if err != nil || got != 5*time.Second {
+		t.Fatalf("sum of 4 s and 1 s: %v, %v", got, err)
+	}
+	if _, err := append(both, ProcessCPU{PID: 13, ProcRoot: root}).CPUTime(context.Background()); err == nil {
+		t.Fatal("a missing process was summed as zero")
+	}
+	if ProcessesCPU(nil).Meter() != nil {
+		t.Fatal("no process gave a meter")
+	}
+}

@@ -13,7 +13,9 @@ package bench
 // previous slack is restored before it is unlocked.
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -60,4 +62,22 @@ func holdPreciseThread() (release func()) {
 func sleepFor(d time.Duration) {
 	request := unix.NsecToTimespec(int64(d))
 	unix.Nanosleep(&request, nil)
+}
+
+// DeviceOf names the block device that holds path, as /proc/diskstats
+// names it: the whole disk, when path is on one of its partitions.
+func DeviceOf(path string) (string, error) {
+	var stat unix.Stat_t
+	if err := unix.Stat(path, &stat); err != nil {
+		return "", fmt.Errorf("bench: device of %s: %w", path, err)
+	}
+	link := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(stat.Dev), unix.Minor(stat.Dev))
+	resolved, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		return "", fmt.Errorf("bench: device of %s: %w (not a block device: a network or memory filesystem?)", path, err)
+	}
+	if _, err := os.Stat(filepath.Join(resolved, "partition")); err == nil {
+		resolved = filepath.Dir(resolved)
+	}
+	return filepath.Base(resolved), nil
 }

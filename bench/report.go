@@ -53,6 +53,8 @@ type Settings struct {
 	DrainTimeout      time.Duration `json:"drain_timeout_ns"`
 	QueuePrefix       string        `json:"queue_prefix"`
 	CPUSource         string        `json:"cpu_source,omitempty"`
+	SyncsSource       string        `json:"fsyncs_source,omitempty"`
+	FlushesSource     string        `json:"device_flushes_source,omitempty"`
 	Percentiles       string        `json:"percentiles"`
 	StartedAt         time.Time     `json:"started_at"`
 	GoVersion         string        `json:"go_version"`
@@ -89,13 +91,20 @@ type Result struct {
 	CPUSeconds           *float64 `json:"broker_cpu_seconds,omitempty"`
 	CPUSecondsPerMillion *float64 `json:"broker_cpu_seconds_per_million,omitempty"`
 	// The benchmark process's own CPU over the same span, when metered.
-	ClientCPUSeconds           *float64      `json:"client_cpu_seconds,omitempty"`
-	ClientCPUSecondsPerMillion *float64      `json:"client_cpu_seconds_per_million,omitempty"`
-	RunFor                     time.Duration `json:"run_for_ns"`
-	StopReason                 StopReason    `json:"stop_reason"`
-	DrainTimedOut              bool          `json:"drain_timed_out"`
-	Notes                      []string      `json:"notes,omitempty"`
-	Error                      string        `json:"error,omitempty"`
+	ClientCPUSeconds           *float64 `json:"client_cpu_seconds,omitempty"`
+	ClientCPUSecondsPerMillion *float64 `json:"client_cpu_seconds_per_million,omitempty"`
+	// The server's fdatasyncs and directory fsyncs (fibril_fsyncs_total)
+	// and the data disk's flushes over the whole run, warm-up included,
+	// and per publish; absent without a meter.
+	ServerSyncs             *uint64       `json:"server_fsyncs,omitempty"`
+	ServerSyncsPerMessage   *float64      `json:"server_fsyncs_per_message,omitempty"`
+	DeviceFlushes           *uint64       `json:"device_flushes,omitempty"`
+	DeviceFlushesPerMessage *float64      `json:"device_flushes_per_message,omitempty"`
+	RunFor                  time.Duration `json:"run_for_ns"`
+	StopReason              StopReason    `json:"stop_reason"`
+	DrainTimedOut           bool          `json:"drain_timed_out"`
+	Notes                   []string      `json:"notes,omitempty"`
+	Error                   string        `json:"error,omitempty"`
 }
 
 func (r *Result) failed(err error) (Result, error) {
@@ -135,6 +144,32 @@ func (r *Result) fill(t tally) {
 	} {
 		if count.value > 0 {
 			notef("%d %s", count.value, count.what)
+		}
+	}
+}
+
+// fillCounts sets the sync and flush figures when both readings of each
+// worked and the run published.
+func (r *Result) fillCounts(start, end counterReadings) {
+	for _, counter := range []struct {
+		what             string
+		start, end       uint64
+		startErr, endErr error
+		count            **uint64
+		per              **float64
+	}{
+		{"server fsyncs", start.syncs, end.syncs, start.syncsErr, end.syncsErr, &r.ServerSyncs, &r.ServerSyncsPerMessage},
+		{"device flushes", start.flushes, end.flushes, start.flushesErr, end.flushesErr, &r.DeviceFlushes, &r.DeviceFlushesPerMessage},
+	} {
+		switch {
+		case counter.endErr == errNoCountMeter:
+		case counter.startErr != nil || counter.endErr != nil:
+			r.Notes = append(r.Notes, fmt.Sprintf("%s not read: %v", counter.what, firstError(counter.startErr, counter.endErr)))
+		case counter.end < counter.start:
+			r.Notes = append(r.Notes, fmt.Sprintf("%s went back from %d to %d (a restart?); no figure", counter.what,
+				counter.start, counter.end))
+		case r.Counts.Published > 0:
+			*counter.count, *counter.per = perMessage(counter.start, counter.end, r.Counts.Published)
 		}
 	}
 }
@@ -214,13 +249,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	groups := r.groups()
 	b.WriteString("Publish to confirm, ms from the intended publish time\n\n")
-	b.WriteString("| case | mode | runs | p50 | p99 | p99.9 | max | p50 / floor | confirms/s | broker CPU s per M msgs | client CPU s per M msgs | sender lag p99 |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| case | mode | runs | p50 | p99 | p99.9 | max | p50 / floor | confirms/s | broker CPU s per M msgs | client CPU s per M msgs | sender lag p99 | server fdatasyncs per msg | device flushes per msg |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, g := range groups {
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", g.caseName, g.mode, len(g.runs),
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", g.caseName, g.mode, len(g.runs),
 			g.latency(confirmOf, P50), g.latency(confirmOf, P99), g.latency(confirmOf, P999), g.max(confirmOf),
 			g.multiple(confirmOf, r.Floors), g.figure(func(r Result) (float64, bool) { return r.ConfirmsPerSecond, true }, "%.1f"),
-			g.figure(cpuOf, "%.2f"), g.figure(clientCPUOf, "%.2f"), g.latency(sendLagOf, P99))
+			g.figure(cpuOf, "%.2f"), g.figure(clientCPUOf, "%.2f"), g.latency(sendLagOf, P99),
+			g.figure(syncsOf, "%.2f"), g.figure(flushesOf, "%.2f"))
 	}
 	b.WriteString("\nPublish to delivery, ms from the intended publish time (first deliveries)\n\n")
 	b.WriteString("| case | mode | runs | p50 | p99 | p99.9 | max | p50 / floor | deliveries/s | lost | duplicated |\n")
@@ -302,6 +338,20 @@ func clientCPUOf(r Result) (float64, bool) {
 		return 0, false
 	}
 	return *r.ClientCPUSecondsPerMillion, true
+}
+
+func syncsOf(r Result) (float64, bool) {
+	if r.ServerSyncsPerMessage == nil {
+		return 0, false
+	}
+	return *r.ServerSyncsPerMessage, true
+}
+
+func flushesOf(r Result) (float64, bool) {
+	if r.DeviceFlushesPerMessage == nil {
+		return 0, false
+	}
+	return *r.DeviceFlushesPerMessage, true
 }
 
 func cpuOf(r Result) (float64, bool) {

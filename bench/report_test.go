@@ -48,6 +48,11 @@ func handReport() *Report {
 	// the one run that has it.
 	runs[0].ClientCPUSecondsPerMillion = float(150)
 	runs[1].ClientCPUSecondsPerMillion = float(120.5)
+	// Server fdatasyncs on every run but 3; device flushes on the durable
+	// runs only.
+	runs[0].ServerSyncsPerMessage, runs[3].ServerSyncsPerMessage = float(1.05), float(1.1)
+	runs[1].ServerSyncsPerMessage = float(0.125)
+	runs[0].DeviceFlushesPerMessage, runs[3].DeviceFlushesPerMessage = float(2.4), float(2.4)
 	return &Report{
 		Settings: Settings{Cases: []Case{steady}, Modes: []Mode{ModeDurable, ModeBuffered}, Order: "ABBA per case",
 			MessageBytes: 1024, Warmup: 2 * time.Second, Duration: 10 * time.Second, Percentiles: "nearest-rank", Server: "127.0.0.1:7420"},
@@ -79,10 +84,10 @@ Floor of a p50: durable 2.030 ms (round trip + write + fdatasync), buffered 0.03
 
 Publish to confirm, ms from the intended publish time
 
-| case | mode | runs | p50 | p99 | p99.9 | max | p50 / floor | confirms/s | broker CPU s per M msgs | client CPU s per M msgs | sender lag p99 |
-|---|---|---|---|---|---|---|---|---|---|---|---|
-| steady-100 | durable | 2 | 4.000 | 4.000-6.000 | 4.000-6.000 | 4.000-6.000 | 2.0x | 100.0 | 400.00-420.00 | 150.00 | 0.000-0.250 |
-| steady-100 | buffered | 2 | 1.000-1.500 | 1.500-2.000 | 1.500-2.000 | 1.500-2.000 | 29.4-44.1x | 99.5-100.5 | 300.00-310.00 | 120.50 | - |
+| case | mode | runs | p50 | p99 | p99.9 | max | p50 / floor | confirms/s | broker CPU s per M msgs | client CPU s per M msgs | sender lag p99 | server fdatasyncs per msg | device flushes per msg |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+| steady-100 | durable | 2 | 4.000 | 4.000-6.000 | 4.000-6.000 | 4.000-6.000 | 2.0x | 100.0 | 400.00-420.00 | 150.00 | 0.000-0.250 | 1.05-1.10 | 2.40 |
+| steady-100 | buffered | 2 | 1.000-1.500 | 1.500-2.000 | 1.500-2.000 | 1.500-2.000 | 29.4-44.1x | 99.5-100.5 | 300.00-310.00 | 120.50 | - | 0.12 | - |
 
 Publish to delivery, ms from the intended publish time (first deliveries)
 

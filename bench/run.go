@@ -68,6 +68,10 @@ type Options struct {
 	// ClientCPU reads the benchmark process's own CPU time, which shares
 	// the machine with a local broker; nil reports no figure.
 	ClientCPU CPUMeter
+	// Syncs reads the server's fdatasync count (fibril_fsyncs_total) and
+	// Flushes the data disk's flush count (/proc/diskstats), each before
+	// and after every run (syncs.go); nil reports no figure.
+	Syncs, Flushes CountMeter
 	// Floors, when measured before the run, are copied into the report.
 	Floors *Floors
 	// Server and DataDir are recorded in the report's settings.
@@ -227,6 +231,12 @@ func (r runner) settings() Settings {
 	if r.opts.CPU != nil {
 		settings.CPUSource = fmt.Sprint(r.opts.CPU)
 	}
+	if r.opts.Syncs != nil {
+		settings.SyncsSource = fmt.Sprint(r.opts.Syncs)
+	}
+	if r.opts.Flushes != nil {
+		settings.FlushesSource = fmt.Sprint(r.opts.Flushes)
+	}
 	return settings
 }
 
@@ -273,6 +283,7 @@ func (r runner) runOne(ctx context.Context, spec RunSpec) (result Result, err er
 		col.finish()
 		return result.failed(fmt.Errorf("bench: subscribe %s: %w", queue, err))
 	}
+	countsStart := r.readCounts(ctx)
 	publishing := r.publish(ctx, col, spec, queue, runFor, limit)
 	result.StopReason = publishing.stop
 	if publishing.err == nil {
@@ -282,11 +293,13 @@ func (r runner) runOne(ctx context.Context, spec RunSpec) (result Result, err er
 	finishing, cancelFinishing := r.cleanupContext(ctx)
 	cpuEnd, cpuEndErr := r.readCPU(finishing)
 	clientEnd, clientEndErr := readMeter(finishing, r.opts.ClientCPU)
+	countsEnd := r.readCounts(finishing)
 	if err := stop(finishing); err != nil {
 		result.Notes = append(result.Notes, fmt.Sprintf("stop subscription: %v", err))
 	}
 	cancelFinishing()
 	result.fill(col.finish())
+	result.fillCounts(countsStart, countsEnd)
 	result.fillCPU(publishing.cpuStart, publishing.cpuStartErr, cpuEnd, cpuEndErr, publishing.cpuStarted)
 	if publishing.cpuStarted && publishing.clientStartErr == nil && clientEndErr == nil && result.Counts.Measured > 0 {
 		result.ClientCPUSeconds, result.ClientCPUSecondsPerMillion = perMillion(clientEnd-publishing.clientStart, result.Counts.Measured)
@@ -369,6 +382,29 @@ func (r runner) waitDrained(ctx context.Context, col *collector) (timedOut bool)
 		return false
 	}
 }
+
+// counterReadings are the server's syncs and the disk's flushes at one
+// moment, each with the error that kept it from being read.
+type counterReadings struct {
+	syncs, flushes       uint64
+	syncsErr, flushesErr error
+}
+
+func (r runner) readCounts(ctx context.Context) counterReadings {
+	var readings counterReadings
+	readings.syncs, readings.syncsErr = readCount(ctx, r.opts.Syncs)
+	readings.flushes, readings.flushesErr = readCount(ctx, r.opts.Flushes)
+	return readings
+}
+
+func readCount(ctx context.Context, meter CountMeter) (uint64, error) {
+	if meter == nil {
+		return 0, errNoCountMeter
+	}
+	return meter.Count(ctx)
+}
+
+var errNoCountMeter = errors.New("bench: no counter")
 
 func (r runner) readCPU(ctx context.Context) (time.Duration, error) {
 	return readMeter(ctx, r.opts.CPU)

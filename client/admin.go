@@ -68,7 +68,7 @@ type QueueConfig struct {
 	LeaseTimeout    time.Duration // how long a delivery may stay unsettled before it is delivered again
 	MaxDeliveries   uint32        // attempts after which a message is dead-lettered; 0 = unlimited
 	DeadLetterQueue string        // where dead-lettered messages go; empty = dropped
-	MessageTTL      time.Duration // ready messages older than this are dead-lettered
+	MessageTTL      time.Duration // ready messages older than this are dropped (not dead-lettered)
 	MaxLength       uint64        // most messages held
 	MaxBytes        uint64        // most payload bytes held
 	Overflow        Overflow      // what a publish to a full queue does

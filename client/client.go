@@ -27,13 +27,16 @@ type Client struct {
 	window        *window
 	confirms      *confirmPump // nil unless Options.Confirms
 
-	home      *link
-	routesMu  sync.Mutex
-	routes    map[string]*link // queues owned away from home, by queue name
-	links     map[string]*link // redirect targets, by address
-	closed    bool             // guarded by routesMu
-	closeOnce sync.Once
-	resending sync.WaitGroup // goroutines re-sending redirected publishes
+	home     *link
+	routesMu sync.Mutex
+	routes   map[string]*link // queues owned away from home, by queue name
+	// routeEpochs is the newest owner epoch a redirect (FRD2) named, by
+	// queue: a redirect of an older epoch is not followed.
+	routeEpochs map[string]uint64
+	links       map[string]*link // redirect targets, by address
+	closed      bool             // guarded by routesMu
+	closeOnce   sync.Once
+	resending   sync.WaitGroup // goroutines re-sending redirected publishes
 
 	randomMu sync.Mutex
 	random   *rand.Rand
@@ -52,12 +55,19 @@ func Dial(ctx context.Context, options Options) (*Client, error) {
 	if len(options.Addresses) == 0 {
 		return nil, ErrNoAddresses
 	}
+	if options.TLS != nil {
+		dialer, err := options.tlsDialer()
+		if err != nil {
+			return nil, err
+		}
+		options.Dialer = dialer
+	}
 	options = options.withDefaults()
 	clientCtx, cancel := context.WithCancel(context.Background())
 	c := &Client{
 		options: options, ctx: clientCtx, cancel: cancel,
 		window: newWindow(options.MaxPendingPublishes),
-		routes: make(map[string]*link), links: make(map[string]*link),
+		routes: make(map[string]*link), links: make(map[string]*link), routeEpochs: make(map[string]uint64),
 		random: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	if options.Confirms {
@@ -247,7 +257,7 @@ func (c *Client) roundTrip(ctx context.Context, request call) (reply, error) {
 		if queue == "" {
 			queue = answer.redirect.Queue
 		}
-		if target = c.learnRoute(queue, answer.redirect.Address); target == nil {
+		if target = c.learnRoute(queue, answer.redirect.Address, answer.redirect.Epoch); target == nil {
 			return reply{}, ErrClosed
 		}
 	}
@@ -291,13 +301,27 @@ func (c *Client) routedLink(queue string) *link {
 
 // learnRoute records that address owns queue and returns the link to it,
 // starting one when needed; nil once the Client is closed. A redirect back
-// to the address home is connected to clears the route.
-func (c *Client) learnRoute(queue, address string) *link {
+// to the address home is connected to clears the route. A redirect that
+// names an older epoch than one already followed for the queue is not
+// followed: the current route (or home) is returned instead.
+func (c *Client) learnRoute(queue, address string, epoch uint64) *link {
 	homeAddress := c.home.currentAddress()
 	c.routesMu.Lock()
 	defer c.routesMu.Unlock()
 	if c.closed {
 		return nil
+	}
+	if queue != "" && epoch != 0 {
+		if epoch < c.routeEpochs[queue] {
+			// A node that has not heard of the failover names an older
+			// owner: keep the route of the newer epoch (home when the
+			// queue has none) and ask there again.
+			if target := c.routes[queue]; target != nil {
+				return target
+			}
+			return c.home
+		}
+		c.routeEpochs[queue] = epoch
 	}
 	if address == homeAddress {
 		delete(c.routes, queue)

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fibrilmq/fibril/tlsconfig"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -84,6 +85,9 @@ func (c *Client) connect(ctx context.Context, l *link, address, previousSession 
 	}
 	if err != nil {
 		netConn.Close()
+		if c.options.TLS != nil {
+			err = explainTLS(err, address)
+		}
 		return nil, fmt.Errorf("hello with %s: %w", address, err)
 	}
 	netConn.SetDeadline(time.Time{})
@@ -110,6 +114,21 @@ func (c *Client) connect(ctx context.Context, l *link, address, previousSession 
 	return cn, nil
 }
 
+// explainTLS explains an error of the hello's first read that is a TLS
+// failure: under TLS 1.3 a node's refusal of the client's certificate
+// arrives there, after the handshake. Other errors come back unchanged.
+func explainTLS(err error, address string) error {
+	var alert *net.OpError
+	if !errors.As(err, &alert) || alert.Op != "remote error" {
+		return err // only an alert from the node is a TLS verdict here
+	}
+	var handshake *tlsconfig.HandshakeError
+	if explained := tlsconfig.ExplainHandshakeError(err, address, false); errors.As(explained, &handshake) {
+		return explained
+	}
+	return err
+}
+
 func maxBody(limit uint32) uint32 {
 	if limit == 0 {
 		return wire.DefaultMaxBodyBytes
@@ -120,7 +139,7 @@ func maxBody(limit uint32) uint32 {
 // hello sends hello and reads the node's answer.
 func (c *Client) hello(reader *wire.Reader, writer *wire.Writer, previousSession string) (*wire.HelloOK, error) {
 	hello := &wire.Hello{
-		Versions: []uint16{wire.ProtocolVersion}, ClientName: c.options.ClientName,
+		Versions: []uint16{wire.ProtocolVersion, wire.MinProtocolVersion}, ClientName: c.options.ClientName,
 		AuthToken: c.options.AuthToken, PreviousSession: previousSession, MaxBodyBytes: c.options.MaxBodyBytes,
 	}
 	if err := writer.WriteFrame(hello); err != nil {
@@ -139,8 +158,9 @@ func (c *Client) hello(reader *wire.Reader, writer *wire.Writer, previousSession
 		if err := helloOK.Decode(body); err != nil {
 			return nil, err
 		}
-		if helloOK.Version != wire.ProtocolVersion {
-			return nil, fmt.Errorf("node chose protocol version %d, this client speaks %d", helloOK.Version, wire.ProtocolVersion)
+		if helloOK.Version < wire.MinProtocolVersion || helloOK.Version > wire.ProtocolVersion {
+			return nil, fmt.Errorf("node chose protocol version %d, this client speaks %d to %d", helloOK.Version,
+				wire.MinProtocolVersion, wire.ProtocolVersion)
 		}
 		return helloOK, nil
 	case wire.TagError:

@@ -90,12 +90,12 @@ func (c *conn) handleFrame(tag wire.Tag, body []byte) {
 		c.enqueue(c.client.ctx, outbound{frame: &wire.Pong{RequestID: ping.RequestID}})
 	case wire.TagError:
 		c.handleError(body)
-	case wire.TagRedirect:
-		c.handleRedirect(body)
+	case wire.TagRedirect, wire.TagRedirectEpoch:
+		c.handleRedirect(tag, body)
 	case wire.TagSubscriptionEnded:
 		c.handleSubscriptionEnded(body)
 	case wire.TagDeclareOK, wire.TagDeclareOKMode, wire.TagSubscribeOK, wire.TagQueueInfoReply,
-		wire.TagQueueList, wire.TagOK, wire.TagPong:
+		wire.TagQueueList, wire.TagOK, wire.TagPong, wire.TagModeChanged:
 		c.handleReply(tag, body)
 	default:
 		if tag.Known() {
@@ -184,9 +184,15 @@ func (c *conn) redirectPublishes(futures []*PublishFuture, message string) {
 	}
 }
 
-func (c *conn) handleRedirect(body []byte) {
-	redirect := new(wire.Redirect)
-	if err := redirect.Decode(body); err != nil {
+func (c *conn) handleRedirect(tag wire.Tag, body []byte) {
+	redirect := new(wire.RedirectEpoch)
+	var err error
+	if tag == wire.TagRedirectEpoch {
+		err = redirect.Decode(body)
+	} else {
+		err = redirect.Redirect.Decode(body)
+	}
+	if err != nil {
 		c.closeWith(wire.ErrorFrameFor(0, err), connectionLost(err))
 		return
 	}
@@ -194,7 +200,7 @@ func (c *conn) handleRedirect(body []byte) {
 		c.answer(redirect.RequestID, reply{redirect: redirect})
 		return
 	}
-	target := c.client.learnRoute(redirect.Queue, redirect.Address)
+	target := c.client.learnRoute(redirect.Queue, redirect.Address, redirect.Epoch)
 	parked := c.pending.takeParked(redirect.Queue)
 	if len(parked) == 0 {
 		return
@@ -280,6 +286,8 @@ func (c *conn) handleReply(tag wire.Tag, body []byte) {
 	case *wire.OK:
 		id = f.RequestID
 	case *wire.Pong:
+		id = f.RequestID
+	case *wire.ModeChanged:
 		id = f.RequestID
 	}
 	c.answer(id, reply{frame: frame})

@@ -164,10 +164,18 @@ func (d *Delivery) settle(kind settleKind, requeue bool, delayMs uint32) error {
 	if b == nil || b.isStale() {
 		return ErrStaleDelivery
 	}
+	// The claim and the pending settle are one step under b.mu: a Drain
+	// woken by the claim unsubscribes through the writer, which takes the
+	// pending settles under b.mu before it writes the unsubscribe, so it
+	// always finds this settle and sends it first.
+	b.mu.Lock()
 	if err := d.claim(); err != nil {
+		b.mu.Unlock()
 		return err
 	}
-	b.add(kind, d.tag, requeue, delayMs)
+	b.addLocked(kind, d.tag, requeue, delayMs)
+	b.mu.Unlock()
+	b.conn.markDirty(b)
 	return nil
 }
 
@@ -276,9 +284,8 @@ func (b *binding) leave(d *Delivery, state uint32) bool {
 	return true
 }
 
-// add gathers a settle for the writer.
-func (b *binding) add(kind settleKind, tag uint64, requeue bool, delayMs uint32) {
-	b.mu.Lock()
+// addLocked gathers a settle for the writer; b.mu is held.
+func (b *binding) addLocked(kind settleKind, tag uint64, requeue bool, delayMs uint32) {
 	switch kind {
 	case settleAck:
 		b.pending.acks = append(b.pending.acks, tag)
@@ -289,8 +296,6 @@ func (b *binding) add(kind settleKind, tag uint64, requeue bool, delayMs uint32)
 	case settleNack:
 		b.pending.addNack(tag, requeue, delayMs)
 	}
-	b.mu.Unlock()
-	b.conn.markDirty(b)
 }
 
 // settleBatch holds delivery tags by settle kind.

@@ -18,6 +18,18 @@
 // unless Options.WaitForReconnect makes them wait (bounded by their
 // context).
 //
+// A node with TLS and users (docs/security.md) takes Options.TLS (the CA
+// file that signs its certificate, optionally a client certificate, the
+// server name) and the user's credential as the auth token:
+//
+//	c, err := client.Dial(ctx, client.Options{Addresses: []string{"node1:7420"},
+//		AuthToken: []byte("billing:" + token), TLS: &client.TLSOptions{CAFile: "ca.pem"}})
+//
+// A TLS failure comes back explained (tlsconfig.ErrUntrustedCertificate,
+// ErrCertificateName, ErrCertificateRefused, ErrNotTLS; test with
+// errors.Is), and a node that refuses a request for want of permission
+// answers it with code forbidden (214).
+//
 // # Declaring
 //
 // Declare takes a QueueConfig; its zero value declares a durable queue,
@@ -107,6 +119,10 @@
 // reconnecting supervisor), remembers the route and sends the request
 // again there, up to Options.MaxRedirects times. Publishes refused with
 // not_owner were not stored, so they are sent again to the owner too.
+// The SDK speaks protocol version 2, whose redirects carry the owner's
+// epoch: a redirect naming an older epoch than one it already followed
+// for the queue (from a node that has not heard of a failover yet) is not
+// followed; the request goes to the newer owner it knows instead.
 //
 // # Concurrency
 //

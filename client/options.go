@@ -2,8 +2,11 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"time"
+
+	"github.com/fibrilmq/fibril/tlsconfig"
 )
 
 // Defaults for the zero values of Options.
@@ -123,9 +126,44 @@ type Options struct {
 	// from a connection's reader goroutine; keep it short.
 	OnError func(error)
 
-	// Dialer opens the byte stream to an address; nil means TCP. Tests use
-	// it to inject failures.
+	// TLS, when set, makes every connection TLS (TLS 1.2 or later): see
+	// TLSOptions. Leave it nil for a node that speaks plain TCP.
+	TLS *TLSOptions
+
+	// Dialer opens the byte stream to an address; nil means TCP (or TLS
+	// with TLS set; the two exclude each other). Tests use it to inject
+	// failures.
 	Dialer func(ctx context.Context, address string) (net.Conn, error)
+}
+
+// TLSOptions are a client's TLS files and the name it expects. The files
+// are read when Dial is called (a missing or broken one fails Dial with a
+// sentence naming it); the CA file is read again for each reconnect.
+type TLSOptions struct {
+	// CAFile holds the CAs that sign the node's certificate (PEM). Empty:
+	// the system's roots.
+	CAFile string
+	// CertFile and KeyFile are a client certificate and its key, for a
+	// node that asks for one; both or neither.
+	CertFile, KeyFile string
+	// ServerName is the name the node's certificate must carry. Empty:
+	// the host of the address dialed (or redirected to).
+	ServerName string
+}
+
+// tlsDialer builds the Dialer of o.TLS.
+func (o Options) tlsDialer() (func(ctx context.Context, address string) (net.Conn, error), error) {
+	if o.Dialer != nil {
+		return nil, fmt.Errorf("%w: TLS and Dialer exclude each other (a Dialer can do TLS itself)", ErrInvalidConfig)
+	}
+	tlsClient, err := tlsconfig.NewClient(tlsconfig.ClientSettings{CAFile: o.TLS.CAFile, CertFile: o.TLS.CertFile,
+		KeyFile: o.TLS.KeyFile, ServerName: o.TLS.ServerName})
+	if err != nil {
+		return nil, fmt.Errorf("%w: TLS: %w", ErrInvalidConfig, err)
+	}
+	return func(ctx context.Context, address string) (net.Conn, error) {
+		return tlsClient.DialContext(ctx, "tcp", address)
+	}, nil
 }
 
 // Backoff is the reconnect schedule: the n-th consecutive failed round of

@@ -22,10 +22,10 @@ import (
 
 // reply is what a waiting request receives.
 type reply struct {
-	frame    wire.Frame     // the success reply (decoded, owns its memory)
-	binding  *binding       // subscribe-ok: the subscription's binding on this connection
-	redirect *wire.Redirect // the queue is owned by another node
-	err      error          // *ServerError, or the connection's failure
+	frame    wire.Frame          // the success reply (decoded, owns its memory)
+	binding  *binding            // subscribe-ok: the subscription's binding on this connection
+	redirect *wire.RedirectEpoch // the queue is owned by another node (an FRD1 has epoch 0)
+	err      error               // *ServerError, or the connection's failure
 }
 
 // pendingRequest is a request waiting for its reply.

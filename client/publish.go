@@ -258,8 +258,7 @@ func (c *Client) publish(ctx context.Context, queue string, message Message, not
 	future.firstSent = time.Now()
 	c.armDeadline(future, settings)
 	if err := c.sendPublish(ctx, future, c.linkFor(queue)); err != nil {
-		future.notify = false
-		c.finishQueued(future, Confirm{Err: err})
+		c.refuseQueued(future, Confirm{Err: err})
 		return nil, err
 	}
 	return future, nil
@@ -330,6 +329,22 @@ func (c *Client) finishQueued(future *PublishFuture, result Confirm) {
 		return
 	}
 	future.phase = phaseDone
+	future.mu.Unlock()
+	c.complete(future, result)
+}
+
+// refuseQueued completes a publish that never reached a connection, its
+// error returned to the caller rather than notified; unless its deadline
+// completed it first (the timer may fire while sendPublish waits for a
+// connection), in which case nothing of it is touched: notify is written
+// only under the lock, by whoever completes it.
+func (c *Client) refuseQueued(future *PublishFuture, result Confirm) {
+	future.mu.Lock()
+	if future.phase == phaseDone {
+		future.mu.Unlock()
+		return
+	}
+	future.phase, future.notify = phaseDone, false
 	future.mu.Unlock()
 	c.complete(future, result)
 }

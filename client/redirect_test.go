@@ -68,8 +68,10 @@ func TestRequestsFollowARedirectToTheOwner(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(sessions) != 2 || sessions[1].NodeID != "owner" {
-		t.Fatalf("sessions %+v: want home, then the owner", sessions)
+	// One session each on home and on the owner; their OnConnect calls may
+	// come in either order (each link reports from its own goroutine).
+	if len(sessions) != 2 || (sessions[0].NodeID == "owner") == (sessions[1].NodeID == "owner") {
+		t.Fatalf("sessions %+v: want one on home and one on the owner", sessions)
 	}
 }
 
@@ -128,5 +130,39 @@ func TestRedirectToAnUnreachableNodeFailsRetryably(t *testing.T) {
 	_, err := c.Declare(guardedContext(t), "orders", client.QueueConfig{})
 	if !errors.Is(err, client.ErrConnectionLost) || !client.IsRetryable(err) {
 		t.Fatalf("got %v, want a retryable ErrConnectionLost", err)
+	}
+}
+
+// A redirect (FRD2) naming an older epoch than one the client already
+// followed for the queue comes from a node that has not heard of the
+// failover: the client keeps the newer owner and never dials the old one.
+// A newer epoch is followed.
+func TestARedirectOfAnOlderEpochIsNotFollowed(t *testing.T) {
+	home := startServer(t, clienttest.Config{})
+	current := startServer(t, clienttest.Config{NodeID: "current"})
+	former := startServer(t, clienttest.Config{NodeID: "former"})
+	home.RedirectAtEpoch("orders", "current", current.Addr(), 5)
+	c := dial(t, client.Options{}, home)
+	ctx := guardedContext(t)
+	declare(t, c, "orders", client.QueueConfig{Mode: client.ModeBuffered})
+	if _, ok := current.Queue("orders"); !ok {
+		t.Fatal("the declare did not reach the owner of epoch 5")
+	}
+	// The owner of epoch 5 now names epoch 4's owner (it lags): not
+	// followed; the request stays with the owner it knows.
+	current.RedirectAtEpoch("orders", "former", former.Addr(), 4)
+	if _, err := c.QueueInfo(ctx, "orders"); !errors.Is(err, client.ErrTooManyRedirects) {
+		t.Fatalf("info while only stale redirects answer: %v; want ErrTooManyRedirects", err)
+	}
+	if stats := former.Stats(); stats.Connections != 0 {
+		t.Fatalf("the client dialled the owner of an older epoch: %+v", stats)
+	}
+	// Epoch 6 names it again: followed.
+	current.RedirectAtEpoch("orders", "former", former.Addr(), 6)
+	if _, err := c.Declare(ctx, "orders", client.QueueConfig{Mode: client.ModeBuffered}); err != nil {
+		t.Fatalf("declare through the redirect of epoch 6: %v", err)
+	}
+	if _, ok := former.Queue("orders"); !ok || former.Stats().Connections == 0 {
+		t.Fatal("the redirect of a newer epoch was not followed")
 	}
 }

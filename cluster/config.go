@@ -100,6 +100,16 @@ type NodeConfig struct {
 	// DataDir holds the node's queues and, under raft/, its Raft logs. A
 	// relative path is relative to the working directory of the process.
 	DataDir string `json:"data_dir"`
+	// TLS names this node's files for the links between nodes (Raft, and
+	// the peer links of replication): mutual TLS under the cluster CA.
+	// Every node has it, or none (tls.go).
+	TLS *NodeTLSFiles `json:"tls,omitempty"`
+	// ClientTLS names the client listener's certificate files; without
+	// it the listener speaks plain TCP.
+	ClientTLS *ClientTLSFiles `json:"client_tls,omitempty"`
+	// UsersFile is the users file of the client listener
+	// (docs/security.md); without it clients use the shared token, if any.
+	UsersFile string `json:"users_file,omitempty"`
 }
 
 // ReplicaID is the node's Raft replica id in every shard it joins. It is
@@ -271,6 +281,7 @@ func (c *Config) Validate() error {
 		problems = append(problems, &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)})
 	}
 	effective.validateNodes(report)
+	effective.validateTLS(report)
 	effective.validateSettings(report)
 	return errors.Join(problems...)
 }

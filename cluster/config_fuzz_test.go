@@ -24,6 +24,8 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(strings.Replace(string(example), `"node2"`, `"node1"`, 1)))
 	f.Add([]byte(`{"cluster": {"background_sync_interval": "0s", "raft": {"election_rtt": 1000}}, "nodes": []}`))
 	f.Add([]byte(`{"cluster": {}, "nodes": null}`))
+	f.Add([]byte(`{"nodes": [{"id": "a", "client_address": "127.0.0.1:1", "peer_address": "127.0.0.1:2", "raft_address": "127.0.0.1:3", "http_address": "127.0.0.1:4", "data_dir": "d", "tls": {"ca_file": "ca.pem", "cert_file": "a.pem", "key_file": "a-key.pem"}, "client_tls": {"cert_file": "c.pem", "key_file": "c-key.pem", "client_ca_file": "clients.pem", "require_client_cert": true}, "users_file": "users.json"}]}`))
+	f.Add([]byte(`{"nodes": [{"id": "a", "client_address": "127.0.0.1:1", "peer_address": "127.0.0.1:2", "raft_address": "127.0.0.1:3", "http_address": "127.0.0.1:4", "data_dir": "d", "tls": {}}]}`))
 	f.Add([]byte(`{} {}`))
 	f.Add([]byte(``))
 	f.Fuzz(func(t *testing.T, data []byte) {

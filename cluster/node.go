@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fibrilmq/fibril/tlsconfig"
 	"github.com/lni/dragonboat/v4"
 	"github.com/lni/dragonboat/v4/config"
 	sm "github.com/lni/dragonboat/v4/statemachine"
@@ -88,6 +89,24 @@ type Node struct {
 
 	watchMu  sync.Mutex
 	watchers map[*Watch]struct{} // nil after Close; guarded by watchMu
+
+	peerTLS *tlsconfig.Node // the node's tls files; nil without them (tls.go)
+}
+
+// PeerTLS is the mutual TLS of this node's links to the others, built at
+// start from its tls files (NodeConfig.PeerTLS); nil without them.
+func (n *Node) PeerTLS() *tlsconfig.Node { return n.peerTLS }
+
+// ReloadTLS re-reads the node's tls files for the links that use PeerTLS
+// (on SIGHUP). Raft's transport reads the files itself: its dialing side
+// sees the new files at its next connection, its accepting side only
+// after a restart (docs/security.md). A broken file keeps the ones in
+// force, and the error says why. Without tls files it does nothing.
+func (n *Node) ReloadTLS() error {
+	if n.peerTLS == nil {
+		return nil
+	}
+	return n.peerTLS.Reload()
 }
 
 // Start starts node nodeID of cfg. It returns once the NodeHost and the
@@ -112,6 +131,9 @@ func Start(cfg *Config, nodeID string, options StartOptions) (*Node, error) {
 	warnAboutSettingsFiles(logger)
 
 	node := newNode(effective, self, logger)
+	if node.peerTLS, err = self.PeerTLS(); err != nil { // tls.go: checked before Raft reads the files
+		return nil, err
+	}
 	if options.ReplicaID != 0 {
 		node.replicaID = options.ReplicaID
 	}
@@ -167,7 +189,13 @@ func (n *Node) nodeHostConfig(options StartOptions) config.NodeHostConfig {
 			raftDir = absolute
 		}
 	}
+	var mutualTLS bool
+	var caFile, certFile, keyFile string
+	if tls := n.self.TLS; tls != nil { // dragonboat reads the files itself (tls.go)
+		mutualTLS, caFile, certFile, keyFile = true, tls.CAFile, tls.CertFile, tls.KeyFile
+	}
 	return config.NodeHostConfig{
+		MutualTLS: mutualTLS, CAFile: caFile, CertFile: certFile, KeyFile: keyFile,
 		NodeHostDir:         raftDir,
 		RTTMillisecond:      uint64(n.rtt / time.Millisecond),
 		RaftAddress:         n.self.RaftAddress,

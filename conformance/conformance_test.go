@@ -2,7 +2,10 @@ package conformance
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -12,7 +15,8 @@ import (
 // TestConformance runs every case of testdata/conformance against local
 // nodes, or against the nodes FIBRIL_CONFORMANCE_ADDR (default profile),
 // FIBRIL_CONFORMANCE_AUTH_ADDR with FIBRIL_CONFORMANCE_TOKEN, and
-// FIBRIL_CONFORMANCE_SMALL_ADDR name. Pending cases are skipped with
+// FIBRIL_CONFORMANCE_SMALL_ADDR and FIBRIL_CONFORMANCE_TIMERS_ADDR name
+// (restarting them through FIBRIL_CONFORMANCE_CONTROL when it is set). Pending cases are skipped with
 // their reason.
 func TestConformance(t *testing.T) {
 	files, err := Load("../testdata/conformance")
@@ -30,10 +34,14 @@ func TestConformance(t *testing.T) {
 		}
 		t.Cleanup(func() {
 			if err := local.Close(); err != nil {
-				t.Logf("close: %v", err)
+				t.Errorf("close: %v", err)
 			}
 		})
 		localTarget := local.Target()
+		// A safety net, not a measurement: under the race detector, with
+		// other packages' tests on the same cores, the 40,000-frame flow
+		// case alone can take more than the default 10 s.
+		localTarget.Timeout = time.Minute
 		target = &localTarget
 	}
 	runID := fmt.Sprintf("go%d", rand.Uint32())
@@ -55,6 +63,21 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// restartThrough asks the control endpoint of `go run ./conformance/nodes`
+// to restart a profile's node.
+func restartThrough(control, profile string) error {
+	response, err := http.Post(control+"/restart?profile="+url.QueryEscape(profile), "text/plain", nil)
+	if err != nil {
+		return err
+	}
+	defer response.Body.Close()
+	body, _ := io.ReadAll(response.Body)
+	if response.StatusCode != http.StatusOK {
+		return fmt.Errorf("restart %s: %s: %s", profile, response.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
 func targetFromEnv() *Target {
 	address := os.Getenv("FIBRIL_CONFORMANCE_ADDR")
 	if address == "" {
@@ -67,6 +90,12 @@ func targetFromEnv() *Target {
 	}
 	if small := os.Getenv("FIBRIL_CONFORMANCE_SMALL_ADDR"); small != "" {
 		target.Addresses["small"] = small
+	}
+	if timers := os.Getenv("FIBRIL_CONFORMANCE_TIMERS_ADDR"); timers != "" {
+		target.Addresses["timers"] = timers
+	}
+	if control := os.Getenv("FIBRIL_CONFORMANCE_CONTROL"); control != "" {
+		target.Restart = func(profile string) error { return restartThrough(control, profile) }
 	}
 	return target
 }

@@ -24,13 +24,18 @@ type received struct {
 type outcome struct {
 	confirmed bool
 	boundary  uint64
+	duplicate *bool // FCF2 only: whether the number was a duplicate
 	code      uint64
 	message   string
 }
 
 func (o outcome) value() map[string]any {
 	if o.confirmed {
-		return map[string]any{"boundary": o.boundary}
+		value := map[string]any{"boundary": o.boundary}
+		if o.duplicate != nil {
+			value["duplicate"] = *o.duplicate
+		}
+		return value
 	}
 	return map[string]any{"code": o.code, "message": o.message}
 }
@@ -114,14 +119,18 @@ func isEndOfStream(err error) bool {
 
 func (c *connection) file(frame map[string]any) {
 	switch frame["tag"] {
-	case "FCF1", "FNC1":
+	case "FCF1", "FCF2", "FNC1":
 		for _, item := range frame["ranges"].([]any) {
 			r := item.(map[string]any)
 			first, last := r["first_seq"].(uint64), r["last_seq"].(uint64)
 			answer := outcome{confirmed: true, boundary: 0}
-			if frame["tag"] == "FCF1" {
+			switch frame["tag"] {
+			case "FCF1":
 				answer.boundary = r["boundary"].(uint64)
-			} else {
+			case "FCF2":
+				duplicate := r["duplicate"].(bool)
+				answer.boundary, answer.duplicate = r["boundary"].(uint64), &duplicate
+			default:
 				answer = outcome{code: r["code"].(uint64), message: r["message"].(string)}
 			}
 			// A range covers the published numbers inside it; walk

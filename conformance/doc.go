@@ -13,8 +13,9 @@
 //		}
 //	}
 //
-// The package's test starts in-process nodes for the three profiles the
-// suite uses (default, auth, small); setting FIBRIL_CONFORMANCE_ADDR runs
+// The package's test starts in-process nodes for the four profiles the
+// suite uses (default, auth, small, timers), and restarts them for the
+// restart_node step; setting FIBRIL_CONFORMANCE_ADDR runs
 // it against a node already running instead. The command in ./nodes
-// starts the same three nodes for another SDK's test runner.
+// starts the same four nodes for another SDK's test runner.
 package conformance

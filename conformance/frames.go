@@ -20,7 +20,7 @@ import (
 
 // requestTags are the client frames that carry a request id; a send that
 // leaves it out gets the connection's next one.
-var requestTags = map[string]bool{"FDC1": true, "FSB1": true, "FUS1": true, "FIQ1": true, "FLQ1": true,
+var requestTags = map[string]bool{"FAK2": true, "FDC1": true, "FSB1": true, "FUS1": true, "FIQ1": true, "FLQ1": true,
 	"FDQ1": true, "FPG1": true, "FPI1": true}
 
 // fields wraps a frame object with typed getters that record the first
@@ -199,11 +199,30 @@ func buildFrame(object map[string]any) (wire.Frame, error) {
 			}
 		}
 		frame = publish
+	case "FPB2":
+		publish := &wire.PublishIdempotent{Queue: []byte(f.str("queue")), ProducerID: []byte(f.str("producer_id"))}
+		for _, item := range f.list("messages") {
+			message, ok := item.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("FPB2: a message is an object")
+			}
+			m := &fields{object: message}
+			publish.Messages = append(publish.Messages, wire.PublishMessage{Seq: m.uint("seq", 64),
+				ProducerSeq: m.uint("producer_seq", 64), MessageID: m.bytes("message_id"), Headers: m.headers("headers"),
+				Payload: m.bytes("payload")})
+			if m.err != nil {
+				return nil, m.err
+			}
+		}
+		frame = publish
 	case "FSB1":
 		frame = &wire.Subscribe{RequestID: f.uint("request_id", 64), Queue: f.str("queue"),
 			Prefetch: uint32(f.uint("prefetch", 32))}
 	case "FAK1":
 		frame = &wire.Ack{Settle: wire.Settle{SubscriptionID: f.uint("subscription_id", 64), DeliveryTags: f.uints("delivery_tags")}}
+	case "FAK2":
+		frame = &wire.AckSync{RequestID: f.uint("request_id", 64),
+			Settle: wire.Settle{SubscriptionID: f.uint("subscription_id", 64), DeliveryTags: f.uints("delivery_tags")}}
 	case "FRL1":
 		frame = &wire.Release{Settle: wire.Settle{SubscriptionID: f.uint("subscription_id", 64), DeliveryTags: f.uints("delivery_tags")}}
 	case "FDS1":
@@ -343,6 +362,12 @@ func frameValue(tag wire.Tag, body []byte) (map[string]any, error) {
 		ranges := make([]any, len(f.Ranges))
 		for i, r := range f.Ranges {
 			ranges[i] = map[string]any{"first_seq": r.First, "last_seq": r.Last, "boundary": uint64(r.Boundary)}
+		}
+		object["ranges"] = ranges
+	case *wire.ConfirmIdempotent:
+		ranges := make([]any, len(f.Ranges))
+		for i, r := range f.Ranges {
+			ranges[i] = map[string]any{"first_seq": r.First, "last_seq": r.Last, "boundary": uint64(r.Boundary), "duplicate": r.Duplicate}
 		}
 		object["ranges"] = ranges
 	case *wire.NegativeConfirm:

@@ -48,6 +48,9 @@ type Target struct {
 	Addresses map[string]string // profile -> host:port; a missing profile skips its cases
 	Token     string            // the auth profile's token, substituted for ${token}
 	Timeout   time.Duration     // how long one step waits; 0 means 10 s
+	// Restart stops a profile's node cleanly and starts it again on the
+	// same data and address (restart_node); nil skips the cases that need it.
+	Restart func(profile string) error
 }
 
 // Load reads every *.json file of dir, in name order.
@@ -83,7 +86,20 @@ func (c *Case) SkipReason(target Target) string {
 	if _, ok := target.Addresses[c.profile()]; !ok {
 		return fmt.Sprintf("no node of profile %q given", c.profile())
 	}
+	if target.Restart == nil && c.restarts() {
+		return "it restarts the node, and this target cannot"
+	}
 	return ""
+}
+
+// restarts reports whether a step restarts the node.
+func (c *Case) restarts() bool {
+	for _, step := range c.Steps {
+		if _, ok := step["restart_node"]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Case) profile() string {
@@ -100,6 +116,7 @@ func (c *Case) Run(target Target, runID string) error {
 		timeout = 10 * time.Second
 	}
 	r := &caseRun{address: target.Addresses[c.profile()], timeout: timeout, conns: map[string]*connection{},
+		restart:       func() error { return target.Restart(c.profile()) },
 		substitutions: map[string]string{"${run}": runID, "${token}": target.Token},
 		match:         &matcher{vars: map[string]any{}}}
 	defer r.closeAll()
@@ -122,6 +139,7 @@ func stepName(step map[string]any) string {
 
 type caseRun struct {
 	address       string
+	restart       func() error // restarts the case's node
 	timeout       time.Duration
 	conns         map[string]*connection
 	substitutions map[string]string
@@ -206,6 +224,10 @@ func (r *caseRun) connection(step map[string]any) (*connection, error) {
 }
 
 func (r *caseRun) step(raw map[string]any) error {
+	if _, ok := raw["restart_node"]; ok {
+		// Connections stay open: each sees the node's goodbye and close.
+		return r.restart()
+	}
 	c, err := r.connection(raw)
 	if err != nil {
 		return err
@@ -301,7 +323,12 @@ func (r *caseRun) send(c *connection, arg any) error {
 	if err != nil {
 		return err
 	}
-	if publish, ok := frame.(*wire.Publish); ok {
+	switch publish := frame.(type) {
+	case *wire.Publish:
+		for _, m := range publish.Messages {
+			c.published[m.Seq] = true
+		}
+	case *wire.PublishIdempotent:
 		for _, m := range publish.Messages {
 			c.published[m.Seq] = true
 		}
@@ -405,7 +432,7 @@ func (r *caseRun) expectOutcomes(c *connection, arg any, confirmed bool) error {
 		}
 		var pattern map[string]any
 		if confirmed {
-			pattern = map[string]any{"boundary": object["boundary"]}
+			pattern = map[string]any{"boundary": object["boundary"], "duplicate": object["duplicate"]}
 		} else {
 			pattern = map[string]any{"code": object["code"]}
 			if m, ok := object["message"]; ok {

@@ -20,6 +20,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"slices"
 	"sync/atomic"
@@ -43,6 +44,7 @@ type Node struct {
 
 type nodeMaterial struct {
 	certificate *tls.Certificate
+	leaf        *x509.Certificate
 	pool        *x509.CertPool
 	server      *tls.Config // handed to each accepted handshake
 	warnings    []string
@@ -108,6 +110,25 @@ func (n *Node) Reload() error {
 // Warnings returns what is allowed but unwise in the files in force.
 func (n *Node) Warnings() []string { return slices.Clone(n.current.Load().warnings) }
 
+// CheckNames returns an error naming every host the certificate in force
+// does not carry (as a DNS name or an IP address): peers that dial this
+// node at such a host would refuse it. A node checks the hosts of its own
+// peer and Raft addresses at start.
+func (n *Node) CheckNames(hosts ...string) error {
+	leaf := n.current.Load().leaf
+	var missing []string
+	for _, host := range hosts {
+		if err := leaf.VerifyHostname(host); err != nil && !slices.Contains(missing, host) {
+			missing = append(missing, host)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s does not name %v, which peers dial; it names %s", ErrCertificateFile,
+		n.settings.CertFile, missing, certificateNames(leaf))
+}
+
 func (n *Node) load() (*nodeMaterial, error) {
 	now := n.now()
 	pool, warnings, err := loadPool(n.settings.CAFile)
@@ -129,7 +150,7 @@ func (n *Node) load() (*nodeMaterial, error) {
 		ClientCAs:    pool,
 	}
 	warnings = append(warnings, keyFileWarning(n.settings.KeyFile)...)
-	return &nodeMaterial{certificate: pair.certificate, pool: pool, server: server, warnings: warnings}, nil
+	return &nodeMaterial{certificate: pair.certificate, leaf: pair.leaf, pool: pool, server: server, warnings: warnings}, nil
 }
 
 // PeerNames returns the names in the verified certificate of the other

@@ -29,6 +29,7 @@ const (
 	CodeUnauthorized       Code = 104 // hello's auth token was refused
 	CodeProtocolViolation  Code = 105 // breaks the session rules: frame before hello-ok, second hello, other side's frame, sequence not increasing, body limit below MinMaxBodyBytes
 	CodeShuttingDown       Code = 106 // the node is stopping; reconnect, possibly elsewhere
+	CodeConnectionLimit    Code = 107 // the node, or the client's address, has as many connections as the node allows
 )
 
 // Request errors (200-299): the request failed; the connection stays open.
@@ -49,6 +50,8 @@ const (
 	CodeOverloaded          Code = 213 // the queue has too many publishes waiting for its log; back off
 	CodeForbidden           Code = 214 // the session's user lacks the permission for this operation on this queue
 	CodeOutcomeUnknown      Code = 215 // the publish may or may not have been stored (its queue changed owner or restarted)
+	CodeResourceLimit       Code = 216 // a cap of the session or the node (subscriptions, queues) is reached
+	CodeModeChangePending   Code = 217 // a change-mode toward the other mode while a change is still pending
 )
 
 // codeInfo is one row of the code table.
@@ -66,6 +69,7 @@ var codeTable = map[Code]codeInfo{
 	CodeUnauthorized:        {"unauthorized", false, "hello's auth token was refused"},
 	CodeProtocolViolation:   {"protocol_violation", false, "a frame that breaks the session rules: anything before hello-ok, a second hello, a hello whose max_body_bytes is below 4,096, a frame only the other side sends, a publish sequence number not above every earlier one"},
 	CodeShuttingDown:        {"shutting_down", true, "the node is stopping; reconnect, possibly to another node"},
+	CodeConnectionLimit:     {"connection_limit", true, "the node, or the client's source address, has as many connections as the node allows; reconnect later, or to another node"},
 	CodeInternal:            {"internal", false, "a bug or unexpected state in the node"},
 	CodeUnknownQueue:        {"unknown_queue", false, "the queue is not declared"},
 	CodeInvalidName:         {"invalid_name", false, "the queue name breaks the naming rules"},
@@ -82,6 +86,8 @@ var codeTable = map[Code]codeInfo{
 	CodeOverloaded:          {"overloaded", true, "the queue has too many publishes waiting for its log; retry once earlier publishes are answered"},
 	CodeForbidden:           {"forbidden", false, "the session's user has no permission for this operation on this queue (declare, publish, consume or admin)"},
 	CodeOutcomeUnknown:      {"outcome_unknown", true, "the publish may or may not have been stored: its queue changed owner or restarted before confirming it; publish again for at-least-once (a copy may then be delivered twice)"},
+	CodeResourceLimit:       {"resource_limit", false, "a cap of the session or the node is reached (subscriptions per session, queues per node); the request was not carried out, and succeeds only once the client or an operator frees room"},
+	CodeModeChangePending:   {"mode_change_pending", true, "a change-mode named the mode the queue runs while a change to the other one is still pending; retry once the pending change applied (queue info shows it)"},
 }
 
 // Codes returns every defined code in ascending order.

@@ -26,9 +26,26 @@ const DefaultMaxBodyBytes = 16 << 20
 // (FitFrame); a node refuses a smaller limit with protocol_violation.
 const MinMaxBodyBytes = 4096
 
-// ProtocolVersion is the protocol version this package speaks; hello
-// negotiates it.
-const ProtocolVersion uint16 = 1
+// ProtocolVersion is the newest protocol version this package speaks and
+// MinProtocolVersion the oldest; hello negotiates the highest both sides
+// speak. Version 2 is version 1 with redirects as FRD2 (with the owner's
+// epoch) instead of FRD1.
+const (
+	ProtocolVersion    uint16 = 2
+	MinProtocolVersion uint16 = 1
+)
+
+// ChooseVersion returns the highest version of offered this package
+// speaks, or 0 when there is none.
+func ChooseVersion(offered []uint16) uint16 {
+	chosen := uint16(0)
+	for _, version := range offered {
+		if version >= MinProtocolVersion && version <= ProtocolVersion && version > chosen {
+			chosen = version
+		}
+	}
+	return chosen
+}
 
 // Tag names a frame layout: four ASCII bytes read as one big-endian u32,
 // whose last byte is the layout's version digit ("FQP1", "FQP2").
@@ -68,6 +85,9 @@ const (
 	TagPong              Tag = 'F'<<24 | 'P'<<16 | 'O'<<8 | '1' // FPO1 either
 	TagError             Tag = 'F'<<24 | 'E'<<16 | 'R'<<8 | '1' // FER1 either
 	TagRedirect          Tag = 'F'<<24 | 'R'<<16 | 'D'<<8 | '1' // FRD1 server
+	TagRedirectEpoch     Tag = 'F'<<24 | 'R'<<16 | 'D'<<8 | '2' // FRD2 server, protocol 2
+	TagChangeMode        Tag = 'F'<<24 | 'M'<<16 | 'C'<<8 | '1' // FMC1 client
+	TagModeChanged       Tag = 'F'<<24 | 'M'<<16 | 'K'<<8 | '1' // FMK1 server
 	TagPush              Tag = 'F'<<24 | 'Q'<<16 | 'R'<<8 | '1' // FQR1 node (owner to follower)
 	TagProgress          Tag = 'F'<<24 | 'Q'<<16 | 'P'<<8 | '1' // FQP1 node (follower to owner)
 	TagProgressWritten   Tag = 'F'<<24 | 'Q'<<16 | 'P'<<8 | '2' // FQP2 node (follower to owner)
@@ -149,11 +169,14 @@ var kinds = []kind{
 	{TagQueueList, "queue-list", sentByServer, func() Frame { return new(QueueList) }},
 	{TagDeleteQueue, "delete-queue", sentByClient, func() Frame { return new(DeleteQueue) }},
 	{TagPurgeQueue, "purge-queue", sentByClient, func() Frame { return new(PurgeQueue) }},
+	{TagChangeMode, "change-mode", sentByClient, func() Frame { return new(ChangeMode) }},
+	{TagModeChanged, "mode-changed", sentByServer, func() Frame { return new(ModeChanged) }},
 	{TagOK, "ok", sentByServer, func() Frame { return new(OK) }},
 	{TagPing, "ping", sentByEither, func() Frame { return new(Ping) }},
 	{TagPong, "pong", sentByEither, func() Frame { return new(Pong) }},
 	{TagError, "error", sentByEither, func() Frame { return new(ErrorFrame) }},
 	{TagRedirect, "redirect", sentByServer, func() Frame { return new(Redirect) }},
+	{TagRedirectEpoch, "redirect-epoch", sentByServer, func() Frame { return new(RedirectEpoch) }},
 	{TagPush, "push", sentByNode, func() Frame { return new(Push) }},
 	{TagProgress, "progress", sentByNode, func() Frame { return new(Progress) }},
 	{TagProgressWritten, "progress-written", sentByNode, func() Frame { return new(ProgressWritten) }},
@@ -192,6 +215,15 @@ func Tags() []Tag {
 func (t Tag) Known() bool {
 	_, ok := kindByTag[t]
 	return ok
+}
+
+// ClientMaySend reports whether a client may send a frame of this kind:
+// a client frame, or one either side sends (ping, pong, error). Server
+// frames and node-to-node frames (replication, the peer handshake) are
+// not, and neither is a tag this package does not know.
+func (t Tag) ClientMaySend() bool {
+	k, ok := kindByTag[t]
+	return ok && (k.from == sentByClient || k.from == sentByEither)
 }
 
 // Name returns the frame kind's name ("publish"), or "unknown".

@@ -113,11 +113,14 @@ func FuzzDecodeListQueues(f *testing.F)        { fuzzDecoder(f, TagListQueues) }
 func FuzzDecodeQueueList(f *testing.F)         { fuzzDecoder(f, TagQueueList) }
 func FuzzDecodeDeleteQueue(f *testing.F)       { fuzzDecoder(f, TagDeleteQueue) }
 func FuzzDecodePurgeQueue(f *testing.F)        { fuzzDecoder(f, TagPurgeQueue) }
+func FuzzDecodeChangeMode(f *testing.F)        { fuzzDecoder(f, TagChangeMode) }
+func FuzzDecodeModeChanged(f *testing.F)       { fuzzDecoder(f, TagModeChanged) }
 func FuzzDecodeOK(f *testing.F)                { fuzzDecoder(f, TagOK) }
 func FuzzDecodePing(f *testing.F)              { fuzzDecoder(f, TagPing) }
 func FuzzDecodePong(f *testing.F)              { fuzzDecoder(f, TagPong) }
 func FuzzDecodeErrorFrame(f *testing.F)        { fuzzDecoder(f, TagError) }
 func FuzzDecodeRedirect(f *testing.F)          { fuzzDecoder(f, TagRedirect) }
+func FuzzDecodeRedirectEpoch(f *testing.F)     { fuzzDecoder(f, TagRedirectEpoch) }
 func FuzzDecodePush(f *testing.F)              { fuzzDecoder(f, TagPush) }
 func FuzzDecodeProgress(f *testing.F)          { fuzzDecoder(f, TagProgress) }
 func FuzzDecodeProgressWritten(f *testing.F)   { fuzzDecoder(f, TagProgressWritten) }

@@ -24,7 +24,13 @@
 //	owner              str    cluster only; omitted when empty
 //	epoch              uint   cluster only; omitted when zero
 //	replicas           array  cluster only; omitted when empty; maps of
-//	                          node str, written_next uint, durable_next uint
+//	                          node str, written_next uint, durable_next uint,
+//	                          state str (omitted when empty), applied_mode str
+//	                          and mode_revision uint (omitted when unknown/zero)
+//	desired_mode       str    omitted when it is mode (no change pending)
+//	mode_revision      uint   the revision that set mode; omitted when zero (the declared mode)
+//	mode_change        map    omitted when none: revision uint, mode str, offset uint,
+//	                          state str ("pending" or "failed"), reason str, since_unix_ms int
 //	dedup_entries      uint   only when the queue deduplicates, with the three below
 //	dedup_evicted_early uint
 //	dedup_oldest_unix_ms int  0 when the table is empty
@@ -87,6 +93,25 @@ type QueueInfo struct {
 	// Dedup is the deduplication table's state; nil when the queue does
 	// not deduplicate.
 	Dedup *DedupStats
+
+	// Mode revisions (docs/durability.md, "Changing the mode of an
+	// existing queue"): Mode is the mode in force (applied); DesiredMode is
+	// the mode the newest recorded revision names (unset: Mode);
+	// ModeRevision is the revision that set Mode (0: as declared);
+	// ModeChange is the pending or failed change, nil when none.
+	DesiredMode  Mode
+	ModeRevision uint64
+	ModeChange   *ModeChangeInfo
+}
+
+// ModeChangeInfo describes a mode change that has not applied.
+type ModeChangeInfo struct {
+	Revision    uint64
+	Mode        Mode   // the mode it switches to
+	Offset      uint64 // the revision record's log offset: it applies once W copies are durable past it
+	State       string // "pending" or "failed"
+	Reason      string // what it waits for, or why it failed
+	SinceUnixMs int64  // when it was recorded (or, after a failover, first seen)
 }
 
 // DedupStats describes a queue's deduplication table (docs/protocol.md 6.2).
@@ -107,6 +132,11 @@ type ReplicaInfo struct {
 	// "unreachable", "latched", "stale", with a reason in parentheses).
 	// Empty when the answering node is not the owner.
 	State string
+	// AppliedMode and ModeRevision are the mode revision this copy has
+	// applied as the owner derives it from the copy's durable position
+	// (unset/0 when the owner cannot tell).
+	AppliedMode  Mode
+	ModeRevision uint64
 }
 
 // String gives a one-line summary, for logs.
@@ -125,6 +155,11 @@ func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 	}
 	if q.Dedup != nil {
 		optional += 4
+	}
+	for _, present := range []bool{q.DesiredMode != ModeUnset && q.DesiredMode != q.Mode, q.ModeRevision != 0, q.ModeChange != nil} {
+		if present {
+			optional++
+		}
 	}
 	const always = 16
 	dst = appendMsgpackMapHeader(dst, always+optional)
@@ -175,8 +210,10 @@ func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 		dst = appendMsgpackArrayHeader(appendMsgpackString(dst, "replicas"), len(q.Replicas))
 		for _, replica := range q.Replicas {
 			fields := 3
-			if replica.State != "" {
-				fields++
+			for _, present := range []bool{replica.State != "", replica.AppliedMode != ModeUnset, replica.ModeRevision != 0} {
+				if present {
+					fields++
+				}
 			}
 			dst = appendMsgpackMapHeader(dst, fields)
 			dst = appendMsgpackString(appendMsgpackString(dst, "node"), replica.Node)
@@ -184,6 +221,12 @@ func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 			dst = appendMsgpackUint(appendMsgpackString(dst, "durable_next"), replica.DurableNext)
 			if replica.State != "" {
 				dst = appendMsgpackString(appendMsgpackString(dst, "state"), replica.State)
+			}
+			if replica.AppliedMode != ModeUnset {
+				dst = appendMsgpackString(appendMsgpackString(dst, "applied_mode"), replica.AppliedMode.String())
+			}
+			if replica.ModeRevision != 0 {
+				dst = appendMsgpackUint(appendMsgpackString(dst, "mode_revision"), replica.ModeRevision)
 			}
 		}
 	}
@@ -193,7 +236,55 @@ func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 		dst = appendMsgpackInt(appendMsgpackString(dst, "dedup_oldest_unix_ms"), d.OldestUnixMs)
 		dst = appendMsgpackUint(appendMsgpackString(dst, "duplicates_refused"), d.Refused)
 	}
+	if q.DesiredMode != ModeUnset && q.DesiredMode != q.Mode {
+		dst = appendMsgpackString(appendMsgpackString(dst, "desired_mode"), q.DesiredMode.String())
+	}
+	if q.ModeRevision != 0 {
+		dst = appendMsgpackUint(appendMsgpackString(dst, "mode_revision"), q.ModeRevision)
+	}
+	if c := q.ModeChange; c != nil {
+		dst = appendMsgpackMapHeader(appendMsgpackString(dst, "mode_change"), 6)
+		dst = appendMsgpackUint(appendMsgpackString(dst, "revision"), c.Revision)
+		dst = appendMsgpackString(appendMsgpackString(dst, "mode"), c.Mode.String())
+		dst = appendMsgpackUint(appendMsgpackString(dst, "offset"), c.Offset)
+		dst = appendMsgpackString(appendMsgpackString(dst, "state"), c.State)
+		dst = appendMsgpackString(appendMsgpackString(dst, "reason"), c.Reason)
+		dst = appendMsgpackInt(appendMsgpackString(dst, "since_unix_ms"), c.SinceUnixMs)
+	}
 	return dst
+}
+
+// Desired is the mode the newest recorded revision names.
+func (q *QueueInfo) Desired() Mode {
+	if q.DesiredMode != ModeUnset {
+		return q.DesiredMode
+	}
+	return q.Mode
+}
+
+func (r *msgpackReader) modeChange() (*ModeChangeInfo, error) {
+	c := new(ModeChangeInfo)
+	err := r.mapEntries(func(key string) error {
+		var err error
+		switch key {
+		case "revision":
+			c.Revision, err = r.uint(math.MaxUint64)
+		case "mode":
+			err = r.mode(&c.Mode)
+		case "offset":
+			c.Offset, err = r.uint(math.MaxUint64)
+		case "state":
+			c.State, err = r.str()
+		case "reason":
+			c.Reason, err = r.str()
+		case "since_unix_ms":
+			c.SinceUnixMs, err = r.int()
+		default:
+			err = r.skip()
+		}
+		return err
+	})
+	return c, err
 }
 
 // dedupStats returns q.Dedup, allocating it on the first dedup key read.
@@ -302,6 +393,12 @@ func (r *msgpackReader) queueInfo(q *QueueInfo) error {
 			q.dedupStats().OldestUnixMs, err = r.int()
 		case "duplicates_refused":
 			q.dedupStats().Refused, err = r.uint(math.MaxUint64)
+		case "desired_mode":
+			err = r.mode(&q.DesiredMode)
+		case "mode_revision":
+			q.ModeRevision, err = r.uint(math.MaxUint64)
+		case "mode_change":
+			q.ModeChange, err = r.modeChange()
 		default:
 			err = r.skip()
 		}
@@ -333,6 +430,10 @@ func (r *msgpackReader) replicas(dst []ReplicaInfo) ([]ReplicaInfo, error) {
 				replica.DurableNext, err = r.uint(math.MaxUint64)
 			case "state":
 				replica.State, err = r.str()
+			case "applied_mode":
+				err = r.mode(&replica.AppliedMode)
+			case "mode_revision":
+				replica.ModeRevision, err = r.uint(math.MaxUint64)
 			default:
 				err = r.skip()
 			}

@@ -41,6 +41,9 @@ type Reader struct {
 	err          error
 	trace        *TraceSwitch
 	traceConn    uint64
+	// tagCheck, when set, judges each envelope's tag before its body is
+	// read (SetTagCheck).
+	tagCheck func(Tag) error
 }
 
 // NewReader returns a Reader over src that refuses bodies over
@@ -72,6 +75,14 @@ func firstBufferBytes(maxBodyBytes uint32) int {
 	return int(min(uint64(HeaderBytes)+uint64(maxBodyBytes), readBufferBytes))
 }
 
+// SetTagCheck makes Next call check with every envelope's tag as soon as
+// its 8 header bytes are read, before the body length is judged or any
+// byte of the body is read. An error check returns stops the Reader: Next
+// returns it, now and afterwards. A node uses it to refuse a frame kind
+// its peer may never send (a client sending a node-to-node frame) without
+// buffering the body announced. Nil removes the check.
+func (r *Reader) SetTagCheck(check func(Tag) error) { r.tagCheck = check }
+
 // SetTrace makes the Reader offer every frame it returns to the switch's
 // recorder, if one is running, as inbound on connection conn. A nil switch
 // turns tracing off for this Reader.
@@ -95,6 +106,12 @@ func (r *Reader) Next() (Tag, []byte, error) {
 	if err != nil {
 		r.err = err
 		return 0, nil, err
+	}
+	if r.tagCheck != nil {
+		if err := r.tagCheck(tag); err != nil {
+			r.err = err
+			return tag, nil, err
+		}
 	}
 	if bodyBytes > r.maxBodyBytes {
 		r.err = &FrameError{Tag: tag, Err: ErrFrameTooLarge,

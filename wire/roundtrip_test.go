@@ -146,7 +146,17 @@ func (g *generator) queueInfo() QueueInfo {
 		Owner: g.text(2), Epoch: g.u64(),
 	}
 	for i := g.count(3); i > 0; i-- {
-		info.Replicas = append(info.Replicas, ReplicaInfo{Node: g.text(3), WrittenNext: g.u64(), DurableNext: g.u64()})
+		replica := ReplicaInfo{Node: g.text(3), WrittenNext: g.u64(), DurableNext: g.u64()}
+		if g.rng.Intn(2) == 0 {
+			replica.AppliedMode, replica.ModeRevision = g.mode(), g.u64()
+		}
+		info.Replicas = append(info.Replicas, replica)
+	}
+	if g.rng.Intn(2) == 0 {
+		info.DesiredMode = 3 - info.Mode // the other mode; the same one is not written
+		info.ModeRevision = g.u64()
+		info.ModeChange = &ModeChangeInfo{Revision: g.u64(), Mode: info.DesiredMode, Offset: g.u64(),
+			State: g.text(3), Reason: g.text(5), SinceUnixMs: int64(g.u64())}
 	}
 	if g.rng.Intn(2) == 0 {
 		info.Dedup = &DedupStats{Entries: g.u64(), EvictedEarly: g.u64(), OldestUnixMs: int64(g.u64()), Refused: g.u64()}
@@ -250,6 +260,11 @@ func (g *generator) frame(tag Tag) Frame {
 		return &DeleteQueue{RequestID: g.id(), Queue: g.text(5)}
 	case TagPurgeQueue:
 		return &PurgeQueue{RequestID: g.id(), Queue: g.text(5)}
+	case TagChangeMode:
+		return &ChangeMode{RequestID: g.id(), Queue: g.text(5), Mode: g.mode(), WaitMs: g.rng.Uint32()}
+	case TagModeChanged:
+		return &ModeChanged{RequestID: g.id(), Outcome: ModeOutcome(1 + g.rng.Intn(3)), Mode: g.mode(),
+			Applied: g.mode(), Revision: g.u64(), Message: g.text(6)}
 	case TagOK:
 		return &OK{RequestID: g.id(), Count: g.u64()}
 	case TagPing:
@@ -260,6 +275,9 @@ func (g *generator) frame(tag Tag) Frame {
 		return &ErrorFrame{RequestID: g.u64(), Code: Code(g.rng.Intn(65536)), Message: g.text(10)}
 	case TagRedirect:
 		return &Redirect{RequestID: g.u64(), Queue: g.text(4), NodeID: g.text(2), Address: g.text(4)}
+	case TagRedirectEpoch:
+		return &RedirectEpoch{Redirect: Redirect{RequestID: g.u64(), Queue: g.text(4), NodeID: g.text(2), Address: g.text(4)},
+			Epoch: g.u64()}
 	case TagPush:
 		records := g.blob(64)
 		count := uint32(0)

@@ -219,6 +219,20 @@ var layouts = map[Tag][]field{
 	},
 	TagDeleteQueue: {requestID(), str("queue", "queue name")},
 	TagPurgeQueue:  {requestID(), str("queue", "queue name")},
+	TagChangeMode: {
+		requestID(),
+		str("queue", "queue name"),
+		u8("mode", "1 = durable, 2 = buffered"),
+		u32("wait_ms", "longest the node holds the reply for the switch; 0 = answer at once"),
+	},
+	TagModeChanged: {
+		replyID(),
+		u8("outcome", "1 = applied, 2 = unchanged, 3 = pending"),
+		u8("mode", "the mode asked for: 1 = durable, 2 = buffered"),
+		u8("applied", "the mode in force when answering"),
+		u64("revision", "the revision that sets the mode asked for; 0 = the declared mode"),
+		str("message", "why it is still pending; for people"),
+	},
 	TagOK: {
 		replyID(),
 		u64("count", "deliveries released or messages removed"),
@@ -235,6 +249,13 @@ var layouts = map[Tag][]field{
 		str("queue", "the queue another node owns"),
 		str("node_id", "the owner"),
 		str("address", "host:port of its client listener"),
+	},
+	TagRedirectEpoch: {
+		u64("request_id", "the redirected request, or 0"),
+		str("queue", "the queue another node owns"),
+		str("node_id", "the owner"),
+		str("address", "host:port of its client listener"),
+		u64("epoch", "the owner's epoch; 0 = not known"),
 	},
 	TagPush: {
 		u64("partition", "the partition's coordination shard id; not 0"),

@@ -225,18 +225,52 @@ func (*Redirect) Tag() Tag { return TagRedirect }
 
 func (f *Redirect) Encode(dst []byte) []byte {
 	dst, start := beginFrame(dst, TagRedirect)
-	dst = appendU64(dst, f.RequestID)
-	dst = appendString(dst, "queue", f.Queue)
-	dst = appendString(dst, "node_id", f.NodeID)
-	dst = appendString(dst, "address", f.Address)
+	dst = f.appendFields(dst)
 	return endFrame(dst, start)
 }
 
 func (f *Redirect) Decode(body []byte) error {
 	d := newDecoder(TagRedirect, body)
+	f.decodeFields(&d)
+	return d.finish()
+}
+
+// appendFields and decodeFields are the fields FRD1 and FRD2 share.
+func (f *Redirect) appendFields(dst []byte) []byte {
+	dst = appendU64(dst, f.RequestID)
+	dst = appendString(dst, "queue", f.Queue)
+	dst = appendString(dst, "node_id", f.NodeID)
+	return appendString(dst, "address", f.Address)
+}
+
+func (f *Redirect) decodeFields(d *decoder) {
 	f.RequestID = d.u64("request_id")
 	f.Queue = d.str("queue")
 	f.NodeID = d.str("node_id")
 	f.Address = d.str("address")
+}
+
+// RedirectEpoch (FRD2) is FRD1 with the epoch of the owner it names, sent
+// instead of FRD1 on a session of protocol version 2. A client that has
+// followed a redirect of a newer epoch for the queue ignores one of an
+// older epoch: it comes from a node that has not heard of the failover yet.
+type RedirectEpoch struct {
+	Redirect
+	Epoch uint64 // the owner's epoch; 0 when the answering node does not know it
+}
+
+func (*RedirectEpoch) Tag() Tag { return TagRedirectEpoch }
+
+func (f *RedirectEpoch) Encode(dst []byte) []byte {
+	dst, start := beginFrame(dst, TagRedirectEpoch)
+	dst = f.appendFields(dst)
+	dst = appendU64(dst, f.Epoch)
+	return endFrame(dst, start)
+}
+
+func (f *RedirectEpoch) Decode(body []byte) error {
+	d := newDecoder(TagRedirectEpoch, body)
+	f.decodeFields(&d)
+	f.Epoch = d.u64("epoch")
 	return d.finish()
 }

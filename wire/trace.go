@@ -10,6 +10,10 @@
 //	 to the end)  direction u8             1 = in (received), 2 = out (sent)
 //	              frame                    the frame exactly as on the wire: tag, u32 length, body
 //
+// A hello (FHL1) is recorded with its auth token replaced by
+// RedactedAuthToken (and a hello that does not decode with an empty
+// body), so a trace file never holds a credential.
+//
 // Invariant: elapsed_nanos never decreases from one record to the next.
 // A file ends after its last complete record; a record cut short by a
 // crash reads as a truncation error, which a replayer may treat as the end.
@@ -96,8 +100,31 @@ func NewRecorder(w io.Writer, options RecorderOptions) (*Recorder, error) {
 	return r, nil
 }
 
-// Record appends one frame. It is safe for concurrent use.
+// RedactedAuthToken is the auth token a trace records for every hello
+// that carried one.
+const RedactedAuthToken = "<redacted>"
+
+// redactHello returns a hello body without its credential: the token
+// replaced by RedactedAuthToken, or nothing for a body that does not
+// decode (its token cannot be found, so none of it is kept).
+func redactHello(body []byte) []byte {
+	var hello Hello
+	if err := hello.Decode(body); err != nil {
+		return nil
+	}
+	if len(hello.AuthToken) == 0 {
+		return body
+	}
+	hello.AuthToken = []byte(RedactedAuthToken)
+	return hello.Encode(nil)[HeaderBytes:]
+}
+
+// Record appends one frame. It is safe for concurrent use. A hello's auth
+// token is never recorded (redactHello).
 func (r *Recorder) Record(conn uint64, direction Direction, tag Tag, body []byte) error {
+	if tag == TagHello {
+		body = redactHello(body)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {

@@ -225,3 +225,101 @@ func TestTraceReaderRefusesDamage(t *testing.T) {
 		})
 	}
 }
+
+// A trace never holds a credential: a hello is recorded with its auth
+// token replaced, whichever direction it went, and a hello that does not
+// decode is recorded without its body.
+func TestRecorderRedactsHelloTokens(t *testing.T) {
+	const secret = "billing:0123456789abcdef-secret"
+	hello := &Hello{Versions: []uint16{ProtocolVersion}, ClientName: "app", AuthToken: []byte(secret),
+		PreviousSession: "s-1", MaxBodyBytes: 1 << 20}
+	tokenless := &Hello{Versions: []uint16{ProtocolVersion}, ClientName: "anonymous"}
+	helloBody := hello.Encode(nil)[HeaderBytes:]
+	malformed := append([]byte(nil), helloBody[:len(helloBody)-3]...) // cut inside max_body_bytes
+	var file bytes.Buffer
+	recorder, err := NewRecorder(&file, RecorderOptions{Label: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbound := NewReader(bytes.NewReader(hello.Encode(nil)), 0)
+	var traceSwitch TraceSwitch
+	traceSwitch.Start(recorder)
+	inbound.SetTrace(&traceSwitch, 1)
+	if _, _, err := inbound.Next(); err != nil {
+		t.Fatal(err)
+	}
+	writer := NewWriter(io.Discard, 0)
+	writer.SetTrace(&traceSwitch, 2)
+	if err := writer.WriteFrame(hello); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range [][]byte{tokenless.Encode(nil)[HeaderBytes:], malformed} {
+		if err := recorder.Record(3, DirectionIn, TagHello, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := recorder.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(file.Bytes(), []byte("secret")) || bytes.Contains(file.Bytes(), []byte("0123456789abcdef")) {
+		t.Fatalf("the trace file holds the token: %q", file.Bytes())
+	}
+	records := readTrace(t, file.Bytes())
+	if len(records) != 4 {
+		t.Fatalf("%d records, want 4", len(records))
+	}
+	for _, record := range records[:2] {
+		var got Hello
+		if err := got.Decode(record.Body); err != nil {
+			t.Fatalf("redacted hello does not decode: %v", err)
+		}
+		want := *hello
+		want.AuthToken = []byte(RedactedAuthToken)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("redacted hello %+v, want %+v", got, want)
+		}
+	}
+	if !bytes.Equal(records[2].Body, tokenless.Encode(nil)[HeaderBytes:]) {
+		t.Fatal("a hello without a token was changed")
+	}
+	if len(records[3].Body) != 0 {
+		t.Fatalf("a malformed hello was recorded with %d body bytes", len(records[3].Body))
+	}
+}
+
+// FuzzRedactHello: whatever a hello body holds, what a trace records of
+// it never holds its auth token: nothing (a body that does not decode),
+// the body itself (no token), or a hello that decodes to the same fields
+// with the token replaced.
+func FuzzRedactHello(f *testing.F) {
+	f.Add((&Hello{Versions: []uint16{1}, ClientName: "app", AuthToken: []byte("user:secret-token-0001")}).Encode(nil)[HeaderBytes:])
+	f.Add((&Hello{Versions: []uint16{1}}).Encode(nil)[HeaderBytes:])
+	f.Add([]byte{0, 1, 0, 1})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		redacted := redactHello(body)
+		var original Hello
+		if err := original.Decode(body); err != nil {
+			if redacted != nil {
+				t.Fatalf("an undecodable hello recorded %d bytes", len(redacted))
+			}
+			return
+		}
+		if len(original.AuthToken) == 0 {
+			if !bytes.Equal(redacted, body) {
+				t.Fatal("a hello without a token was changed")
+			}
+			return
+		}
+		var got Hello
+		if err := got.Decode(redacted); err != nil {
+			t.Fatalf("the redacted hello does not decode: %v", err)
+		}
+		if string(got.AuthToken) != RedactedAuthToken {
+			t.Fatalf("the redacted hello carries %q", got.AuthToken)
+		}
+		got.AuthToken = original.AuthToken
+		if fmt.Sprint(got) != fmt.Sprint(original) {
+			t.Fatalf("redaction changed other fields: %+v vs %+v", got, original)
+		}
+	})
+}

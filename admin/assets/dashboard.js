@@ -177,7 +177,7 @@
       const pub = previousStats && stats ? rate(stats, previousStats, "publishes", q.name).toFixed(1) : "–";
       const del = previousStats && stats ? rate(stats, previousStats, "deliveries", q.name).toFixed(1) : "–";
       const tr = row([{node: link("/queues/" + encodeURIComponent(q.name), q.name), cls: "text"},
-        {text: q.mode + (q.policy ? " · " + q.policy : ""), cls: "text"}, q.counts.ready, q.counts.leased, q.counts.delayed,
+        {text: q.mode + (q.mode_change ? " → " + q.mode_change.mode + " (" + q.mode_change.state + ")" : "") + (q.policy ? " · " + q.policy : ""), cls: "text"}, q.counts.ready, q.counts.leased, q.counts.delayed,
         q.counts.dead_lettered, q.consumer_count, pub, del, q.unsynced_records, when(q.last_sync_unix_ms),
         {text: q.fenced ? "fenced: " + (q.fence_error || "storage fault") : "serving", cls: "text " + (q.fenced ? "bad" : "ok")}]);
       tr.dataset.queue = q.name;
@@ -206,6 +206,14 @@
     text("q-written", q.written_next); text("q-durable", q.durable_next);
     const state = $("q-state");
     if (state) { state.textContent = q.fenced ? "fenced" : "serving"; state.className = q.fenced ? "bad" : "ok"; }
+    text("q-mode", q.mode + (q.mode_revision ? " (revision " + q.mode_revision + ")" : ""));
+    const change = $("q-mode-change");
+    if (change) {
+      const c = q.mode_change;
+      change.textContent = c ? c.state + ": to " + c.mode + " (revision " + c.revision + ")" : "none pending";
+      change.className = c ? "bad" : "ok";
+    }
+    text("q-mode-reason", q.mode_change ? q.mode_change.reason : "");
     const bySession = {};
     if (connections && connections.status === 200) for (const c of connections.body.connections) bySession[c.session] = c;
     fill("consumers", (q.consumers || []).map((c) => {
@@ -214,7 +222,8 @@
         {text: c.session, cls: "text mono"}, c.subscription_id, c.prefetch, c.outstanding]);
     }), "no consumer", 6);
     fill("replicas", (q.replicas || []).map((r) => row([{text: r.node, cls: "text"}, {text: r.state || "", cls: "text"},
-      r.written_next, r.durable_next])), "a single node: one copy", 4);
+      r.written_next, r.durable_next, {text: r.applied_mode ? r.applied_mode + " (revision " + (r.mode_revision || 0) + ")" : "", cls: "text"}])),
+      "a single node: one copy", 5);
     text("q-committed", q.committed_next === undefined ? "" : q.committed_next);
     fill("failovers", (q.failovers || []).slice().reverse().map((f) => {
       const stages = f.stages || [];

@@ -131,7 +131,7 @@ func (c *Conn) publishMessagesLocked(f *wire.Publish, idempotent bool) bool {
 	c.lastSeq = last
 	queueName := string(f.Queue)
 	if target, ok := s.redirects[queueName]; ok {
-		redirect := &wire.Redirect{Queue: queueName, NodeID: target.nodeID, Address: target.address}
+		redirect := target.frame(0, queueName)
 		if s.config.RedirectBeforeReject {
 			c.sendLocked(redirect)
 		}

@@ -96,7 +96,19 @@ type Server struct {
 	serving          sync.WaitGroup
 }
 
-type redirectTarget struct{ nodeID, address string }
+type redirectTarget struct {
+	nodeID, address string
+	epoch           uint64 // not 0: sent as FRD2 with this epoch
+}
+
+// frame is the redirect frame for the target.
+func (target redirectTarget) frame(requestID uint64, queue string) wire.Frame {
+	redirect := wire.Redirect{RequestID: requestID, Queue: queue, NodeID: target.nodeID, Address: target.address}
+	if target.epoch != 0 {
+		return &wire.RedirectEpoch{Redirect: redirect, Epoch: target.epoch}
+	}
+	return &redirect
+}
 
 // NewServer starts a fake node on 127.0.0.1 at a free port.
 func NewServer(config Config) (*Server, error) {
@@ -150,6 +162,13 @@ func (s *Server) SetHook(hook Hook) {
 func (s *Server) Redirect(queue, nodeID, address string) {
 	s.mu.Lock()
 	s.redirects[queue] = redirectTarget{nodeID: nodeID, address: address}
+	s.mu.Unlock()
+}
+
+// RedirectAtEpoch is Redirect with FRD2 frames naming the owner's epoch.
+func (s *Server) RedirectAtEpoch(queue, nodeID, address string, epoch uint64) {
+	s.mu.Lock()
+	s.redirects[queue] = redirectTarget{nodeID: nodeID, address: address, epoch: epoch}
 	s.mu.Unlock()
 }
 
@@ -484,7 +503,7 @@ func (c *Conn) helloLocked(hello *wire.Hello) bool {
 func (c *Conn) redirectedLocked(requestID uint64, queueName string) bool {
 	target, ok := c.server.redirects[queueName]
 	if ok {
-		c.sendLocked(&wire.Redirect{RequestID: requestID, Queue: queueName, NodeID: target.nodeID, Address: target.address})
+		c.sendLocked(target.frame(requestID, queueName))
 	}
 	return ok
 }

@@ -49,7 +49,11 @@ func checkClusterFlags(set *flag.FlagSet, f serveFlags) error {
 	}
 	var err error
 	set.Visit(func(given *flag.Flag) {
-		if field, owned := clusterOwnedFlags[given.Name]; owned && err == nil {
+		field, owned := clusterOwnedFlags[given.Name]
+		if !owned {
+			field, owned = clusterOwnedSecurityFlags[given.Name]
+		}
+		if owned && err == nil {
 			err = fmt.Errorf("--%s cannot be combined with --config: the cluster config sets it (%s)", given.Name, field)
 		}
 	})
@@ -69,6 +73,9 @@ func maybeStartClusterNode(config *actors.Config, flags serveFlags, logger *slog
 	self, err := clusterConfig.Node(flags.nodeID)
 	if err != nil {
 		return nil, fmt.Errorf("--node: %w", err)
+	}
+	if err := checkNodeLinkSecurity(self, flags.security.allowInsecureListen, logger); err != nil {
+		return nil, err
 	}
 	routeStandardLog(logger)
 	identityCtx, cancel := context.WithTimeout(context.Background(), identityDecisionTimeout)

@@ -109,6 +109,19 @@ func writeClusterConfig(t *testing.T, dir string, rtt time.Duration) (string, []
 	return file, processes
 }
 
+// startBinaryClusterWithCtl builds both binaries and starts three nodes
+// (RTT 10 ms); it skips under -short.
+func startBinaryClusterWithCtl(t *testing.T) (*binaryCluster, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binaries")
+	}
+	dir := t.TempDir()
+	server := buildBinary(t, dir, "./cmd/fibril", "fibril")
+	ctl := buildBinary(t, dir, "./cmd/fibrilctl", "fibrilctl")
+	return startBinaryCluster(t, server, 10*time.Millisecond), ctl
+}
+
 func startBinaryCluster(t *testing.T, binary string, rtt time.Duration) *binaryCluster {
 	t.Helper()
 	dir := t.TempDir()
@@ -136,8 +149,19 @@ func (c *binaryCluster) start(node *clusterProcess) {
 func (c *binaryCluster) launch(node *clusterProcess) func() {
 	c.t.Helper()
 	node.stderr = &lockedBuffer{buffer: &bytes.Buffer{}}
-	node.cmd = exec.Command(c.binary, "serve", "--config", c.configFile, "--node", node.id)
+	args := []string{"serve", "--config", c.configFile, "--node", node.id}
+	node.cmd = exec.Command(c.binary, args...)
 	node.cmd.Stderr = node.stderr
+	if dir := os.Getenv("FIBRIL_TEST_NODE_LOGS"); dir != "" {
+		// Every start of every node appends its info log to <dir>/<node>.log.
+		file, err := os.OpenFile(filepath.Join(dir, node.id+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		c.t.Cleanup(func() { _ = file.Close() })
+		node.cmd = exec.Command(c.binary, append(args, "--log-level", "info")...)
+		node.cmd.Stderr = io.MultiWriter(node.stderr, file)
+	}
 	stdout, err := node.cmd.StdoutPipe()
 	if err != nil {
 		c.t.Fatal(err)
@@ -227,13 +251,7 @@ type clusterView struct {
 // names the owner and the replica set, /api/cluster and /api/queues/{name}
 // report the cluster, and SIGTERM stops every node cleanly.
 func TestBinaryClusterServesThroughANonOwner(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binaries")
-	}
-	dir := t.TempDir()
-	server := buildBinary(t, dir, "./cmd/fibril", "fibril")
-	ctl := buildBinary(t, dir, "./cmd/fibrilctl", "fibrilctl")
-	c := startBinaryCluster(t, server, 10*time.Millisecond)
+	c, ctl := startBinaryClusterWithCtl(t)
 	runCtl := func(node *clusterProcess, args ...string) string {
 		t.Helper()
 		output, err := exec.Command(ctl, append(args, "--server", node.clientAddress)...).CombinedOutput()

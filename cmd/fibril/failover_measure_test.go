@@ -113,6 +113,19 @@ func measureFailoverCase(t *testing.T, server string, load failoverLoad, withLea
 				break
 			}
 		}
+		for i := len(queues); owner == nil && i < len(queues)+30; i++ {
+			// Failovers gather the queues on the survivors: declare another
+			// (placement spreads preferred owners) until one fits.
+			name = fmt.Sprintf("measured-%d", 60+i)
+			node, _ := c.declareAndFindOwner(name, client.QueueConfig{Mode: client.ModeDurable})
+			if load.prepare != nil {
+				load.prepare(t, c, name, node)
+			}
+			queues[name] = node.id
+			if status, ok := serves(node, name); ok && (!withLeader && node.id != leader || withLeader && node.id == leader) {
+				owner, epoch = node, status.Epoch
+			}
+		}
 		if owner == nil {
 			t.Logf("trial %d: no queue owned %s the catalog leader %s; skipped", trial,
 				map[bool]string{true: "by", false: "away from"}[withLeader], leader)
@@ -126,17 +139,38 @@ func measureFailoverCase(t *testing.T, server string, load failoverLoad, withLea
 		// The killed node comes back; wait until it is in sync, then check
 		// that nothing moved while nothing was killed.
 		c.start(owner)
-		next, status := c.servingNode(name, c.nodes...)
-		waitFor(t, owner.id+" rejoins", 60*time.Second, func() bool {
-			status, ok := serves(next, name)
-			return ok && slices.ContainsFunc(status.Replicas, func(r struct {
-				Node        string `json:"node"`
-				State       string `json:"state"`
-				DurableNext uint64 `json:"durable_next"`
-				WrittenNext uint64 `json:"written_next"`
-			}) bool {
-				return r.Node == owner.id && r.State == "in sync"
+		_, status := c.servingNode(name, c.nodes...)
+		// A trial kills one node of three: the next must not start while
+		// the restarted one still rejoins (its Raft shards or a queue's
+		// copy), or it would measure a double fault. Every queue has it in
+		// sync and every node knows every shard's leader.
+		for queue := range queues {
+			server, _ := c.servingNode(queue, c.nodes...)
+			waitFor(t, owner.id+" rejoins "+queue, 60*time.Second, func() bool {
+				status, ok := serves(server, queue)
+				return ok && slices.ContainsFunc(status.Replicas, func(r struct {
+					Node        string `json:"node"`
+					State       string `json:"state"`
+					DurableNext uint64 `json:"durable_next"`
+					WrittenNext uint64 `json:"written_next"`
+				}) bool {
+					return r.Node == owner.id && r.State == "in sync"
+				})
 			})
+		}
+		waitFor(t, "every node knows every shard's leader", 60*time.Second, func() bool {
+			for _, node := range c.nodes {
+				var view clusterView
+				if err := tryGetJSON(node, "/api/cluster", &view); err != nil || view.CatalogLeader == "" {
+					return false
+				}
+				for _, shard := range view.Shards {
+					if shard.Leader == "" {
+						return false
+					}
+				}
+			}
+			return true
 		})
 		if status.Epoch != epoch+1 {
 			falseReassignments += int(status.Epoch - epoch - 1)
@@ -160,10 +194,14 @@ func mapValues(m map[string]string) []string {
 // catalogLeader reads the catalog leader from any live node.
 func catalogLeader(t *testing.T, c *binaryCluster) string {
 	t.Helper()
-	for _, node := range c.nodes {
-		var view clusterView
-		if err := tryGetJSON(node, "/api/cluster", &view); err == nil && view.CatalogLeader != "" {
-			return view.CatalogLeader
+	// A node that just restarted, or an election after it, may leave every
+	// node without a known leader for a moment.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, node := range c.nodes {
+			var view clusterView
+			if err := tryGetJSON(node, "/api/cluster", &view); err == nil && view.CatalogLeader != "" {
+				return view.CatalogLeader
+			}
 		}
 	}
 	t.Fatal("no node knows the catalog leader")

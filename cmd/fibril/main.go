@@ -2,6 +2,7 @@
 //
 //	fibril serve [flags]                      run a node (single node on embedded defaults)
 //	fibril serve --config FILE --node ID      run node ID of the cluster FILE describes
+//	fibril hash-token [--generate]            hash a token from stdin (or a new one) for the users file
 //	fibril version                            print the version
 //
 // `fibril serve` with no flags keeps its data in ./fibril-data, serves

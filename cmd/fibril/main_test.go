@@ -38,7 +38,14 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--log-level", "loud"}, exitUsage, "log-level"},
 		{[]string{"serve", "--keepalive-interval", "0s"}, exitUsage, "above 0"},
 		{[]string{"serve", "--keepalive-missed-max", "0"}, exitUsage, "above 0"},
+		{[]string{"serve", "--tail-cache-bytes", "0"}, exitUsage, "above 0"},
+		{[]string{"serve", "--open-segment-files", "-1"}, exitUsage, "above 0"},
 		{[]string{"serve", "extra"}, exitUsage, "unexpected arguments"},
+		{[]string{"serve", "--tls-cert", "c.pem"}, exitUsage, "go together"},
+		{[]string{"serve", "--auth-token", "x", "--auth-token-file", "f"}, exitUsage, "exclude each other"},
+		{[]string{"serve", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-require-client-cert"}, exitUsage, "needs --tls-client-ca"},
+		{[]string{"serve", "--config", "cluster.json", "--node", "n1", "--users", "u.json"}, exitUsage, "nodes[i].users_file"},
+		{[]string{"hash-token", "my-token-on-the-command-line"}, exitUsage, "never from the command line"},
 		{[]string{"version"}, exitOK, "fibril"},
 	}
 	for _, tc := range cases {

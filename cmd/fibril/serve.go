@@ -15,6 +15,7 @@ import (
 
 	"github.com/fibrilmq/fibril/actors"
 	"github.com/fibrilmq/fibril/admin"
+	"github.com/fibrilmq/fibril/cluster"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -31,9 +32,9 @@ const fatalCloseTimeout = 10 * time.Second
 
 // startHTTP starts the HTTP debug/admin endpoint on the --http address
 // (in a cluster, the node's http_address).
-func startHTTP(broker *actors.Broker, addr string, flags serveFlags) (httpEndpoint, error) {
+func startHTTP(broker *actors.Broker, addr string, flags serveFlags, httpToken string) (httpEndpoint, error) {
 	return admin.Start(addr, admin.NodeFor(broker), admin.Options{
-		Token:            flags.httpToken,
+		Token:            httpToken,
 		ProtectReads:     flags.httpProtectReads,
 		AllowNonLoopback: flags.httpAllowNonLoopback,
 		Logger:           broker.Config().Logger,
@@ -48,6 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stdout, stderr)
+	case "hash-token":
+		return hashToken(args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "fibril %s (protocol %d)\n", actors.Version, wire.ProtocolVersion)
 		return exitOK
@@ -65,6 +68,9 @@ func usage(w io.Writer) {
   fibril serve [flags]   run a node; "fibril serve -h" lists the flags
   fibril serve --config FILE --node ID
                          run one node of a cluster (docs/cluster.md)
+  fibril hash-token [--generate]
+                         hash a token read from standard input (or a new one)
+                         for the users file (docs/security.md)
   fibril version         print the version
 `)
 }
@@ -73,18 +79,21 @@ func usage(w io.Writer) {
 type serveFlags struct {
 	data, listen, http string
 	syncInterval       time.Duration
-	authToken          string
 	configFile, nodeID string
 	recordTrace        string
 	logLevel           string
 	maxBodyBytes       uint
+	// Node-wide storage budgets.
+	tailCacheBytes   int64
+	openSegmentFiles int
 	// Lifecycle and keepalive settings (0: the broker's default).
 	shutdownTimeout, helloTimeout, keepaliveInterval time.Duration
 	keepaliveMissedMax                               uint
 	// HTTP endpoint access.
-	httpToken            string
 	httpProtectReads     bool
 	httpAllowNonLoopback bool
+	// Tokens, users, TLS and bounds (security.go).
+	security securityFlags
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -96,13 +105,15 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	set.StringVar(&f.http, "http", actors.DefaultHTTPAddr, "HTTP debug/admin endpoint address")
 	set.DurationVar(&f.syncInterval, "sync-interval", actors.DefaultSyncInterval,
 		"background sync interval of every queue log; 0 turns it off and leaves syncing to the OS")
-	set.StringVar(&f.authToken, "auth-token", os.Getenv("FIBRIL_AUTH_TOKEN"),
-		"token every client must present (default: $FIBRIL_AUTH_TOKEN; empty: none)")
 	set.StringVar(&f.configFile, "config", "", "cluster config file (cluster mode)")
 	set.StringVar(&f.nodeID, "node", "", "this node's id in the cluster config (cluster mode)")
 	set.StringVar(&f.recordTrace, "record-trace", "", "record every client frame to this trace file")
 	set.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	set.UintVar(&f.maxBodyBytes, "max-body-bytes", wire.DefaultMaxBodyBytes, "largest frame body accepted")
+	set.Int64Var(&f.tailCacheBytes, "tail-cache-bytes", actors.DefaultTailCacheBytes,
+		"memory the tail caches of every queue log hold together (each log also keeps to 8 MiB)")
+	set.IntVar(&f.openSegmentFiles, "open-segment-files", actors.DefaultOpenSegmentFiles,
+		"descriptors kept open for the sealed segments of every queue log together")
 	set.DurationVar(&f.shutdownTimeout, "shutdown-timeout", actors.DefaultShutdownTimeout,
 		"bound on a clean shutdown: finishing in-flight work, stopping every actor, closing every log")
 	set.DurationVar(&f.helloTimeout, "hello-timeout", actors.DefaultHelloTimeout,
@@ -111,11 +122,10 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 		"how often each connection is checked; a silent one is pinged")
 	set.UintVar(&f.keepaliveMissedMax, "keepalive-missed-max", actors.DefaultKeepaliveMissedMax,
 		"pings a connection may leave unanswered in a row before it is closed")
-	set.StringVar(&f.httpToken, "http-token", os.Getenv("FIBRIL_HTTP_TOKEN"),
-		"bearer token for HTTP writes (default: $FIBRIL_HTTP_TOKEN; empty: none)")
 	set.BoolVar(&f.httpProtectReads, "http-protect-reads", false, "require the HTTP token for reads too")
 	set.BoolVar(&f.httpAllowNonLoopback, "http-allow-non-loopback", false,
 		"allow the HTTP endpoint on a non-loopback address")
+	f.security.register(set)
 	if err := set.Parse(args); err != nil {
 		return f, err
 	}
@@ -125,8 +135,14 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	if f.syncInterval < 0 {
 		return f, fmt.Errorf("--sync-interval must not be negative")
 	}
+	if f.tailCacheBytes <= 0 || f.openSegmentFiles <= 0 {
+		return f, fmt.Errorf("--tail-cache-bytes and --open-segment-files must be above 0")
+	}
 	if f.shutdownTimeout <= 0 || f.helloTimeout <= 0 || f.keepaliveInterval <= 0 || f.keepaliveMissedMax == 0 {
 		return f, fmt.Errorf("--shutdown-timeout, --hello-timeout, --keepalive-interval and --keepalive-missed-max must be above 0")
+	}
+	if err := f.security.check(set); err != nil {
+		return f, err
 	}
 	if err := checkClusterFlags(set, f); err != nil {
 		return f, err
@@ -150,11 +166,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	config := actors.DefaultConfig()
 	config.DataDir, config.ListenAddr, config.HTTPAddr = flags.data, flags.listen, flags.http
-	config.SyncInterval, config.AuthToken, config.Logger = flags.syncInterval, flags.authToken, logger
+	config.SyncInterval, config.Logger = flags.syncInterval, logger
 	config.MaxBodyBytes = uint32(min(flags.maxBodyBytes, 1<<30))
 	config.ShutdownTimeout, config.HelloTimeout = flags.shutdownTimeout, flags.helloTimeout
 	config.KeepaliveInterval = flags.keepaliveInterval
 	config.KeepaliveMissedMax = int(min(flags.keepaliveMissedMax, 1<<20))
+	config.TailCacheBytes, config.OpenSegmentFiles = flags.tailCacheBytes, flags.openSegmentFiles
 	node, err := maybeStartClusterNode(&config, flags, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
@@ -163,6 +180,18 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if node != nil {
 		defer node.Close() // after the broker: stop proposing, then close Raft
 	}
+	var self *cluster.NodeConfig
+	if node != nil {
+		clusterConfig := node.Config()
+		found, _ := clusterConfig.Node(node.ID())
+		self = &found
+	}
+	secured, err := buildSecurity(&config, flags, self, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
+		return exitError
+	}
+	secured.node = node
 	stopTrace, err := maybeRecordTrace(&config, flags.recordTrace)
 	if err != nil {
 		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
@@ -175,7 +204,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
 		return exitError
 	}
-	httpServer, err := maybeStartHTTP(broker, config.HTTPAddr, flags)
+	httpServer, err := maybeStartHTTP(broker, config.HTTPAddr, flags, secured.httpToken)
 	if err != nil {
 		fmt.Fprintf(stderr, "fibril serve: HTTP endpoint on %s: %v\n", config.HTTPAddr, err)
 		closeWithin(broker, fatalCloseTimeout, logger)
@@ -191,7 +220,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "fibril: serving clients on %s (data %s, background sync %s)\n",
 		broker.Addr(), config.DataDir, describeSync(config.SyncInterval))
-	status := waitForShutdown(broker, logger)
+	status := waitForShutdown(broker, logger, func() { secured.reload(broker, logger) })
 	if httpServer != nil {
 		_ = httpServer.Close()
 	}
@@ -223,30 +252,38 @@ type httpEndpoint interface {
 // maybeStartHTTP starts the HTTP endpoint unless --http is empty. A bad
 // address stops start-up: an operator who asked for the endpoint gets it
 // or a clear error.
-func maybeStartHTTP(broker *actors.Broker, addr string, flags serveFlags) (httpEndpoint, error) {
+func maybeStartHTTP(broker *actors.Broker, addr string, flags serveFlags, httpToken string) (httpEndpoint, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	return startHTTP(broker, addr, flags)
+	return startHTTP(broker, addr, flags, httpToken)
 }
 
 // waitForShutdown blocks until a signal (clean shutdown) or a fatal
-// failure. A second signal exits at once.
-func waitForShutdown(broker *actors.Broker, logger *slog.Logger) int {
+// failure; SIGHUP runs reload and goes on waiting. A second stop signal
+// exits at once.
+func waitForShutdown(broker *actors.Broker, logger *slog.Logger, reload func()) int {
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
-	select {
-	case sig := <-signals:
-		logger.Info("shutting down", "signal", sig.String())
-		go func() {
-			sig := <-signals
-			logger.Error("second signal; exiting without a clean shutdown", "signal", sig.String())
-			os.Exit(exitError)
-		}()
-		return exitOK
-	case <-broker.Fatal():
-		// The broker logged the failure (one line naming it).
-		return exitFatal
+	hangups := make(chan os.Signal, 1)
+	signal.Notify(hangups, syscall.SIGHUP)
+	defer signal.Stop(hangups)
+	for {
+		select {
+		case <-hangups:
+			reload()
+		case sig := <-signals:
+			logger.Info("shutting down", "signal", sig.String())
+			go func() {
+				sig := <-signals
+				logger.Error("second signal; exiting without a clean shutdown", "signal", sig.String())
+				os.Exit(exitError)
+			}()
+			return exitOK
+		case <-broker.Fatal():
+			// The broker logged the failure (one line naming it).
+			return exitFatal
+		}
 	}
 }
 
@@ -269,8 +306,14 @@ func maybeRecordTrace(config *actors.Config, file string) (stop func(), err erro
 	if file == "" {
 		return func() {}, nil
 	}
-	out, err := os.Create(file)
+	// 0600: a trace holds every message's payload (hello tokens are
+	// redacted, the payloads are not). Chmod covers a file that existed.
+	out, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
+		return nil, fmt.Errorf("--record-trace: %w", err)
+	}
+	if err := out.Chmod(0o600); err != nil {
+		_ = out.Close()
 		return nil, fmt.Errorf("--record-trace: %w", err)
 	}
 	recorder, err := wire.NewRecorder(out, wire.RecorderOptions{Label: "fibril client listener"})

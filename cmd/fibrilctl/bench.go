@@ -3,7 +3,7 @@ package main
 // The bench command: measure a broker's latency with the bench package.
 //
 //	fibrilctl bench [--case NAME ...] [--mode durable|buffered|both] [--size BYTES]
-//	                [--duration D] [--warmup D] [--json FILE] [--server-pid PID | --metrics URL]
+//	                [--duration D] [--warmup D] [--json FILE] [--server-pid PID[,PID...] | --metrics URL]
 //	                [--data-dir DIR] [--floors=false] [--floor-samples N] [--quiet]
 //	fibrilctl bench replay FILE [--speed X] [--mode ...] [--warmup D] [--json FILE] ...
 //
@@ -13,10 +13,19 @@ package main
 // to stderr unless --quiet.
 //
 // Broker CPU comes from /proc/PID/stat: of --server-pid when given, else of
-// the local process listening on the --server port (bench_pid.go). With
+// the local processes listening on the --server ports (bench_pid.go),
+// summed: a cluster's nodes on one machine count together. With
 // --metrics URL it comes from process_cpu_seconds_total on that page
 // instead. When neither works the report has no CPU figure and says why on
 // stderr.
+//
+// The server's fdatasyncs per message come from fibril_fsyncs_total: on
+// the --syncs page when given, else on the node's HTTP endpoint (the global
+// --http), used only when its fibril_build_info names the process the CPU
+// is read from, so a figure is never another broker's. Device flushes per
+// message come from /proc/diskstats, for --flush-device or else the disk
+// holding --data-dir (or the current directory); they count every process
+// on that disk.
 //
 // Floors are measured in --data-dir, which should be on the disk the broker
 // writes to. Without it they run in a temporary directory made in the
@@ -27,8 +36,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,8 +57,10 @@ type benchFlags struct {
 	drainTimeout time.Duration
 	prefetch     int
 	jsonFile     string
-	serverPID    int
+	serverPIDs   string
 	metricsURL   string
+	syncsURL     string
+	flushDevice  string
 	dataDir      string
 	floors       bool
 	floorSamples int
@@ -63,8 +76,10 @@ func (f *benchFlags) register(ctx context.Context, name string, replay bool) *fl
 	flags.DurationVar(&f.drainTimeout, "drain-timeout", bench.DefaultDrainTimeout, "longest wait for the last confirms and deliveries of a run")
 	flags.IntVar(&f.prefetch, "prefetch", bench.DefaultPrefetch, "the consumer's prefetch")
 	flags.StringVar(&f.jsonFile, "json", "", "write the full report (settings, every percentile) to this file")
-	flags.IntVar(&f.serverPID, "server-pid", 0, "read the broker's CPU from /proc/PID/stat (default: the local process listening on --server)")
+	flags.StringVar(&f.serverPIDs, "server-pid", "", "read the broker's CPU from /proc/PID/stat, summed over a comma-separated list (default: the local processes listening on --server)")
 	flags.StringVar(&f.metricsURL, "metrics", "", "read the broker's CPU from process_cpu_seconds_total at this URL")
+	flags.StringVar(&f.syncsURL, "syncs", "", "read the server's fdatasyncs from fibril_fsyncs_total at this URL (default: --metrics, else the node's --http endpoint when it is the same process)")
+	flags.StringVar(&f.flushDevice, "flush-device", "", "count the flushes of this block device in /proc/diskstats (default: the disk holding --data-dir; \"none\": no count)")
 	flags.StringVar(&f.dataDir, "data-dir", "", "directory for the storage floors, on the broker's disk (default: a temporary one in the current directory)")
 	flags.BoolVar(&f.floors, "floors", true, "measure the machine's floors before the runs")
 	flags.IntVar(&f.floorSamples, "floor-samples", bench.DefaultFloorRoundTrips, "round trips and writes timed for the floors (a tenth as many synced writes, a fiftieth as many round trips 10 ms apart)")
@@ -175,7 +190,7 @@ func (f *benchFlags) options() (bench.Options, error) {
 	if f.floorSamples <= 0 {
 		return opts, usagef("--floor-samples must be positive")
 	}
-	if f.serverPID != 0 && f.metricsURL != "" {
+	if f.serverPIDs != "" && f.metricsURL != "" {
 		return opts, usagef("--server-pid and --metrics both name the broker's CPU source; give one")
 	}
 	opts.Modes, opts.Prefetch, opts.DrainTimeout, opts.Server = modes, f.prefetch, f.drainTimeout, f.shared.server
@@ -227,6 +242,8 @@ func (f *benchFlags) execute(ctx context.Context, opts bench.Options, stdout io.
 			opts.CPU = nil
 		}
 	}
+	opts.Syncs = f.syncMeter(ctx, opts.CPU)
+	opts.Flushes = f.flushMeter(ctx)
 	if f.floors {
 		if opts.Floors, opts.DataDir, err = f.measureFloors(ctx, opts.MessageBytes); err != nil {
 			return err
@@ -250,19 +267,114 @@ func (f *benchFlags) execute(ctx context.Context, opts bench.Options, stdout io.
 // cpuMeter picks the broker CPU source; nil when there is none.
 func (f *benchFlags) cpuMeter() bench.CPUMeter {
 	switch {
-	case f.serverPID != 0:
-		return bench.ProcessCPU{PID: f.serverPID}
+	case f.serverPIDs != "":
+		var processes bench.ProcessesCPU
+		for _, field := range strings.Split(f.serverPIDs, ",") {
+			pid, err := strconv.Atoi(strings.TrimSpace(field))
+			if err != nil || pid <= 0 {
+				fmt.Fprintf(f.progress(), "bench: broker CPU not measured: --server-pid %q is not a process id\n", field)
+				return nil
+			}
+			processes = append(processes, bench.ProcessCPU{PID: pid})
+		}
+		return processes.Meter()
 	case f.metricsURL != "":
 		return bench.MetricsCPU{URL: f.metricsURL}
 	}
-	address := strings.TrimSpace(strings.Split(f.shared.server, ",")[0])
-	pid, err := findListenerPID("/proc", address)
-	if err != nil {
-		fmt.Fprintf(f.progress(), "bench: broker CPU not measured: %v (give --server-pid or --metrics)\n", err)
+	var processes bench.ProcessesCPU
+	for _, address := range strings.Split(f.shared.server, ",") {
+		address = strings.TrimSpace(address)
+		pid, err := findListenerPID("/proc", address)
+		if err != nil {
+			fmt.Fprintf(f.progress(), "bench: broker CPU not measured: %v (give --server-pid or --metrics)\n", err)
+			return nil
+		}
+		fmt.Fprintf(f.progress(), "bench: broker CPU from process %d, which listens on %s\n", pid, address)
+		processes = append(processes, bench.ProcessCPU{PID: pid})
+	}
+	return processes.Meter()
+}
+
+// syncMeter picks where fibril_fsyncs_total is read; nil when nowhere
+// (said on stderr). The node's HTTP endpoint is used only when it belongs
+// to the process whose CPU is measured.
+func (f *benchFlags) syncMeter(ctx context.Context, cpu bench.CPUMeter) bench.CountMeter {
+	url := f.syncsURL
+	if url == "" && f.metricsURL != "" {
+		url = f.metricsURL
+	}
+	if url == "" {
+		process, ok := cpu.(bench.ProcessCPU)
+		if !ok || f.shared.http == "" {
+			fmt.Fprintf(f.progress(), "bench: server fdatasyncs not measured: give --syncs URL (the node's /metrics)\n")
+			return nil
+		}
+		url = "http://" + f.shared.http + "/metrics"
+		if err := checkMetricsProcess(ctx, url, process.PID); err != nil {
+			fmt.Fprintf(f.progress(), "bench: server fdatasyncs not measured: %v (give --syncs URL)\n", err)
+			return nil
+		}
+	}
+	meter := bench.MetricsCounter{URL: url, Name: "fibril_fsyncs_total"}
+	if _, err := meter.Count(ctx); err != nil {
+		fmt.Fprintf(f.progress(), "bench: server fdatasyncs not measured: %v\n", err)
 		return nil
 	}
-	fmt.Fprintf(f.progress(), "bench: broker CPU from process %d, which listens on %s\n", pid, address)
-	return bench.ProcessCPU{PID: pid}
+	fmt.Fprintf(f.progress(), "bench: server fdatasyncs from %s\n", meter)
+	return meter
+}
+
+// checkMetricsProcess makes sure the metrics page at url is the one of
+// process pid (fibril_build_info's pid label).
+func checkMetricsProcess(ctx context.Context, url string, pid int) error {
+	request, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	response, err := (&http.Client{Timeout: 5 * time.Second}).Do(request)
+	if err != nil {
+		return err
+	}
+	defer response.Body.Close()
+	if response.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", url, response.Status)
+	}
+	found, ok := bench.ParseLabelValue(response.Body, "fibril_build_info", "pid")
+	if !ok {
+		return fmt.Errorf("%s has no fibril_build_info", url)
+	}
+	if found != strconv.Itoa(pid) {
+		return fmt.Errorf("%s belongs to process %s, not to the broker's %d", url, found, pid)
+	}
+	return nil
+}
+
+// flushMeter picks the block device whose flushes are counted; nil when
+// none (said on stderr).
+func (f *benchFlags) flushMeter(ctx context.Context) bench.CountMeter {
+	device := f.flushDevice
+	if device == "none" {
+		return nil
+	}
+	if device == "" {
+		dir := f.dataDir
+		if dir == "" {
+			dir = "."
+		}
+		found, err := bench.DeviceOf(dir)
+		if err != nil {
+			fmt.Fprintf(f.progress(), "bench: device flushes not counted: %v (give --flush-device)\n", err)
+			return nil
+		}
+		device = found
+	}
+	meter := bench.DeviceFlushes{Device: device}
+	if _, err := meter.Count(ctx); err != nil {
+		fmt.Fprintf(f.progress(), "bench: device flushes not counted: %v\n", err)
+		return nil
+	}
+	fmt.Fprintf(f.progress(), "bench: device flushes of %s (every process on it counts)\n", device)
+	return meter
 }
 
 // measureFloors measures the floors in --data-dir, or in a temporary

@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -86,10 +88,33 @@ func checkCPU(t *testing.T, report bench.Report) {
 	}
 }
 
+// checkSyncs asserts that every run counted the server's fsyncs, and that
+// every durable run made some (each of its confirms needs one).
+func checkSyncs(t *testing.T, report bench.Report) {
+	t.Helper()
+	if !strings.HasPrefix(report.Settings.SyncsSource, "fibril_fsyncs_total at ") {
+		t.Errorf("syncs source %q", report.Settings.SyncsSource)
+	}
+	for _, run := range report.Runs {
+		if run.ServerSyncs == nil || run.ServerSyncsPerMessage == nil {
+			t.Errorf("run %d (%s, %s) has no server fsync figure: %q", run.Ordinal, run.Case, run.Mode, run.Notes)
+			continue
+		}
+		if run.Mode == bench.ModeDurable && *run.ServerSyncs == 0 {
+			t.Errorf("durable run %d (%s) made no fsync", run.Ordinal, run.Case)
+		}
+	}
+}
+
 func TestBenchRunsEveryCaseInBothModes(t *testing.T) {
 	broker := startBroker(t, t.TempDir(), "127.0.0.1:0")
+	metrics := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		broker.Metrics().WritePrometheus(w)
+	}))
+	defer metrics.Close()
 	r, report := benchAt(t, broker.Addr().String(), "bench", "--mode", "both", "--warmup", "100ms",
-		"--duration", "300ms", "--size", "512", "--floor-samples", "100", "--data-dir", t.TempDir())
+		"--duration", "300ms", "--size", "512", "--floor-samples", "100", "--data-dir", t.TempDir(),
+		"--syncs", metrics.URL)
 	cases := []string{bench.CaseSteady100, bench.CaseSteady10k, bench.CaseBurst200, bench.CaseSaturation}
 	abba := []bench.Mode{bench.ModeDurable, bench.ModeBuffered, bench.ModeBuffered, bench.ModeDurable}
 	if len(report.Runs) != len(cases)*len(abba) {
@@ -102,6 +127,7 @@ func TestBenchRunsEveryCaseInBothModes(t *testing.T) {
 		checkCounts(t, run)
 	}
 	checkCPU(t, report)
+	checkSyncs(t, report)
 	if report.Floors == nil || report.Floors.LoopbackRoundTrip.Count != 100 || report.Floors.Write.Count != 100 ||
 		report.Floors.WriteSync.Count != 10 || report.Floors.IdleRoundTrip.Count != 2 || report.Settings.MessageBytes != 512 {
 		t.Errorf("floors %+v, message size %d", report.Floors, report.Settings.MessageBytes)

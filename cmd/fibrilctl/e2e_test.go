@@ -132,6 +132,11 @@ func TestSDKAgainstTheBroker(t *testing.T) {
 	for _, future := range futures {
 		confirm, err := future.Wait(ctx)
 		want := map[string]client.Boundary{"durable": client.BoundaryDurable, "buffered": client.BoundaryWritten}[future.Queue()]
+		// A buffered publish may also be confirmed durable, when the durable
+		// frontier already covered it (storage/queue.Confirm).
+		if future.Queue() == "buffered" && confirm.Boundary == client.BoundaryDurable {
+			want = client.BoundaryDurable
+		}
 		if err != nil || confirm.Boundary != want {
 			t.Fatalf("publish %d to %s: %+v %v; want boundary %s", future.Seq(), future.Queue(), confirm, err, want)
 		}

@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/fibrilmq/fibril/client"
+	"github.com/fibrilmq/fibril/tlsconfig"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -71,9 +72,17 @@ func hintFor(err error, shared globals) string {
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		return fmt.Sprintf("no answer in time from %s: is it a Fibril node's client address (not its HTTP one)?", shared.server)
 	}
+	if hint := tlsHint(err); hint != "" {
+		return hint
+	}
 	switch client.CodeOf(err) {
 	case wire.CodeUnauthorized:
-		return fmt.Sprintf("pass the node's token with --token or $%s", envToken)
+		return fmt.Sprintf("pass the node's token, or <user>:<token> for a node with users, with --token-file, "+
+			"--token or $%s", envToken)
+	case wire.CodeForbidden:
+		return "the user has no permission for this on this queue; the node's users file grants permissions"
+	case wire.CodeResourceLimit, wire.CodeConnectionLimit:
+		return "a limit of the node; see docs/security.md, Bounds"
 	case wire.CodeUnknownQueue:
 		return "declare it first: fibrilctl declare NAME"
 	case wire.CodeModeConflict:
@@ -86,6 +95,24 @@ func hintFor(err error, shared globals) string {
 	var usage usageError
 	if errors.As(err, &usage) {
 		return "fibrilctl help lists commands; fibrilctl COMMAND -h a command's flags"
+	}
+	return ""
+}
+
+// tlsHint says which TLS flag to change for a TLS failure.
+func tlsHint(err error) string {
+	var refusal *client.ServerError
+	switch {
+	case errors.As(err, &refusal) && refusal.Message == tlsconfig.PlainTextRefusal:
+		return fmt.Sprintf("connect with --tls-ca FILE ($%s), or --tls for a certificate from a public CA", envTLSCA)
+	case errors.Is(err, tlsconfig.ErrNotTLS):
+		return "the node's listener does not speak TLS: drop --tls and --tls-ca, or enable TLS on the node"
+	case errors.Is(err, tlsconfig.ErrUntrustedCertificate):
+		return fmt.Sprintf("pass the CA that signed the node's certificate with --tls-ca or $%s", envTLSCA)
+	case errors.Is(err, tlsconfig.ErrCertificateName):
+		return "dial a name the certificate carries, or set --tls-server-name"
+	case errors.Is(err, tlsconfig.ErrCertificateRefused):
+		return fmt.Sprintf("the node wants a client certificate: --tls-cert and --tls-key ($%s, $%s)", envTLSCert, envTLSKey)
 	}
 	return ""
 }

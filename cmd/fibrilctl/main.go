@@ -8,9 +8,14 @@
 // Global flags may appear anywhere on the line, before or after the
 // command, and default to the environment:
 //
-//	--server ADDR   node client address(es), comma-separated ($FIBRIL_SERVER; 127.0.0.1:7420)
-//	--token TOKEN   the node's client token ($FIBRIL_TOKEN)
-//	--http ADDR     a node's HTTP endpoint, for `cluster` ($FIBRIL_HTTP; 127.0.0.1:7480)
+//	--server ADDR          node client address(es), comma-separated ($FIBRIL_SERVER; 127.0.0.1:7420)
+//	--token TOKEN          the node's client token, or <user>:<token> ($FIBRIL_TOKEN)
+//	--token-file FILE      the same, from a file's first line ($FIBRIL_TOKEN_FILE)
+//	--http ADDR            a node's HTTP endpoint, for `cluster` ($FIBRIL_HTTP; 127.0.0.1:7480)
+//	--tls                  connect with TLS, trusting the system's roots ($FIBRIL_TLS=1)
+//	--tls-ca FILE          connect with TLS, trusting the CAs in FILE ($FIBRIL_TLS_CA)
+//	--tls-cert, --tls-key  a client certificate and its key ($FIBRIL_TLS_CERT, $FIBRIL_TLS_KEY)
+//	--tls-server-name N    the name the node's certificate must carry ($FIBRIL_TLS_SERVER_NAME)
 //
 // `fibrilctl help` lists the commands; `fibrilctl COMMAND -h` a command's
 // flags. Exit codes: 0 success, 1 the operation failed, 2 the command line
@@ -28,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -50,9 +56,15 @@ const (
 
 // Environment variables the global flags default to.
 const (
-	envServer = "FIBRIL_SERVER"
-	envToken  = "FIBRIL_TOKEN"
-	envHTTP   = "FIBRIL_HTTP"
+	envServer        = "FIBRIL_SERVER"
+	envToken         = "FIBRIL_TOKEN"
+	envTokenFile     = "FIBRIL_TOKEN_FILE"
+	envHTTP          = "FIBRIL_HTTP"
+	envTLS           = "FIBRIL_TLS"
+	envTLSCA         = "FIBRIL_TLS_CA"
+	envTLSCert       = "FIBRIL_TLS_CERT"
+	envTLSKey        = "FIBRIL_TLS_KEY"
+	envTLSServerName = "FIBRIL_TLS_SERVER_NAME"
 )
 
 // command is one subcommand.
@@ -68,7 +80,7 @@ var commands = map[string]command{}
 
 // helpOrder is the order `fibrilctl help` lists commands in; commands
 // not named here (added later in their own files) follow, by name.
-var helpOrder = []string{"declare", "publish", "consume", "peek", "info", "queues", "purge", "delete",
+var helpOrder = []string{"declare", "publish", "consume", "peek", "info", "queues", "mode", "purge", "delete",
 	"requeue", "reopen", "cluster", "version", "bench"}
 
 // register adds a command; each command's file calls it from init.
@@ -97,15 +109,42 @@ func init() {
 // globals are the flags every command shares.
 type globals struct {
 	server, token, http string
+	tokenFile           string
+	tls                 tlsGlobals
+}
+
+// tlsGlobals are the TLS flags: TLS is on when any of them is set.
+type tlsGlobals struct {
+	on                                    bool
+	caFile, certFile, keyFile, serverName string
+}
+
+// options returns the SDK's TLS options, nil without TLS.
+func (g tlsGlobals) options() *client.TLSOptions {
+	if !g.on && g.caFile == "" && g.certFile == "" && g.keyFile == "" && g.serverName == "" {
+		return nil
+	}
+	return &client.TLSOptions{CAFile: g.caFile, CertFile: g.certFile, KeyFile: g.keyFile, ServerName: g.serverName}
 }
 
 type globalsKey struct{}
 
 // globalFlags names the global flags and where each value goes.
 var globalFlags = map[string]func(*globals, string){
-	"server": func(g *globals, v string) { g.server = v },
-	"token":  func(g *globals, v string) { g.token = v },
-	"http":   func(g *globals, v string) { g.http = v },
+	"server":          func(g *globals, v string) { g.server = v },
+	"token":           func(g *globals, v string) { g.token = v },
+	"token-file":      func(g *globals, v string) { g.tokenFile = v },
+	"http":            func(g *globals, v string) { g.http = v },
+	"tls-ca":          func(g *globals, v string) { g.tls.caFile = v },
+	"tls-cert":        func(g *globals, v string) { g.tls.certFile = v },
+	"tls-key":         func(g *globals, v string) { g.tls.keyFile = v },
+	"tls-server-name": func(g *globals, v string) { g.tls.serverName = v },
+}
+
+// globalSwitches are the global flags that take no value (--tls, or
+// --tls=false).
+var globalSwitches = map[string]func(*globals, bool){
+	"tls": func(g *globals, v bool) { g.tls.on = v },
 }
 
 func main() {
@@ -148,7 +187,12 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // splitGlobals takes the global flags out of args, wherever they are, and
 // fills what is not given from the environment and the defaults.
 func splitGlobals(args []string) (globals, []string, error) {
-	shared := globals{server: os.Getenv(envServer), token: os.Getenv(envToken), http: os.Getenv(envHTTP)}
+	shared := globals{server: os.Getenv(envServer), token: os.Getenv(envToken), http: os.Getenv(envHTTP),
+		tokenFile: os.Getenv(envTokenFile), tls: tlsGlobals{caFile: os.Getenv(envTLSCA), certFile: os.Getenv(envTLSCert),
+			keyFile: os.Getenv(envTLSKey), serverName: os.Getenv(envTLSServerName)}}
+	if on, err := strconv.ParseBool(os.Getenv(envTLS)); err == nil {
+		shared.tls.on = on
+	}
 	var rest []string
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
@@ -157,6 +201,18 @@ func splitGlobals(args []string) (globals, []string, error) {
 			break
 		}
 		name, value, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		if toggle, isSwitch := globalSwitches[name]; isSwitch && strings.HasPrefix(arg, "-") {
+			on := true
+			if hasValue {
+				parsed, err := strconv.ParseBool(value)
+				if err != nil {
+					return shared, nil, fmt.Errorf("flag --%s takes true or false, got %q", name, value)
+				}
+				on = parsed
+			}
+			toggle(&shared, on)
+			continue
+		}
 		set, global := globalFlags[name]
 		if !global || !strings.HasPrefix(arg, "-") {
 			rest = append(rest, arg)
@@ -177,6 +233,16 @@ func splitGlobals(args []string) (globals, []string, error) {
 	if shared.http == "" {
 		shared.http = defaultHTTP
 	}
+	if shared.tokenFile != "" {
+		if shared.token != "" && os.Getenv(envToken) != shared.token {
+			return shared, nil, errors.New("--token and --token-file exclude each other")
+		}
+		token, err := readTokenFile(shared.tokenFile)
+		if err != nil {
+			return shared, nil, err
+		}
+		shared.token = token
+	}
 	return shared, rest, nil
 }
 
@@ -190,7 +256,7 @@ func commandNames() []string {
 }
 
 func printUsage(w io.Writer) {
-	fmt.Fprintln(w, "usage: fibrilctl [--server ADDR] [--token TOKEN] [--http ADDR] COMMAND [ARGS] [flags]")
+	fmt.Fprintln(w, "usage: fibrilctl [--server ADDR] [--token TOKEN|--token-file FILE] [--http ADDR] [TLS flags] COMMAND [ARGS] [flags]")
 	listed := map[string]bool{}
 	var order []string
 	for _, name := range helpOrder {
@@ -209,9 +275,26 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "%s\n           %s\n", strings.TrimRight(fmt.Sprintf("  %-8s %s", c.name, c.args), " "), c.summary)
 	}
 	fmt.Fprintf(w, "global flags, anywhere on the line: --server ADDR (default $%s, else %s; comma-separated for several),\n"+
-		"  --token TOKEN (default $%s), --http ADDR (a node's HTTP endpoint, default $%s, else %s)\n",
-		envServer, defaultServer, envToken, envHTTP, defaultHTTP)
+		"  --token TOKEN or <user>:<token> (default $%s), --token-file FILE (default $%s),\n"+
+		"  --http ADDR (a node's HTTP endpoint, default $%s, else %s),\n"+
+		"  TLS: --tls (system roots; $%s=1), --tls-ca FILE ($%s), --tls-cert FILE --tls-key FILE ($%s, $%s),\n"+
+		"  --tls-server-name NAME ($%s)\n",
+		envServer, defaultServer, envToken, envTokenFile, envHTTP, defaultHTTP, envTLS, envTLSCA, envTLSCert, envTLSKey,
+		envTLSServerName)
 	fmt.Fprintln(w, "fibrilctl COMMAND -h lists a command's flags")
+}
+
+// readTokenFile reads a token from a file's first line.
+func readTokenFile(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	token, _, _ := strings.Cut(string(data), "\n")
+	if token = strings.TrimSuffix(token, "\r"); token == "" {
+		return "", fmt.Errorf("--token-file %s: the first line is empty", path)
+	}
+	return token, nil
 }
 
 // usageError is a wrong command line (exit code 2).
@@ -240,6 +323,7 @@ type connection struct {
 	server string
 	token  string
 	http   string
+	tls    tlsGlobals
 }
 
 // dial connects to the node.
@@ -257,6 +341,7 @@ func (c *connection) dial(ctx context.Context, options client.Options) (*client.
 	}
 	options.ClientName = "fibrilctl"
 	options.DialTimeout = 5 * time.Second
+	options.TLS = c.tls.options()
 	return client.Dial(ctx, options)
 }
 
@@ -265,7 +350,7 @@ func (c *connection) dial(ctx context.Context, options client.Options) (*client.
 // so -h lists them and their values (already taken out of the line).
 func newFlags(ctx context.Context, name string, shared *connection) *flag.FlagSet {
 	given, _ := ctx.Value(globalsKey{}).(globals)
-	shared.server, shared.token, shared.http = given.server, given.token, given.http
+	shared.server, shared.token, shared.http, shared.tls = given.server, given.token, given.http, given.tls
 	if shared.server == "" {
 		shared.server, shared.http = defaultServer, defaultHTTP
 	}
@@ -275,6 +360,12 @@ func newFlags(ctx context.Context, name string, shared *connection) *flag.FlagSe
 	flags.StringVar(&shared.server, "server", shared.server, "node address(es), comma-separated (global; $"+envServer+")")
 	flags.StringVar(&shared.token, "token", shared.token, "auth token, when the node needs one (global; $"+envToken+")")
 	flags.StringVar(&shared.http, "http", shared.http, "a node's HTTP endpoint (global; $"+envHTTP+")")
+	flags.BoolVar(&shared.tls.on, "tls", shared.tls.on, "connect with TLS, trusting the system's roots (global; $"+envTLS+")")
+	flags.StringVar(&shared.tls.caFile, "tls-ca", shared.tls.caFile, "connect with TLS, trusting these CAs (global; $"+envTLSCA+")")
+	flags.StringVar(&shared.tls.certFile, "tls-cert", shared.tls.certFile, "client certificate (global; $"+envTLSCert+")")
+	flags.StringVar(&shared.tls.keyFile, "tls-key", shared.tls.keyFile, "client certificate key (global; $"+envTLSKey+")")
+	flags.StringVar(&shared.tls.serverName, "tls-server-name", shared.tls.serverName,
+		"the name the node's certificate must carry (global; $"+envTLSServerName+")")
 	return flags
 }
 

@@ -32,7 +32,7 @@ func runDeclare(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	})
 	flags.StringVar(&config.DeadLetterQueue, "dead-letter", "", "queue that receives dead-lettered messages")
-	flags.DurationVar(&config.MessageTTL, "ttl", 0, "dead-letter ready messages older than this")
+	flags.DurationVar(&config.MessageTTL, "ttl", 0, "drop ready messages older than this (they are not dead-lettered)")
 	flags.Func("max-length", "most messages the queue holds", func(value string) error {
 		n, err := parseUint(value, 64)
 		config.MaxLength = n
@@ -252,6 +252,18 @@ type queueJSON struct {
 	Epoch           uint64        `json:"epoch,omitempty"`
 	Replicas        []replicaJSON `json:"replicas,omitempty"`
 	Dedup           *dedupJSON    `json:"dedup,omitempty"`
+	DesiredMode     string        `json:"desired_mode"`
+	ModeRevision    uint64        `json:"mode_revision"`
+	ModeChange      *modeJSON     `json:"mode_change,omitempty"`
+}
+
+type modeJSON struct {
+	Revision    uint64 `json:"revision"`
+	Mode        string `json:"mode"`
+	Offset      uint64 `json:"offset"`
+	State       string `json:"state"`
+	Reason      string `json:"reason"`
+	SinceUnixMs int64  `json:"since_unix_ms"`
 }
 
 type dedupJSON struct {
@@ -277,9 +289,11 @@ type optionsJSON struct {
 }
 
 type replicaJSON struct {
-	Node        string `json:"node"`
-	WrittenNext uint64 `json:"written_next"`
-	DurableNext uint64 `json:"durable_next"`
+	Node         string `json:"node"`
+	WrittenNext  uint64 `json:"written_next"`
+	DurableNext  uint64 `json:"durable_next"`
+	AppliedMode  string `json:"applied_mode,omitempty"`
+	ModeRevision uint64 `json:"mode_revision,omitempty"`
 }
 
 func toJSON(q client.QueueInfo) queueJSON {
@@ -294,10 +308,15 @@ func toJSON(q client.QueueInfo) queueJSON {
 		WrittenNext: q.WrittenNext, DurableNext: q.DurableNext, UnsyncedRecords: q.UnsyncedRecords,
 		UnsyncedBytes: q.UnsyncedBytes, LastSyncUnixMs: q.LastSyncUnixMs, SyncIntervalMs: q.SyncIntervalMs,
 		SyncPending: q.SyncPending, LastSyncError: q.LastSyncError, Fenced: q.Fenced, FenceError: q.FenceError,
-		Owner: q.Owner, Epoch: q.Epoch,
+		Owner: q.Owner, Epoch: q.Epoch, DesiredMode: q.Desired().String(), ModeRevision: q.ModeRevision,
 	}
 	for _, r := range q.Replicas {
-		out.Replicas = append(out.Replicas, replicaJSON{Node: r.Node, WrittenNext: r.WrittenNext, DurableNext: r.DurableNext})
+		out.Replicas = append(out.Replicas, replicaJSON{Node: r.Node, WrittenNext: r.WrittenNext, DurableNext: r.DurableNext,
+			AppliedMode: r.AppliedMode.String(), ModeRevision: r.ModeRevision})
+	}
+	if m := q.ModeChange; m != nil {
+		out.ModeChange = &modeJSON{Revision: m.Revision, Mode: m.Mode.String(), Offset: m.Offset, State: m.State,
+			Reason: m.Reason, SinceUnixMs: m.SinceUnixMs}
 	}
 	if d := q.Dedup; d != nil {
 		out.Dedup = &dedupJSON{Entries: d.Entries, EvictedEarly: d.EvictedEarly, OldestUnixMs: d.OldestUnixMs,
@@ -318,7 +337,10 @@ func printInfo(w io.Writer, q client.QueueInfo) {
 	table := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	row := func(key string, value any) { fmt.Fprintf(table, "%s:\t%v\n", key, value) }
 	row("name", q.Name)
-	row("mode", q.Mode)
+	row("mode", fmt.Sprintf("%s (revision %d)", q.Mode, q.ModeRevision))
+	if m := q.ModeChange; m != nil {
+		row("mode_change", fmt.Sprintf("%s: revision %d to %s at offset %d: %s", m.State, m.Revision, m.Mode, m.Offset, m.Reason))
+	}
 	if q.Policy != "" {
 		row("policy", q.Policy)
 	}
@@ -353,7 +375,11 @@ func printInfo(w io.Writer, q client.QueueInfo) {
 		row("owner", fmt.Sprintf("%s (epoch %d)", q.Owner, q.Epoch))
 	}
 	for _, r := range q.Replicas {
-		row("replica "+r.Node, fmt.Sprintf("written_next %d, durable_next %d", r.WrittenNext, r.DurableNext))
+		applied := ""
+		if r.AppliedMode != client.Mode(0) {
+			applied = fmt.Sprintf(", applied %s (revision %d)", r.AppliedMode, r.ModeRevision)
+		}
+		row("replica "+r.Node, fmt.Sprintf("written_next %d, durable_next %d%s", r.WrittenNext, r.DurableNext, applied))
 	}
 	if d := q.Dedup; d != nil {
 		reach := "empty"

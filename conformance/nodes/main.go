@@ -1,11 +1,15 @@
-// Command nodes starts the conformance suite's three local nodes (see
+// Command nodes starts the conformance suite's four local nodes (see
 // package conformance) and runs a command with their addresses in its
 // environment, so any SDK's test runner can run the suite:
 //
 //	go run ./conformance/nodes -- npm test --prefix sdk/typescript
 //
 // The command sees FIBRIL_CONFORMANCE_ADDR, FIBRIL_CONFORMANCE_AUTH_ADDR,
-// FIBRIL_CONFORMANCE_TOKEN and FIBRIL_CONFORMANCE_SMALL_ADDR. The nodes
+// FIBRIL_CONFORMANCE_TOKEN, FIBRIL_CONFORMANCE_SMALL_ADDR and
+// FIBRIL_CONFORMANCE_TIMERS_ADDR, and FIBRIL_CONFORMANCE_CONTROL: an HTTP
+// address on loopback where `POST /restart?profile=NAME` stops that node
+// cleanly and starts it again on the same data and address, answering 200
+// once it serves (the suite's restart_node step). The nodes
 // stop when it exits, and its exit status is this command's. Without a
 // command it prints the variables and serves until interrupted.
 package main
@@ -13,6 +17,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -23,6 +29,24 @@ import (
 
 func main() {
 	os.Exit(run(os.Args[1:]))
+}
+
+// serveControl answers restart requests on a free loopback port.
+func serveControl(local *conformance.Local) (net.Listener, error) {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /restart", func(w http.ResponseWriter, r *http.Request) {
+		if err := local.Restart(r.URL.Query().Get("profile")); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "restarted")
+	})
+	go func() { _ = http.Serve(listener, mux) }()
+	return listener, nil
 }
 
 func run(args []string) int {
@@ -42,11 +66,19 @@ func run(args []string) int {
 	}
 	defer local.Close()
 	target := local.Target()
+	control, err := serveControl(local)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nodes:", err)
+		return 1
+	}
+	defer control.Close()
 	env := []string{
+		"FIBRIL_CONFORMANCE_CONTROL=http://" + control.Addr().String(),
 		"FIBRIL_CONFORMANCE_ADDR=" + target.Addresses["default"],
 		"FIBRIL_CONFORMANCE_AUTH_ADDR=" + target.Addresses["auth"],
 		"FIBRIL_CONFORMANCE_TOKEN=" + target.Token,
 		"FIBRIL_CONFORMANCE_SMALL_ADDR=" + target.Addresses["small"],
+		"FIBRIL_CONFORMANCE_TIMERS_ADDR=" + target.Addresses["timers"],
 	}
 	if len(args) == 0 {
 		for _, line := range env {

@@ -31,7 +31,8 @@ func (q *Queue) Advance() (Progress, error) {
 	}
 	progress := q.carry
 	q.carry = Progress{}
-	captured := q.machine.advance(q.applyFrontier(f), f.Durable, &progress)
+	written, durable := q.frontiers(f)
+	captured := q.machine.advance(written, durable, &progress)
 	if err := q.fill(&progress); err != nil {
 		q.fence(err)
 		return Progress{}, q.fenced

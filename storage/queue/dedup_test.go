@@ -320,7 +320,7 @@ func BenchmarkDedupPublish(b *testing.B) {
 	}{{"off", Options{}}, {"on", dedupOptions(time.Hour, DefaultDedupMaxEntries)}} {
 		b.Run(tc.name, func(b *testing.B) {
 			state := NewState(tc.opts, 0)
-			m := newMachine(state, Durable)
+			m := newMachine(state)
 			batch := []Message{{ProducerID: "producer-0123456789abcdef", Payload: make([]byte, 16)}}
 			var seq uint64
 			for b.Loop() {

@@ -3,8 +3,8 @@
 // The log holds one record per event: publish (message id, headers,
 // payload, publish time; the payload is stored there once), lease (a
 // delivery), ack, nack, release, discard, dead-letter marker, lease expiry,
-// purge, checkpoint marker and reject (a nack without requeue); record.go
-// states the format. State is a pure function of the log prefix it has
+// purge, checkpoint marker, reject (a nack without requeue) and mode
+// revision (mode.go); record.go states the format. State is a pure function of the log prefix it has
 // applied: ready messages in offset order (plus delayed ones with their
 // due time), leased messages with attempt counts, messages waiting for a
 // dead-letter handoff, and counters of settled and dead-lettered ones.
@@ -30,7 +30,7 @@
 // Using a Queue from its owner (one goroutine, typically the partition
 // actor):
 //
-//	q, err := queue.Open(dir, opts, logOptions, clock)
+//	q, err := queue.Open(dir, opts, logOptions, clock) // or with queue.WithLogOpener(open)
 //	q.SetNotify(func() { self.Send(appendsCompleted{}) }) // from log goroutines
 //	ticket, claims, err := q.PublishLeasing(batch, offers) // appends publish + pipelined leases
 //	ticket, n, err := q.Lease(64, holder)                  // claims ready (or pending) messages
@@ -46,6 +46,11 @@
 //	q.ExpireLeases(now); q.ExpireMessages(now)             // when NextDeadline passes
 //	q.Checkpoint(); q.Compact(); q.Info(); q.Close()
 //
+// The queue reaches its log through a small seam (Log, shell.go): by
+// default a standalone *log.Log; WithLogOpener lets the caller supply its
+// own, such as the broker's log actor driving a direct-mode log, for every
+// start mode.
+//
 // A replicated queue: the owner opens with OpenOwner(…, epoch) and calls
 // SetApplyLimit(quorum frontier) and SetRetentionFloor(lowest durable
 // progress) as followers report; a follower opens with OpenReplica, feeds
@@ -53,9 +58,14 @@
 // InstallSnapshot and Promote (replica.go).
 //
 // When records apply: Advance applies a record once the apply frontier
-// passes it: the queue's boundary frontier (durable for a durable queue,
-// written for a buffered one), capped by the apply limit on a replicated
-// queue. Confirms, deliveries and settles are released against that one
+// passes it: the boundary frontier of the mode in force (durable for a
+// durable queue, written for a buffered one), capped by the apply limit on
+// a replicated queue. The mode in force is the declared one until a mode
+// revision (ChangeMode) applies; a revision itself applies only at the
+// durable frontier (SetApplyLimits names the quorum's written and durable
+// frontiers), so every copy and every recovery rebuilds the same applied
+// mode from its log, and a restart never runs weaker than the last
+// revision applied (mode.go). Confirms, deliveries and settles are released against that one
 // frontier. On a durable queue the appends whose application something
 // waits for (publishes, leases, nacks, releases, expiries, markers, purges)
 // ask the log for a sync; acks, discards and rejects without a dead-letter

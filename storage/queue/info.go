@@ -11,8 +11,11 @@ import (
 // progress field names its boundary: Written and Durable are the log's
 // frontiers and never stand in for each other.
 type Info struct {
-	Mode   Mode
-	Counts Counts
+	// Mode is the applied mode (mode.go); ModeRevision says which revision
+	// set it and whether another is pending.
+	Mode         Mode
+	ModeRevision ModeInfo
+	Counts       Counts
 	// Settled is Counts.Settled(): acked, discarded, expired, dropped and
 	// purged messages.
 	Settled uint64
@@ -113,7 +116,8 @@ func (q *Queue) Info() Info {
 		q.fenceOnLatch(status.LastError)
 	}
 	info := Info{
-		Mode:             q.opts.Mode,
+		Mode:             state.mode,
+		ModeRevision:     q.machine.modeInfo(),
 		Counts:           state.Counts(),
 		Applied:          state.Next(),
 		Written:          status.Frontiers.Written,

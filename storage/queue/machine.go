@@ -78,6 +78,7 @@ const (
 	opDeadLetter
 	opCheckpoint
 	opPurge
+	opMode
 )
 
 // pendingAppend is an appended operation not yet fully applied.
@@ -111,7 +112,6 @@ const defaultMaxInflight = 1024
 
 type machine struct {
 	state      *State
-	mode       Mode
 	nextOffset uint64
 	nextTicket Ticket
 	pending    []*pendingAppend
@@ -134,14 +134,24 @@ type machine struct {
 	// duplicatesRefused counts the publishes not stored as duplicates
 	// since the queue opened.
 	duplicatesRefused uint64
+
+	// The newest mode revision appended (mode.go): its mode, number and
+	// offset; modeTicket is its ticket while it is pending (0: none).
+	// Appends are admitted under tailMode.
+	tailMode     Mode
+	tailRevision uint64
+	tailOffset   uint64
+	modeTicket   Ticket
 }
 
-func newMachine(state *State, mode Mode) *machine {
-	return &machine{
-		state: state, mode: mode, nextOffset: state.Next(), nextTicket: 1, maxInflight: defaultMaxInflight,
+func newMachine(state *State) *machine {
+	m := &machine{
+		state: state, nextOffset: state.Next(), nextTicket: 1, maxInflight: defaultMaxInflight,
 		pendingLeased: map[uint64]struct{}{}, leaseCursor: state.Next(),
 		pendingKeys: map[dedupKey]uint64{},
 	}
+	m.resetTail()
+	return m
 }
 
 func (m *machine) inflight() int { return len(m.pending) - m.pendHead }
@@ -188,6 +198,8 @@ func (m *machine) releaseClaims(p *pendingAppend) {
 		m.duplicatesRefused -= uint64(len(p.duplicates))
 	case opCheckpoint:
 		m.checkpointID = 0
+	case opMode:
+		m.resetTail()
 	}
 	for i := range p.records {
 		for _, offset := range p.records[i].Offsets {

@@ -128,7 +128,16 @@ func (q *Queue) Ceiling() uint64 { return q.applyFrontier(q.log.Frontiers()) }
 // time that moves; a replica may set it to the owner's applied frontier.
 // A limit below what is applied already holds back only what follows. On a
 // single-node queue there is none (the local boundary frontier rules).
-func (q *Queue) SetApplyLimit(limit uint64) { q.applyLimit = limit }
+// limit is taken at the declared mode's boundary: on a queue declared
+// durable it caps both frontiers; on one declared buffered only the written
+// one, so a mode record (which needs durable copies) waits for
+// SetApplyLimits. A queue that changes mode sets both with SetApplyLimits.
+func (q *Queue) SetApplyLimit(limit uint64) {
+	q.applyLimit = limit
+	if q.opts.Mode == Durable {
+		q.durableLimit = limit
+	}
+}
 
 // SetRetentionFloor caps compaction: Compact never removes records at or
 // above floor. A replicated queue sets it to the lowest durable progress

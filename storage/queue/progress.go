@@ -89,15 +89,18 @@ type capture struct {
 	data      []byte
 }
 
-// advance applies pending records below through, the apply frontier: the
-// queue's boundary frontier, capped by the caller's apply limit. Confirms,
-// deliveries and settles are all released against this one frontier.
-// durable is the durable frontier, used to report confirm boundaries.
-func (m *machine) advance(through, durable uint64, progress *Progress) *capture {
+// advance applies pending records below the apply frontiers: written and
+// durable, each the log's capped by the caller's apply limit. A record
+// applies below the frontier of the mode in force when it is reached, a
+// mode record below the durable one (mode.go). Confirms, deliveries and
+// settles are all released against that rule. durable also reports
+// confirm boundaries.
+func (m *machine) advance(written, durable uint64, progress *Progress) *capture {
 	var captured *capture
 	for m.pendHead < len(m.pending) {
 		p := m.pending[m.pendHead]
-		for p.applied < len(p.records) && p.first+uint64(p.applied) < through {
+		for p.applied < len(p.records) &&
+			p.first+uint64(p.applied) < m.state.recordLimit(&p.records[p.applied], written, durable) {
 			offset := p.first + uint64(p.applied)
 			rec := &p.records[p.applied]
 			m.state.Apply(offset, rec, &m.fx)
@@ -134,7 +137,7 @@ func (m *machine) advance(through, durable uint64, progress *Progress) *capture 
 		m.pending, m.pendHead = append(m.pending[:0:0], m.pending[m.pendHead:]...), 0
 	}
 	m.leaseCursor = max(m.leaseCursor, m.state.Next())
-	if m.state.Next() <= through {
+	if m.state.Next() <= m.state.modeFrontier(written, durable) {
 		// Dead-letter handoffs stand on the apply frontier too: a replicated
 		// owner replays records at open that the limit has not passed yet.
 		m.collectHandoffs(progress)
@@ -160,7 +163,7 @@ func (m *machine) complete(p *pendingAppend, durable uint64, progress *Progress)
 			covered = p.dependsNext // only duplicates: their originals lie below
 		}
 		boundary := BoundaryWritten
-		if m.mode == Durable || durable >= covered {
+		if m.state.mode == Durable || durable >= covered {
 			boundary = BoundaryDurable
 		}
 		progress.Confirmed = append(progress.Confirmed, Confirm{
@@ -168,6 +171,7 @@ func (m *machine) complete(p *pendingAppend, durable uint64, progress *Progress)
 		})
 	case opLease:
 	default:
+		m.modeApplied(p)
 		progress.Applied = append(progress.Applied, p.ticket)
 	}
 }

@@ -46,7 +46,10 @@ type Queue struct {
 	epoch uint64
 	// applyLimit caps the apply frontier: nothing at or above it applies.
 	// noLimit unless the caller supplies one (a replicated queue).
-	applyLimit uint64
+	// durableLimit caps the durable frontier the same way: records of a
+	// durable mode and mode records apply only below it (mode.go).
+	applyLimit   uint64
+	durableLimit uint64
 	// retentionFloor caps compaction: noLimit unless supplied.
 	retentionFloor uint64
 
@@ -115,8 +118,9 @@ type startMode struct {
 // The log lives in dir/log and is opened with logOptions; every file goes
 // through logOptions.FS (default vfs.OS). clock nil means time.Now. The
 // queue bumps its epoch (epoch.go) and applies at its own boundary.
-func Open(dir string, opts Options, logOptions log.Options, clock Clock) (*Queue, error) {
-	return open(dir, opts, logOptions, clock, startMode{role: roleOwner})
+// options may name another way to open the log (WithLogOpener).
+func Open(dir string, opts Options, logOptions log.Options, clock Clock, options ...OpenOption) (*Queue, error) {
+	return open(dir, opts, logOptions, clock, startMode{role: roleOwner}, options)
 }
 
 // OpenOwner opens the owner copy of a replicated queue partition under the
@@ -125,14 +129,20 @@ func Open(dir string, opts Options, logOptions log.Options, clock Clock) (*Queue
 // restart of the same owner needs a new epoch. Nothing appended from now
 // on applies until SetApplyLimit passes it: confirms, deliveries and
 // settles follow the quorum frontier the caller supplies.
-func OpenOwner(dir string, opts Options, logOptions log.Options, clock Clock, epoch uint64) (*Queue, error) {
+func OpenOwner(dir string, opts Options, logOptions log.Options, clock Clock, epoch uint64,
+	options ...OpenOption) (*Queue, error) {
 	if epoch == 0 {
 		return nil, fmt.Errorf("%w: epoch 0", ErrEpochStale)
 	}
-	return open(dir, opts, logOptions, clock, startMode{role: roleOwner, epoch: epoch, replicated: true})
+	return open(dir, opts, logOptions, clock, startMode{role: roleOwner, epoch: epoch, replicated: true}, options)
 }
 
-func open(dir string, opts Options, logOptions log.Options, clock Clock, start startMode) (*Queue, error) {
+func open(dir string, opts Options, logOptions log.Options, clock Clock, start startMode,
+	options []OpenOption) (*Queue, error) {
+	config := openConfig{openLog: openStandalone}
+	for _, option := range options {
+		option(&config)
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -146,7 +156,7 @@ func open(dir string, opts Options, logOptions log.Options, clock Clock, start s
 	if err := prepareDirectory(logOptions.FS, dir, opts); err != nil {
 		return nil, err
 	}
-	l, err := log.Open(path.Join(dir, logDirName), logOptions)
+	l, err := config.openLog(path.Join(dir, logDirName), logOptions)
 	if err != nil {
 		return nil, fmt.Errorf("queue: open log: %w", err)
 	}
@@ -154,7 +164,7 @@ func open(dir string, opts Options, logOptions log.Options, clock Clock, start s
 	if inflight <= 0 {
 		inflight = 1024
 	}
-	var seam partitionLog = l
+	seam := l
 	if start.role == roleReplica {
 		replicated, ok := seam.(replicaLog)
 		if !ok {
@@ -215,9 +225,9 @@ func openWithLog(dir string, opts Options, fs vfs.FS, l partitionLog, clock Cloc
 		logger = slog.Default()
 	}
 	q := &Queue{dir: dir, fs: fs, opts: opts, log: l, clock: clock, logger: logger, role: start.role,
-		applyLimit: noLimit, retentionFloor: noLimit}
+		applyLimit: noLimit, durableLimit: noLimit, retentionFloor: noLimit}
 	if start.replicated {
-		q.applyLimit = 0 // nothing is released before the caller names the quorum frontier
+		q.applyLimit, q.durableLimit = 0, 0 // nothing is released before the caller names the quorum frontier
 	}
 	prefix, err := randomID()
 	if err != nil {
@@ -260,7 +270,7 @@ func (q *Queue) recover(inflight int, start startMode) error {
 	if next, ok := parseSnapshotName(report.snapshot); ok {
 		q.checkpointNext, q.checkpointLive = next, report.snapshotLive
 	}
-	q.machine = newMachine(state, q.opts.Mode)
+	q.machine = newMachine(state)
 	q.machine.maxInflight = inflight
 	if staged := q.log.Frontiers().Staged; staged != state.Next() {
 		return fmt.Errorf("%w: log ends at %d, replay at %d", ErrLogContract, staged, state.Next())
@@ -289,8 +299,8 @@ func (q *Queue) expireRestartLeases(ctx context.Context) error {
 			return fmt.Errorf("%w: predicted %d, assigned %d", ErrLogContract, p.first, result.First)
 		}
 	}
-	f := q.log.Frontiers()
-	q.machine.advance(q.applyFrontier(f), f.Durable, &q.carry)
+	written, durable := q.frontiers(q.log.Frontiers())
+	q.machine.advance(written, durable, &q.carry)
 	if q.applyLimit == noLimit && q.machine.inflight() != 0 {
 		return fmt.Errorf("%w: lease expiry at open not applied", ErrLogContract)
 	}
@@ -310,24 +320,22 @@ func randomID() (uint64, error) {
 	}
 }
 
-func (q *Queue) boundaryFrontier(f log.Frontiers) uint64 {
-	if q.opts.Mode == Buffered {
-		return f.Written
-	}
-	return f.Durable
-}
-
-// applyFrontier is where confirms, deliveries and settles are released:
-// the boundary frontier, capped by the apply limit.
+// applyFrontier is where records of the applied mode are released: that
+// mode's boundary frontier, capped by its apply limit (mode.go).
 func (q *Queue) applyFrontier(f log.Frontiers) uint64 {
-	return min(q.boundaryFrontier(f), q.applyLimit)
+	return q.machine.state.modeFrontier(q.frontiers(f))
 }
 
-// levelOf is the level an append waits for: a buffered queue's boundary,
-// written; on a durable queue, durable when something waits for the
-// append's application and written otherwise (the next sync covers it).
+// levelOf is the level an append waits for: under a buffered mode (the
+// newest revision appended), written; under a durable one, durable when
+// something waits for the append's application and written otherwise (the
+// next sync covers it). A mode record always asks for durable: it applies
+// only there.
 func (q *Queue) levelOf(p *pendingAppend) log.Durability {
-	if q.opts.Mode == Buffered || !p.syncs {
+	switch {
+	case p.op == opMode:
+		return log.AfterFsync
+	case q.machine.tailMode == Buffered || !p.syncs:
 		return log.AfterFlush
 	}
 	return log.AfterFsync
@@ -436,17 +444,24 @@ func (q *Queue) IsReplica() bool { return q.role == roleReplica }
 // Recovery reports what Open did.
 func (q *Queue) Recovery() Recovery { return q.recovery }
 
-// Log returns the partition's log, or nil when the queue runs over another
-// implementation of its log seam (tests). The owner may read the log's
-// status, watch its frontiers, read records (a replicated owner ships them
-// to followers from here), drive its background sync (Tick,
-// SetSyncInterval) and Sync it, from any goroutine. It MUST NOT append to
-// it, truncate it or close it: the queue is the log's only appender (on a
-// replica, through AppendReplicated and TruncateAfter) and predicts the
-// offsets the log assigns.
+// Log returns the partition's log: the *log.Log itself, or the one a seam
+// given by WithLogOpener names through a Log() *log.Log method; nil when
+// the seam names none (tests). The owner may read the log's status, watch
+// its frontiers, read records (a replicated owner ships them to followers
+// from here) and set its background sync interval, from any goroutine; a
+// standalone log may also be ticked and synced there (a direct log's
+// appender owner does both). It MUST NOT append to it, truncate it or
+// close it: the queue is the log's only appender (on a replica, through
+// AppendReplicated and TruncateAfter) and predicts the offsets the log
+// assigns.
 func (q *Queue) Log() *log.Log {
-	l, _ := q.log.(*log.Log)
-	return l
+	switch l := q.log.(type) {
+	case *log.Log:
+		return l
+	case interface{ Log() *log.Log }:
+		return l.Log()
+	}
+	return nil
 }
 
 // Close closes the log (which flushes and syncs what is written, so settles

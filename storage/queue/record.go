@@ -20,6 +20,7 @@ package queue
 //	Checkpoint id u64 little-endian
 //	Purge      upTo uvarint
 //	Reject     offsets
+//	Mode       mode u8 (1 durable, 2 buffered) | revision uvarint (not 0)
 //
 // "offsets" is a uvarint count (at least 1), the first offset as a uvarint,
 // then each following offset as the uvarint (delta - 1) from the previous
@@ -70,13 +71,17 @@ const (
 	// counted (a consumer's nack without requeue); without a dead-letter
 	// queue they are dropped, counted as dead-lettered.
 	KindReject Kind = 11
+	// KindMode is a revision of the queue's mode (mode.go): records after
+	// it were admitted under the mode it names; it applies only at the
+	// durable boundary, whatever the mode before it.
+	KindMode Kind = 12
 
 	// kindLast is the highest kind this version knows.
-	kindLast = KindReject
+	kindLast = KindMode
 )
 
 var kindNames = [...]string{"", "publish", "lease", "ack", "nack", "release", "discard", "dead-letter", "expire",
-	"checkpoint", "purge", "reject"}
+	"checkpoint", "purge", "reject", "mode"}
 
 // String names the kind.
 func (k Kind) String() string {
@@ -140,6 +145,9 @@ type Record struct {
 	CheckpointID uint64
 	// Purge field: messages below this offset are dropped.
 	UpTo uint64
+	// Mode fields: the mode a revision switches to and its number.
+	Mode     Mode
+	Revision uint64
 	// Offsets the record settles, leases or returns, strictly increasing.
 	Offsets []uint64
 }
@@ -232,6 +240,9 @@ func encodeRecord(buf []byte, rec *Record) []byte {
 		return binary.LittleEndian.AppendUint64(buf, rec.CheckpointID)
 	case KindPurge:
 		return binary.AppendUvarint(buf, rec.UpTo)
+	case KindMode:
+		buf = append(buf, byte(rec.Mode))
+		return binary.AppendUvarint(buf, rec.Revision)
 	case KindAck, KindRelease, KindReject:
 	default:
 		panic(fmt.Sprintf("queue: encodeRecord of %v", rec.Kind))
@@ -266,6 +277,13 @@ func decodeRecord(kind uint8, body []byte, rec *Record, full bool) error {
 		return finishDecode(&r, rec)
 	case KindPurge:
 		rec.UpTo = r.uvarint()
+		return finishDecode(&r, rec)
+	case KindMode:
+		rec.Mode = Mode(r.byte())
+		rec.Revision = r.uvarint()
+		if r.err == nil && ((rec.Mode != Durable && rec.Mode != Buffered) || rec.Revision == 0) {
+			return fmt.Errorf("%w: mode %d revision %d", ErrRecordCorrupt, rec.Mode, rec.Revision)
+		}
 		return finishDecode(&r, rec)
 	case KindAck, KindRelease, KindReject:
 	default:

@@ -54,8 +54,8 @@ import (
 // only records appended with AppendReplicated. The log must be able to
 // append encoded records (ErrNotReplica otherwise). A replica applies at
 // its local boundary until SetApplyLimit caps it.
-func OpenReplica(dir string, opts Options, logOptions log.Options, clock Clock) (*Queue, error) {
-	return open(dir, opts, logOptions, clock, startMode{role: roleReplica})
+func OpenReplica(dir string, opts Options, logOptions log.Options, clock Clock, options ...OpenOption) (*Queue, error) {
+	return open(dir, opts, logOptions, clock, startMode{role: roleReplica}, options)
 }
 
 // AppendReplicated appends records the owner's log encoded (whole records,
@@ -108,7 +108,7 @@ func (q *Queue) advanceReplica() (Progress, error) {
 		return Progress{}, q.fenced
 	}
 	var progress Progress
-	captured, err := q.applyLogged(q.applyFrontier(f))
+	captured, err := q.applyLogged(q.frontiers(f))
 	if err != nil {
 		q.fence(err)
 		return Progress{}, q.fenced
@@ -119,14 +119,17 @@ func (q *Queue) advanceReplica() (Progress, error) {
 	return progress, nil
 }
 
-// applyLogged applies the log's records from the state's next offset up to
-// through, capturing a snapshot at the first checkpoint marker applied
+// applyLogged applies the log's records from the state's next offset while
+// the rule of mode.go lets them apply below the written and durable
+// frontiers given, capturing a snapshot at the first checkpoint marker applied
 // while no checkpoint is in progress.
-func (q *Queue) applyLogged(through uint64) (*capture, error) {
+func (q *Queue) applyLogged(written, durable uint64) (*capture, error) {
 	m := q.machine
 	state := m.state
 	var captured *capture
 	var rec Record
+	var seen *Record // a mode revision the frontiers hold back
+	through := max(written, durable)
 	for from := state.Next(); from < through; {
 		next, err := q.log.ScanWritten(from, scanBudgetBytes, func(r log.Record) error {
 			if r.Offset >= through {
@@ -134,6 +137,12 @@ func (q *Queue) applyLogged(through uint64) (*capture, error) {
 			}
 			if err := decodeRecord(r.Type, r.Body, &rec, false); err != nil {
 				return fmt.Errorf("replicated record %d: %w", r.Offset, err)
+			}
+			if r.Offset >= state.recordLimit(&rec, written, durable) {
+				if rec.Kind == KindMode {
+					seen = &Record{Kind: KindMode, Mode: rec.Mode, Revision: rec.Revision, UpTo: r.Offset}
+				}
+				return errStopScan
 			}
 			state.Apply(r.Offset, &rec, nil)
 			if rec.Kind == KindCheckpoint && m.checkpointID == 0 {
@@ -153,6 +162,12 @@ func (q *Queue) applyLogged(through uint64) (*capture, error) {
 	}
 	state.handoffs = state.handoffs[:0] // the owner hands off; a replica only tracks the status
 	m.nextOffset, m.leaseCursor = state.Next(), state.Next()
+	m.resetTail() // a copy that applies another's records has no revision of its own pending
+	if seen != nil && seen.Revision > state.modeRevision {
+		// Reported as pending (ModeInfo), so the replica's owner can make it
+		// durable promptly; it still applies only at the durable frontier.
+		m.tailMode, m.tailRevision, m.tailOffset = seen.Mode, seen.Revision, seen.UpTo
+	}
 	return captured, nil
 }
 
@@ -235,7 +250,7 @@ func (q *Queue) rebuildReplica() error {
 	q.awaitingSnapshot = report.snapshot == "" && q.log.FirstOffset() > 0
 	state.handoffs = state.handoffs[:0]
 	inflight := q.machine.maxInflight
-	q.machine = newMachine(state, q.opts.Mode)
+	q.machine = newMachine(state)
 	q.machine.maxInflight = inflight
 	return nil
 }
@@ -267,7 +282,7 @@ func (q *Queue) Rebase(base uint64, epochs []log.EpochStart) error {
 		return q.fenced
 	}
 	inflight := q.machine.maxInflight
-	q.machine = newMachine(NewState(q.opts, base), q.opts.Mode)
+	q.machine = newMachine(NewState(q.opts, base))
 	q.machine.maxInflight = inflight
 	q.awaitingSnapshot = base > 0
 	return nil
@@ -305,7 +320,7 @@ func (q *Queue) InstallSnapshot(data []byte) error {
 	q.machine.state = s
 	q.checkpointNext, q.checkpointLive = next, s.FirstLive()
 	q.awaitingSnapshot = false
-	if _, err := q.applyLogged(applied); err != nil {
+	if _, err := q.applyLogged(applied, applied); err != nil {
 		q.fence(err)
 		return q.fenced
 	}
@@ -380,7 +395,7 @@ func (q *Queue) Promote(epoch uint64) (Promotion, error) {
 		return Promotion{}, q.fenced
 	}
 	f := q.log.Frontiers()
-	if _, err := q.applyLogged(f.Durable); err != nil {
+	if _, err := q.applyLogged(f.Durable, f.Durable); err != nil {
 		q.fence(err)
 		return Promotion{}, q.fenced
 	}
@@ -391,7 +406,7 @@ func (q *Queue) Promote(epoch uint64) (Promotion, error) {
 	if err := q.beginEpoch(epoch); err != nil {
 		return Promotion{}, err
 	}
-	q.role, q.applyLimit = roleOwner, 0
+	q.role, q.applyLimit, q.durableLimit = roleOwner, 0, 0
 	state.rebuildHandoffs()
 	promotion := Promotion{LogEnd: state.Next()}
 	p, entries := q.machine.restartExpiry()

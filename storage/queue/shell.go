@@ -14,8 +14,22 @@ import (
 	"github.com/fibrilmq/fibril/storage/log"
 )
 
-// partitionLog is what the queue needs from its log; *log.Log implements it.
-type partitionLog interface {
+// Log is what a Queue needs from its partition log. *log.Log opened with
+// log.Open implements it, and Open uses that unless WithLogOpener names
+// another opener: a caller that drives its log in direct mode
+// (log.OpenDirect) from a goroutine of its own gives the queue a seam that
+// hands every append, sync and close to that goroutine, in order.
+//
+// The queue calls AppendAsync, Append, Sync, TruncateBefore and Close from
+// its owner's goroutine (Append and Sync also while Open recovers, on the
+// goroutine that calls Open), and Sync from checkpoint tasks; the reads
+// (Frontiers, Status, scans, FirstOffset, EpochHistory) from either. An
+// implementation must assign offsets in the order the appends were made,
+// call every done exactly once, and report a refusal either up front (the
+// append is not made) or through done. The queue predicts offsets, so an
+// append refused through done must be followed by no append that is made
+// (a latched or closed log refuses all of them).
+type Log interface {
 	Append(ctx context.Context, entries []log.Entry, level log.Durability) (log.Result, error)
 	AppendAsync(entries []log.Entry, level log.Durability, done func(log.Result)) error
 	Frontiers() log.Frontiers
@@ -29,7 +43,10 @@ type partitionLog interface {
 	Close() error
 }
 
-// replicaLog is what a replica needs beyond partitionLog: appending records
+// partitionLog is the queue's own name for its log seam.
+type partitionLog = Log
+
+// ReplicaLog is what a replica needs beyond Log: appending records
 // another copy's log encoded, cutting a divergent suffix, and restarting
 // empty at a base offset. *log.Log provides all three (the storage/log
 // work's AppendEncodedAsync, TruncateAfter and Rebase); the tests implement
@@ -43,11 +60,40 @@ type partitionLog interface {
 // the log come through done; either way nothing of a refused batch is
 // appended. The queue never interprets records itself: it applies them by
 // reading them back.
-type replicaLog interface {
-	partitionLog
+type ReplicaLog interface {
+	Log
 	AppendEncodedAsync(records []byte, first uint64, level log.Durability, done func(log.Result)) error
 	TruncateAfter(offset uint64) error
 	Rebase(base uint64, epochs []log.EpochStart) error
+}
+
+// replicaLog is the queue's own name for a replica's log seam.
+type replicaLog = ReplicaLog
+
+// LogOpener opens (creating when needed) and recovers the partition log in
+// dir with opts, as log.Open does. The queue owns what it returns: it
+// closes it on a failed open and in Close.
+type LogOpener func(dir string, opts log.Options) (Log, error)
+
+// OpenOption changes how Open, OpenOwner and OpenReplica open a queue.
+type OpenOption func(*openConfig)
+
+type openConfig struct {
+	openLog LogOpener
+}
+
+// WithLogOpener opens the queue's log with open instead of log.Open.
+func WithLogOpener(open LogOpener) OpenOption {
+	return func(config *openConfig) { config.openLog = open }
+}
+
+// openStandalone is the default LogOpener.
+func openStandalone(dir string, opts log.Options) (Log, error) {
+	l, err := log.Open(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // completionInbox receives append completions on log goroutines. It keeps

@@ -2,7 +2,8 @@ package queue
 
 // Snapshot format (part of the on-disk format; do not change):
 //
-//	magic "FQSN" | version u8 (1, or 2 with a dedup section) |
+//	magic "FQSN" | version u8 (1; 2 with a dedup section; 3 with a mode
+//	                           section; 4 with both) |
 //	next uvarint (the snapshot covers every record below it) |
 //	checkpointID u64 little-endian (the id of the marker at next-1) |
 //	counts, uvarints: Ready Delayed Leased DeadLettering QueuedBytes
@@ -16,11 +17,13 @@ package queue
 //	[version 2: evictedEarly uvarint | entry count uvarint |
 //	    per dedup entry, oldest first: key 16 bytes |
 //	    offset delta uvarint (from the previous entry; the first from 0) | publishMs uvarint] |
+//	[versions 3, 4: applied mode u8 | mode revision uvarint (not 0) |
+//	    offset of the revision's record uvarint (below next)] |
 //	crc32c u32 little-endian over everything before it
 //
-// Version 2 is written only when the queue deduplicates (dedup.go), so a
-// queue that does not keeps writing the version 1 files older versions
-// read; a decoder reads both, and refuses a version 2 snapshot for a queue
+// Version 2 is written only when the queue deduplicates (dedup.go), and
+// versions 3 and 4 only once a mode revision applied (mode.go), so a queue
+// that does neither keeps writing the version 1 files older versions read; a decoder reads both, and refuses a version 2 snapshot for a queue
 // whose options do not deduplicate.
 // A snapshot holds the applied state only: claims of operations in flight
 // are not part of it. Decoding recomputes the live counts from the messages
@@ -35,6 +38,7 @@ const (
 	snapshotMagic        = "FQSN"
 	snapshotVersion      = 1
 	snapshotVersionDedup = 2
+	snapshotVersionMode  = 3 // 3 + 1 with a dedup section
 	flagDelivered        = 1
 )
 
@@ -43,11 +47,7 @@ func (s *State) EncodeSnapshot() []byte {
 	live := len(s.messages) - s.head - s.tombstones
 	buf := make([]byte, 0, 64+live*16)
 	buf = append(buf, snapshotMagic...)
-	if s.dedup.enabled() {
-		buf = append(buf, snapshotVersionDedup)
-	} else {
-		buf = append(buf, snapshotVersion)
-	}
+	buf = append(buf, snapshotVersionOf(s.dedup.enabled(), s.modeRevision != 0))
 	buf = binary.AppendUvarint(buf, s.next)
 	buf = binary.LittleEndian.AppendUint64(buf, s.checkpointID)
 	for _, v := range s.countFields() {
@@ -66,7 +66,24 @@ func (s *State) EncodeSnapshot() []byte {
 	if s.dedup.enabled() {
 		buf = s.dedup.appendSnapshot(buf)
 	}
+	if s.modeRevision != 0 {
+		buf = append(buf, byte(s.mode))
+		buf = binary.AppendUvarint(buf, s.modeRevision)
+		buf = binary.AppendUvarint(buf, s.modeOffset)
+	}
 	return appendChecksum(buf)
+}
+
+func snapshotVersionOf(dedup, mode bool) byte {
+	switch {
+	case mode && dedup:
+		return snapshotVersionMode + 1
+	case mode:
+		return snapshotVersionMode
+	case dedup:
+		return snapshotVersionDedup
+	}
+	return snapshotVersion
 }
 
 func (t *dedupTable) appendSnapshot(buf []byte) []byte {
@@ -138,10 +155,11 @@ func appendSnapshotMessage(buf []byte, m *message, previous uint64) []byte {
 // DecodeSnapshot rebuilds a State from a snapshot taken under opts.
 func DecodeSnapshot(data []byte, opts Options) (*State, error) {
 	body, ok := verifyChecksum(data)
-	if !ok || len(body) < 5 || string(body[:4]) != snapshotMagic ||
-		(body[4] != snapshotVersion && body[4] != snapshotVersionDedup) {
+	if !ok || len(body) < 5 || string(body[:4]) != snapshotMagic || body[4] < snapshotVersion || body[4] > snapshotVersionMode+1 {
 		return nil, fmt.Errorf("%w: header or checksum", ErrSnapshotCorrupt)
 	}
+	withDedup := body[4] == snapshotVersionDedup || body[4] == snapshotVersionMode+1
+	withMode := body[4] >= snapshotVersionMode
 	r := reader{buf: body[5:]}
 	s := NewState(opts, r.uvarint())
 	s.checkpointID = r.uint64()
@@ -164,11 +182,17 @@ func DecodeSnapshot(data []byte, opts Options) (*State, error) {
 		previous = m.offset
 	}
 	switch {
-	case body[4] == snapshotVersionDedup && !s.dedup.enabled():
+	case withDedup && !s.dedup.enabled():
 		return nil, fmt.Errorf("%w: a dedup section for a queue that does not deduplicate", ErrSnapshotCorrupt)
-	case body[4] == snapshotVersionDedup:
+	case withDedup:
 		if err := s.dedup.decodeSnapshot(&r, s.next); err != nil {
 			return nil, err
+		}
+	}
+	if withMode {
+		s.mode, s.modeRevision, s.modeOffset = Mode(r.byte()), r.uvarint(), r.uvarint()
+		if r.err == nil && ((s.mode != Durable && s.mode != Buffered) || s.modeRevision == 0 || s.modeOffset >= s.next) {
+			return nil, fmt.Errorf("%w: mode section", ErrSnapshotCorrupt)
 		}
 	}
 	if r.err != nil || len(r.buf) != 0 {

@@ -137,6 +137,12 @@ type State struct {
 	checkpointID uint64 // id of the last applied checkpoint marker
 	dedup        dedupTable
 	keyScratch   []dedupKey
+	// mode is the mode in force for the records applied so far, set by
+	// the mode record of revision modeRevision at modeOffset (mode.go);
+	// revision 0 is the declared mode.
+	mode         Mode
+	modeRevision uint64
+	modeOffset   uint64
 }
 
 // limits are the options State applies, in milliseconds.
@@ -172,7 +178,8 @@ func limitsOf(o Options) limits {
 // NewState returns the state of an empty log whose first offset is next.
 func NewState(opts Options, next uint64) *State {
 	l := limitsOf(opts)
-	return &State{limits: l, next: next, dedup: newDedupTable(l.dedupWindowMs, l.dedupEntries)}
+	return &State{limits: l, next: next, dedup: newDedupTable(l.dedupWindowMs, l.dedupEntries),
+		mode: opts.WithDefaults().Mode}
 }
 
 // Next is the offset after the last applied record.
@@ -260,6 +267,8 @@ func (s *State) Apply(offset uint64, rec *Record, fx *Effects) {
 		s.checkpointID = rec.CheckpointID
 	case KindPurge:
 		s.applyPurge(rec.UpTo)
+	case KindMode:
+		s.applyMode(offset, rec)
 	default:
 		panic(fmt.Sprintf("queue: apply of %v", rec.Kind))
 	}

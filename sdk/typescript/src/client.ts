@@ -11,16 +11,33 @@
 //   - a redirect (4.6) moves the request, or the refused publishes, to the
 //     owner, at most maxRedirects times;
 //   - when a connection ends, everything pending on it fails at once with
-//     ConnectionLostError, and the link reconnects with backoff.
+//     ConnectionLostError, and the link reconnects with backoff;
+//   - with retryUnknownPublishes, a publish whose outcome that left unknown
+//     (or that the node refused with outcome_unknown, 215) is sent again
+//     after the reconnect instead, but only when it carries a dedup key and
+//     its queue deduplicates (retryUnknown below).
 
 import type { Frame, Header } from "./codec.js";
 import { randomBytes } from "node:crypto";
 import { DEFAULT_MAX_BODY_BYTES, MIN_MAX_BODY_BYTES } from "./codec.js";
 import type { Connection, OutgoingMessage, PublishItem, PublishOutcome } from "./connection.js";
 import {
-  ClientClosedError, ConnectionLostError, MessageTooLargeError, ServerError, TooManyRedirectsError,
+  ClientClosedError, Codes, ConnectionLostError, MessageTooLargeError, ServerError, TooManyRedirectsError,
 } from "./errors.js";
 import { optionsMap, queueInfoOf, type Mode, type QueueConfig, type QueueInfo } from "./info.js";
+
+/** What Client.changeMode reports. */
+export interface ModeChange {
+  /** applied: the switch happened; unchanged: the queue already ran mode; pending: recorded, not applied yet. */
+  outcome: "applied" | "unchanged" | "pending";
+  mode: Mode;
+  /** The mode in force when the node answered. */
+  applied: Mode;
+  /** The revision that sets mode (0n: the declared mode). */
+  revision: bigint;
+  /** What a pending change waits for. */
+  message: string;
+}
 import { Link, type Session } from "./link.js";
 import { encodeMsgpack } from "./msgpack.js";
 import { Fifo } from "./fifo.js";
@@ -56,6 +73,19 @@ export interface ClientOptions {
    * a repeat with duplicate set. Needs a node that speaks FPB2.
    */
   idempotent?: boolean;
+  /**
+   * A publish whose outcome is unknown (its connection ended before the
+   * answer, or the node refused it with outcome_unknown, 215) is sent again
+   * by the client instead of failing, but only when that is safe: it
+   * carries a dedup key (idempotent, or a messageId of the caller's), its
+   * queue deduplicates (the client reads dedup_window_ms from the queue's
+   * info after the reconnect), and less than half that window has passed
+   * since the publish was first sent. The retry carries the same producer
+   * id and number and the same messageId, so a queue that had stored the
+   * first copy confirms it as a duplicate. Every other publish fails as
+   * without the option: with ConnectionLostError, or the ServerError.
+   */
+  retryUnknownPublishes?: boolean;
   onConnect?: (session: Session) => void;
   onDisconnect?: (address: string, err: Error) => void;
   /** Node errors that answer no request (request id 0), e.g. unknown_delivery_tag. */
@@ -101,9 +131,18 @@ const utf8 = new TextEncoder();
 const PUBLISH_FRAME_OVERHEAD = 2 + 4; // queue length prefix and message count, beside the queue name
 const MESSAGE_OVERHEAD = 8 + 2 + 2 + 4; // seq, id length, header count, payload length
 
+/** Most times one publish is sent again after an unknown outcome. */
+const MAX_PUBLISH_RETRIES = 16;
+/** Bounds the wait for a reconnect and the queue's info before a retry is given up. */
+const RETRY_INFO_TIMEOUT_MS = 30_000;
+
 /** One publish on its way: the client's state of it, and the connection's PublishItem. */
 class QueuedPublish implements PublishItem {
   hops = 0;
+  /** Times sent again after an unknown outcome. */
+  retries = 0;
+  /** When it was first handed to a connection (performance.now()); undefined while never sent. */
+  firstSentMs: number | undefined;
   constructor(readonly client: Client, readonly queue: string, readonly message: OutgoingMessage, readonly bytes: number,
     private readonly resolveConfirm: (c: Confirm) => void, private readonly rejectConfirm: (e: Error) => void) {}
 
@@ -122,7 +161,7 @@ class QueuedPublish implements PublishItem {
   }
 
   fail(err: Error): void {
-    this.reject(err);
+    this.client.unknownOutcome(this, err);
   }
 }
 
@@ -150,6 +189,8 @@ export class Client implements SubscriptionHost {
   /** The producer id of an idempotent client; "" otherwise. */
   readonly producerId: string;
   private nextProducerSeq = 1n;
+  /** Publishes of unknown outcome waiting for this tick's retry round. */
+  private unknownPublishes: { item: QueuedPublish; cause: Error }[] = [];
 
   constructor(options: ClientOptions) {
     if (options.maxBodyBytes && options.maxBodyBytes < MIN_MAX_BODY_BYTES) {
@@ -334,7 +375,8 @@ export class Client implements SubscriptionHost {
               (err) => items.forEach((i) => i.reject(err)));
           } else {
             const err = this.closed ? new ClientClosedError() : new ConnectionLostError(`not connected to ${link.addresses.join(", ")}; reconnecting`);
-            for (const i of items) i.reject(err);
+            // One sent before (a retry) still has an unknown outcome.
+            for (const i of items) if (i.firstSentMs === undefined) i.reject(err); else this.unknownOutcome(i, err);
           }
           continue;
         }
@@ -361,6 +403,7 @@ export class Client implements SubscriptionHost {
         continue;
       }
       if (frame.length >= this.options.maxBatchMessages || size + item.bytes > limit) send();
+      item.firstSentMs ??= performance.now();
       frame.push(item);
       size += item.bytes;
     }
@@ -385,7 +428,76 @@ export class Client implements SubscriptionHost {
       this.linkFor(outcome.redirect.address).then(() => this.enqueue(queue, item), (err) => item.reject(err));
       return;
     }
+    if (outcome.error.code === Codes.outcome_unknown) {
+      this.unknownOutcome(item, outcome.error);
+      return;
+    }
     item.reject(outcome.error);
+  }
+
+  /**
+   * QueuedPublish: the publish may or may not have been stored (its
+   * connection ended first, or the node said outcome_unknown). It fails
+   * with cause, unless retryUnknownPublishes may send it again: then it
+   * joins this tick's retry round.
+   */
+  unknownOutcome(item: QueuedPublish, cause: Error): void {
+    const hasKey = this.producerId !== "" || item.message.messageId !== "";
+    if (!this.options.retryUnknownPublishes || this.closed || !hasKey || item.retries >= MAX_PUBLISH_RETRIES) {
+      item.reject(cause);
+      return;
+    }
+    this.unknownPublishes.push({ item, cause });
+    if (this.unknownPublishes.length === 1) setImmediate(() => void this.retryUnknown(this.unknownPublishes.splice(0)));
+  }
+
+  /**
+   * Sends again the publishes whose queue deduplicates, within half its
+   * window of their first send; fails the others with their cause. Each
+   * queue's window is asked once per round, after the reconnect.
+   * Invariant: every publish handed here is resolved or rejected exactly
+   * once, by its new connection or here.
+   */
+  private async retryUnknown(round: { item: QueuedPublish; cause: Error }[]): Promise<void> {
+    const windows = new Map<string, Promise<number>>();
+    for (const { item, cause } of round) {
+      let window = windows.get(item.queue);
+      if (window === undefined) windows.set(item.queue, (window = this.dedupWindowOf(item.queue)));
+      const windowMs = await window;
+      if (this.closed) {
+        item.reject(new ClientClosedError());
+      } else if (windowMs <= 0 || performance.now() - item.firstSentMs! >= windowMs / 2) {
+        item.reject(cause);
+      } else {
+        item.retries++;
+        this.enqueue(item.queue, item); // the same message: same producer number and id, a new sequence number
+      }
+    }
+  }
+
+  /**
+   * The queue's dedup window in ms, read from its info once the link that
+   * serves it is connected again; 0 when it does not deduplicate or the
+   * info cannot be had (closed client, gone queue, no reconnect within
+   * RETRY_INFO_TIMEOUT_MS).
+   */
+  private async dedupWindowOf(queue: string): Promise<number> {
+    const deadline = performance.now() + RETRY_INFO_TIMEOUT_MS;
+    while (!this.closed && performance.now() < deadline) {
+      const link = await this.routeFor(queue);
+      const connection = await withTimeout(link.current(true), Math.min(2000, deadline - performance.now())).catch(() => undefined);
+      if (connection === undefined) {
+        // The owner a redirect named stays unreachable (it may have failed over): ask home.
+        if (link !== this.home && this.routes.get(queue) !== undefined) this.routes.delete(queue);
+        continue;
+      }
+      try {
+        return (await this.queueInfo(queue)).options.dedupWindowMs ?? 0;
+      } catch (err) {
+        if (!(err instanceof ConnectionLostError)) return 0;
+      }
+    }
+    return 0;
   }
 
   /** Subscribes; the subscription follows redirects and is subscribed again after each reconnect. */
@@ -488,6 +600,26 @@ export class Client implements SubscriptionHost {
     return this.countOf("delete-queue", await this.request(queue, (requestId) => ({ tag: "FDQ1", requestId, queue })));
   }
 
+  /**
+   * Switches an existing queue to mode and lets the node hold its answer up
+   * to waitMs for the switch (docs/durability.md, "Changing the mode of an
+   * existing queue"). outcome "pending" is not an error: the revision is
+   * recorded and applies once the copies it needs are durable; calling
+   * again with the same mode reports on the same revision. Asking for the
+   * other mode while a change is pending rejects with a ServerError of
+   * code 217 (mode_change_pending).
+   */
+  async changeMode(queue: string, mode: Mode, waitMs = 30_000): Promise<ModeChange> {
+    const wanted = mode === "buffered" ? 2 : 1;
+    const wait = Math.max(0, Math.min(Math.floor(waitMs), 0xffffffff));
+    const answer = await this.request(queue, (requestId) => ({ tag: "FMC1", requestId, queue, mode: wanted, waitMs: wait }));
+    const frame = answer.frame;
+    if (frame.tag !== "FMK1") throw unexpected("change-mode", frame.tag);
+    const name = (m: number): Mode => (m === 2 ? "buffered" : "durable");
+    const outcome = frame.outcome === 1 ? "applied" : frame.outcome === 2 ? "unchanged" : "pending";
+    return { outcome, mode: name(frame.mode), applied: name(frame.applied), revision: frame.revision, message: frame.message };
+  }
+
   /** Removes a queue's ready messages; resolves with the count removed. */
   async purgeQueue(queue: string): Promise<bigint> {
     return this.countOf("purge-queue", await this.request(queue, (requestId) => ({ tag: "FPG1", requestId, queue })));
@@ -535,6 +667,14 @@ export class Client implements SubscriptionHost {
     for (const sub of [...this.subscriptions]) sub.finish(undefined);
     await Promise.all([this.home.close(), ...[...this.links.values()].map((l) => l.close())]);
   }
+}
+
+/** Resolves as promise does, or rejects after ms. */
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), Math.max(0, ms));
+    promise.then((v) => { clearTimeout(timer); resolve(v); }, (e) => { clearTimeout(timer); reject(e); });
+  });
 }
 
 function headersOf(headers: PublishOptions["headers"]): Header[] {

@@ -72,7 +72,11 @@ export type Frame =
   | { tag: "FPI1" | "FPO1"; requestId: bigint }
   | { tag: "FER1"; requestId: bigint; code: number; message: string }
   | { tag: "FRD1"; requestId: bigint; queue: string; nodeId: string; address: string }
-  | { tag: "FAK2"; requestId: bigint; subscriptionId: bigint; deliveryTags: bigint[] };
+  /** Protocol version 2's redirect (this SDK speaks version 1, so a node does not send it; decoded for completeness). */
+  | { tag: "FRD2"; requestId: bigint; queue: string; nodeId: string; address: string; epoch: bigint }
+  | { tag: "FAK2"; requestId: bigint; subscriptionId: bigint; deliveryTags: bigint[] }
+  | { tag: "FMC1"; requestId: bigint; queue: string; mode: number; waitMs: number }
+  | { tag: "FMK1"; requestId: bigint; outcome: number; mode: number; applied: number; revision: bigint; message: string };
 
 export type Tag = Frame["tag"];
 
@@ -85,7 +89,7 @@ export const TAGS: Record<Tag, "client" | "node" | "either"> = {
   FNC1: "node", FSB1: "client", FSK1: "node", FDL1: "node", FAK1: "client", FNK1: "client", FRL1: "client",
   FDS1: "client", FUS1: "client", FSE1: "node", FIQ1: "client", FIR1: "node", FLQ1: "client", FLR1: "node",
   FDQ1: "client", FPG1: "client", FOK1: "node", FPI1: "either", FPO1: "either", FER1: "either", FRD1: "node",
-  FAK2: "client", FPB2: "client", FCF2: "node",
+  FAK2: "client", FPB2: "client", FCF2: "node", FRD2: "node", FMC1: "client", FMK1: "node",
 };
 
 /** A body that breaks its layout. */
@@ -428,6 +432,15 @@ export function encodeBody(e: Encoder, f: Frame): void {
     case "FRD1":
       e.u64(f.requestId).string(f.queue).string(f.nodeId).string(f.address);
       return;
+    case "FRD2":
+      e.u64(f.requestId).string(f.queue).string(f.nodeId).string(f.address).u64(f.epoch);
+      return;
+    case "FMC1":
+      e.u64(f.requestId).string(f.queue).u8(f.mode).u32(f.waitMs);
+      return;
+    case "FMK1":
+      e.u64(f.requestId).u8(f.outcome).u8(f.mode).u8(f.applied).u64(f.revision).string(f.message);
+      return;
     case "FAK2":
       e.u64(f.requestId).u64(f.subscriptionId);
       tags(f.deliveryTags)(e);
@@ -633,6 +646,17 @@ export function decodeBody(tag: string, body: Buffer): Frame {
       break;
     case "FRD1":
       f = { tag, requestId: d.u64("request_id"), queue: d.string("queue"), nodeId: d.string("node_id"), address: d.string("address") };
+      break;
+    case "FRD2":
+      f = { tag, requestId: d.u64("request_id"), queue: d.string("queue"), nodeId: d.string("node_id"), address: d.string("address"),
+        epoch: d.u64("epoch") };
+      break;
+    case "FMC1":
+      f = { tag, requestId: d.nonZeroU64("request_id"), queue: d.string("queue"), mode: d.enumU8("mode", 1, 2), waitMs: d.u32("wait_ms") };
+      break;
+    case "FMK1":
+      f = { tag, requestId: d.nonZeroU64("request_id"), outcome: d.enumU8("outcome", 1, 3), mode: d.enumU8("mode", 1, 2),
+        applied: d.enumU8("applied", 1, 2), revision: d.u64("revision"), message: d.string("message") };
       break;
     case "FAK2":
       f = { tag, requestId: d.nonZeroU64("request_id"), subscriptionId: d.nonZeroU64("subscription_id"),

@@ -391,7 +391,8 @@ export class Connection {
       case "FER1":
         this.errorFrame(frame.requestId, frame.code, frame.message);
         return;
-      case "FRD1": {
+      case "FRD1":
+      case "FRD2": {
         const redirect = { queue: frame.queue, nodeId: frame.nodeId, address: frame.address };
         if (frame.requestId !== 0n) {
           this.answer(frame.requestId, { redirect });

@@ -11,6 +11,7 @@ export const Codes = {
   unauthorized: 104,
   protocol_violation: 105,
   shutting_down: 106,
+  connection_limit: 107,
   internal: 200,
   unknown_queue: 201,
   invalid_name: 202,
@@ -25,6 +26,10 @@ export const Codes = {
   unavailable: 211,
   invalid_request: 212,
   overloaded: 213,
+  forbidden: 214,
+  outcome_unknown: 215,
+  resource_limit: 216,
+  mode_change_pending: 217,
 } as const;
 
 export type CodeName = keyof typeof Codes;
@@ -33,8 +38,8 @@ const names = new Map<number, CodeName>(Object.entries(Codes).map(([name, code])
 
 /** Codes for which the same request, sent again later (or where a redirect points), may succeed. */
 const retryableCodes = new Set<number>([
-  Codes.shutting_down, Codes.not_owner, Codes.fenced, Codes.limit_reached, Codes.storage_failure,
-  Codes.unavailable, Codes.overloaded,
+  Codes.shutting_down, Codes.connection_limit, Codes.not_owner, Codes.fenced, Codes.limit_reached, Codes.storage_failure,
+  Codes.unavailable, Codes.overloaded, Codes.outcome_unknown, Codes.mode_change_pending,
 ]);
 
 /** The name of a code, or `code_<n>` for one this SDK does not know. */

@@ -74,6 +74,19 @@ export interface ReplicaInfo {
   node: string;
   writtenNext: bigint;
   durableNext: bigint;
+  /** The mode revision this copy applied, as the owner derives it (undefined when it cannot tell). */
+  appliedMode?: Mode;
+  modeRevision: bigint;
+}
+
+/** A mode change that has not applied (docs/protocol.md 6.2, mode_change). */
+export interface ModeChangeInfo {
+  revision: bigint;
+  mode: Mode;
+  offset: bigint;
+  state: string;
+  reason: string;
+  sinceUnixMs: bigint;
 }
 
 /** One queue's state. Each position and count names its boundary. */
@@ -103,6 +116,12 @@ export interface QueueInfo {
   owner: string;
   epoch: bigint;
   replicas: ReplicaInfo[];
+  /** The mode the newest recorded revision names: mode unless a change is pending. */
+  desiredMode: Mode;
+  /** The revision that set mode (0n: as declared). */
+  modeRevision: bigint;
+  /** The pending or failed mode change, undefined when none. */
+  modeChange?: ModeChangeInfo;
   /** The map as the node sent it, unknown keys included. */
   raw: { [key: string]: MsgpackValue };
 }
@@ -142,6 +161,8 @@ export function queueInfoOf(value: MsgpackValue): QueueInfo {
   const raw = map(value);
   if (text(raw.name) === "") throw new Error("queue info has no name");
   const replicas = Array.isArray(raw.replicas) ? raw.replicas : [];
+  const modeOf = (v: MsgpackValue | undefined): Mode => (text(v) === "buffered" ? "buffered" : "durable");
+  const change = raw.mode_change === undefined ? undefined : map(raw.mode_change);
   return {
     name: text(raw.name), mode: text(raw.mode) === "buffered" ? "buffered" : "durable", policy: text(raw.policy),
     options: optionsOf(map(raw.options)), ready: big(raw.ready), leased: big(raw.leased), delayed: big(raw.delayed),
@@ -152,8 +173,12 @@ export function queueInfoOf(value: MsgpackValue): QueueInfo {
     owner: text(raw.owner), epoch: big(raw.epoch),
     replicas: replicas.map((r) => {
       const m = map(r);
-      return { node: text(m.node), writtenNext: big(m.written_next), durableNext: big(m.durable_next) };
+      return { node: text(m.node), writtenNext: big(m.written_next), durableNext: big(m.durable_next),
+        appliedMode: m.applied_mode === undefined ? undefined : modeOf(m.applied_mode), modeRevision: big(m.mode_revision) };
     }),
+    desiredMode: modeOf(raw.desired_mode ?? raw.mode), modeRevision: big(raw.mode_revision),
+    modeChange: change === undefined ? undefined : { revision: big(change.revision), mode: modeOf(change.mode),
+      offset: big(change.offset), state: text(change.state), reason: text(change.reason), sinceUnixMs: big(change.since_unix_ms) },
     raw,
   };
 }

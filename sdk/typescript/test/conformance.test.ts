@@ -1,7 +1,8 @@
 // The conformance suite's runner for this SDK (docs/conformance.md): every
 // case of testdata/conformance/*.json, against the nodes named by
 // FIBRIL_CONFORMANCE_ADDR, FIBRIL_CONFORMANCE_AUTH_ADDR (with
-// FIBRIL_CONFORMANCE_TOKEN) and FIBRIL_CONFORMANCE_SMALL_ADDR. It speaks
+// FIBRIL_CONFORMANCE_TOKEN), FIBRIL_CONFORMANCE_SMALL_ADDR and
+// FIBRIL_CONFORMANCE_TIMERS_ADDR. It speaks
 // frames through this SDK's codec, so it checks the codec against the node
 // as well as the node against the document. Pending cases, and cases of a
 // profile with no address, are skipped with the reason.
@@ -24,14 +25,17 @@ const addresses: Record<string, string | undefined> = {
   default: process.env.FIBRIL_CONFORMANCE_ADDR,
   auth: process.env.FIBRIL_CONFORMANCE_AUTH_ADDR,
   small: process.env.FIBRIL_CONFORMANCE_SMALL_ADDR,
+  timers: process.env.FIBRIL_CONFORMANCE_TIMERS_ADDR,
 };
 const token = process.env.FIBRIL_CONFORMANCE_TOKEN ?? "";
+/** Where `POST /restart?profile=NAME` restarts a node (go run ./conformance/nodes serves it); unset skips restart cases. */
+const control = process.env.FIBRIL_CONFORMANCE_CONTROL;
 const STEP_TIMEOUT_MS = 10_000;
 const runId = `ts${Math.floor(Math.random() * 1e9)}`;
 
 interface Case { name: string; rule?: string; node?: string; pending?: string; steps: Record<string, Json>[] }
 
-const requestTags = new Set(["FDC1", "FSB1", "FUS1", "FIQ1", "FLQ1", "FDQ1", "FPG1", "FPI1"]);
+const requestTags = new Set(["FAK2", "FDC1", "FSB1", "FUS1", "FIQ1", "FLQ1", "FDQ1", "FPG1", "FPI1"]);
 const operatorKeys = new Set(["capture", "any", "absent", "contains", "min", "max", "length", "one_of", "not", "includes"]);
 
 // ---- values: frames the node sends, as the suite's JSON names them ----
@@ -60,6 +64,8 @@ function frameValue(f: Frame): { [key: string]: Value } {
       return { tag: f.tag, request_id: f.requestId, created: f.created, mode: BigInt(f.mode), policy: f.policy, warnings: f.warnings };
     case "FCF1":
       return { tag: f.tag, ranges: f.ranges.map((r) => ({ first_seq: r.first, last_seq: r.last, boundary: BigInt(r.boundary) })) };
+    case "FCF2":
+      return { tag: f.tag, ranges: f.ranges.map((r) => ({ first_seq: r.first, last_seq: r.last, boundary: BigInt(r.boundary), duplicate: r.duplicate })) };
     case "FNC1":
       return { tag: f.tag, ranges: f.ranges.map((r) => ({ first_seq: r.first, last_seq: r.last, code: BigInt(r.code), message: r.message })) };
     case "FSK1":
@@ -84,6 +90,8 @@ function frameValue(f: Frame): { [key: string]: Value } {
       return { tag: f.tag, request_id: f.requestId, code: BigInt(f.code), message: f.message };
     case "FRD1":
       return { tag: f.tag, request_id: f.requestId, queue: f.queue, node_id: f.nodeId, address: f.address };
+    case "FRD2":
+      return { tag: f.tag, request_id: f.requestId, queue: f.queue, node_id: f.nodeId, address: f.address, epoch: f.epoch };
   }
   throw new Error(`the node sent ${f.tag}, which a node does not send to a client`);
 }
@@ -143,6 +151,16 @@ function buildFrame(o: { [key: string]: Json | Value }): Frame {
           headers: ((m.headers ?? []) as Json[][]).map(([k, v]) => [String(k), asBytes(v)] as [string, Uint8Array]),
           payload: asBytes(m.payload) };
       }) };
+    case "FPB2":
+      return { tag, queue: str("queue"), producerId: str("producer_id"), messages: list("messages").map((item) => {
+        const m = item as { [k: string]: Json };
+        return { seq: asBig(m.seq, "seq"), producerSeq: asBig(m.producer_seq, "producer_seq"),
+          messageId: m.message_id === undefined ? "" : text(asBytes(m.message_id)),
+          headers: ((m.headers ?? []) as Json[][]).map(([k, v]) => [String(k), asBytes(v)] as [string, Uint8Array]),
+          payload: asBytes(m.payload) };
+      }) };
+    case "FAK2":
+      return { tag, requestId: big("request_id"), subscriptionId: big("subscription_id"), deliveryTags: tags() };
     case "FSB1":
       return { tag, requestId: big("request_id"), queue: str("queue"), prefetch: Number(big("prefetch")) };
     case "FAK1":
@@ -306,7 +324,7 @@ class Matcher {
 
 // ---- one connection of a case ----
 
-type Outcome = { confirmed: true; boundary: bigint } | { confirmed: false; code: bigint; message: string };
+type Outcome = { confirmed: true; boundary: bigint; duplicate?: boolean } | { confirmed: false; code: bigint; message: string };
 
 class CaseConnection {
   readonly socket: net.Socket;
@@ -356,11 +374,12 @@ class CaseConnection {
   }
 
   private file(f: { [key: string]: Value }): void {
-    if (f.tag === "FCF1" || f.tag === "FNC1") {
+    if (f.tag === "FCF1" || f.tag === "FCF2" || f.tag === "FNC1") {
       for (const r of f.ranges as { [k: string]: Value }[]) {
         const first = r.first_seq as bigint;
         const last = r.last_seq as bigint;
         const outcome: Outcome = f.tag === "FCF1" ? { confirmed: true, boundary: r.boundary as bigint }
+          : f.tag === "FCF2" ? { confirmed: true, boundary: r.boundary as bigint, duplicate: r.duplicate as boolean }
           : { confirmed: false, code: r.code as bigint, message: r.message as string };
         if (last - first < BigInt(this.published.size)) {
           for (let s = first; s <= last; s++) if (this.published.has(s)) this.outcomes.set(s, outcome);
@@ -407,7 +426,13 @@ class CaseRun {
   private readonly conns = new Map<string, CaseConnection>();
   private readonly m = new Matcher();
 
-  constructor(private readonly address: string, private readonly runToken: string) {}
+  constructor(private readonly address: string, private readonly runToken: string, private readonly profile: string) {}
+
+  /** Stops the case's node cleanly and starts it again; connections stay open and see its goodbye and close. */
+  private async restartNode(): Promise<void> {
+    const response = await fetch(`${control}/restart?profile=${encodeURIComponent(this.profile)}`, { method: "POST" });
+    if (!response.ok) throw new Error(`restart: ${response.status} ${await response.text()}`);
+  }
 
   close(): void {
     for (const c of this.conns.values()) c.socket.destroy();
@@ -452,6 +477,7 @@ class CaseRun {
   }
 
   async step(step: Record<string, Json>): Promise<void> {
+    if (step.restart_node !== undefined) return this.restartNode();
     const c = this.conn(step);
     const within = typeof step.within_ms === "number" ? step.within_ms : 300;
     for (const [action, arg] of Object.entries(step)) {
@@ -510,7 +536,7 @@ class CaseRun {
       c.nextRequestId++;
     }
     const frame = buildFrame(o);
-    if (frame.tag === "FPB1") for (const msg of frame.messages) c.published.add(BigInt(msg.seq));
+    if (frame.tag === "FPB1" || frame.tag === "FPB2") for (const msg of frame.messages) c.published.add(BigInt(msg.seq));
     const e = new Encoder();
     encodeFrame(e, frame);
     c.write(Buffer.from(e.bytesView()));
@@ -596,11 +622,13 @@ class CaseRun {
       if (outcome.confirmed !== confirmed) throw new Error(`sequence number ${seq}: ${show(outcome)}`);
       const pattern: { [k: string]: Json } = {};
       if (confirmed && o.boundary !== undefined) pattern.boundary = o.boundary;
+      if (confirmed && o.duplicate !== undefined) pattern.duplicate = o.duplicate;
       if (!confirmed) {
         pattern.code = o.code!;
         if (o.message !== undefined) pattern.message = this.pattern(o.message);
       }
-      const value: { [k: string]: Value } = outcome.confirmed ? { boundary: outcome.boundary } : { code: outcome.code, message: outcome.message };
+      const value: { [k: string]: Value } = !outcome.confirmed ? { code: outcome.code, message: outcome.message }
+        : outcome.duplicate === undefined ? { boundary: outcome.boundary } : { boundary: outcome.boundary, duplicate: outcome.duplicate };
       try {
         this.m.match(pattern, value);
       } catch (err) {
@@ -671,9 +699,11 @@ describe("conformance", () => {
       suite.cases.forEach((c, index) => {
         const address = addresses[c.node ?? "default"];
         const skip = c.pending !== undefined ? `pending: ${c.pending}`
-          : address === undefined ? `no node of profile ${c.node ?? "default"} given (FIBRIL_CONFORMANCE_* not set)` : false;
+          : address === undefined ? `no node of profile ${c.node ?? "default"} given (FIBRIL_CONFORMANCE_* not set)`
+          : control === undefined && c.steps.some((s) => s.restart_node !== undefined) ? "it restarts the node, and FIBRIL_CONFORMANCE_CONTROL is not set"
+          : false;
         it(c.name, { skip }, async () => {
-          const run = new CaseRun(address!, `${runId}-${file.slice(0, 2)}-${index}`);
+          const run = new CaseRun(address!, `${runId}-${file.slice(0, 2)}-${index}`, c.node ?? "default");
           try {
             for (const [i, step] of c.steps.entries()) {
               try {
