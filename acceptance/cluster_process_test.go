@@ -293,7 +293,7 @@ func (n *procNode) launchLocked() (<-chan struct{}, error) {
 	}
 	fmt.Fprintf(logFile, "=== harness: start %d of %s at %s\n", n.starts, n.id, time.Now().Format(time.RFC3339Nano))
 	cmd := n.c.hosts.command(n.index, n.c.binary, "serve", "--config", n.c.config, "--node", n.id,
-		"--log-level", "info", "--http-allow-non-loopback")
+		"--log-level", "info", "--http-allow-non-loopback", "--allow-insecure-listen")
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
