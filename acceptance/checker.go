@@ -45,9 +45,17 @@ package acceptance
 //     confirm at durable is never allowed to go);
 //   - identity: (incarnation, offset) names one message, and a message keeps
 //     one (incarnation, offset) across redeliveries and restarts;
-//   - order: within a life, first deliveries (redelivered unset) arrive in
-//     increasing offset order, and messages delivered in a life have offsets
-//     in their publisher's send order (one publisher per queue);
+//   - order: within a life, each consumer's first deliveries (redelivered
+//     unset) arrive in increasing offset order, and messages delivered in
+//     a life have offsets in their publisher's send order. In a cluster the
+//     send-order rule covers the messages whose publish was sent and
+//     answered within one calm window (sent while no fault was active, and
+//     answered before the next one began): a publish caught by a fault may
+//     be re-sent to a new owner on another connection, and per-connection
+//     order is all the protocol promises; for the same reason the rule
+//     starts, in each calm window of a publisher, at its first confirmed
+//     publish (a redirected publish can be overtaken until its route is
+//     known);
 //   - marking: a message delivered before is delivered again with
 //     redelivered set, unless its earlier delivery fell after the durable
 //     cut of a lossy end between them;
@@ -56,12 +64,29 @@ package acceptance
 //     counts more, with the same exception;
 //   - acks: a message is never delivered again, after an ack of it was
 //     accepted, in the broker life that delivery came from (after a
-//     restart it may come back: counted);
+//     restart it may come back: counted; in a cluster also when a
+//     connection of the acking client ended between the ack and the
+//     comeback, the ack may never have left the client, and when the
+//     delivery was taken while the fault that began its life was still
+//     active, it may have come from the old owner);
 //   - samples: durable <= written in every sample.
 //
 // Deliveries taken after their connection ended (Delivery.Stale) count as
 // deliveries but are left out of the order, marking, attempt and ack
 // rules: they were sent in an earlier life than their time suggests.
+//
+// Counts beside the rules: unexpected (distinct messages delivered that
+// were never sent to the queue or were refused), duplicates unflagged
+// (deliveries again without the redelivered flag that no lossy end
+// excuses: each is also a marking violation), and unflagged duplicates
+// the buffered promise excused.
+//
+// In a cluster each queue has its own lives (Record.QueueLives): a fault
+// that leaves the queue's serving copy alone does not end its life, so
+// every rule keeps its single-life strictness across it. A failover ends
+// the life as an unclean, never lossy end (EndFailover); only a power loss
+// of every copy at once is a lossy end, and its durable cut comes from
+// samples whose durable frontier is the highest any copy reported.
 
 import (
 	"fmt"
@@ -97,6 +122,14 @@ type QueueResult struct {
 	// ReusedOffsets counts offsets that named messages of two incarnations
 	// (new publishes after a cut).
 	ReusedOffsets int
+	// Unexpected counts distinct messages delivered that were never sent
+	// to this queue or were refused (each also a phantom violation).
+	Unexpected int
+	// UnflaggedDuplicates counts deliveries again without the redelivered
+	// flag that nothing excuses (each also a marking violation);
+	// ExcusedUnflagged those a lossy end of a buffered queue excused.
+	UnflaggedDuplicates int
+	ExcusedUnflagged    int
 	// Violations describes every broken rule (capped per rule).
 	Violations []string
 }
@@ -120,9 +153,11 @@ func (r QueueResult) Err() error {
 // String summarizes the result in one line.
 func (r QueueResult) String() string {
 	return fmt.Sprintf("%s (%s): sent %d, confirmed %d, refused %d, unknown %d, delivered %d, "+
-		"lost %d, allowed %d, gone %d, duplicates %d, acked comebacks %d, reused offsets %d, violations %d",
+		"lost %d, allowed %d, gone %d, unexpected %d, duplicates %d (unflagged %d, excused %d), "+
+		"acked comebacks %d, reused offsets %d, violations %d",
 		r.Queue, r.Mode, r.Sent, r.Confirmed, r.Refused, r.Unknown, r.Delivered, len(r.Lost), r.Allowed,
-		len(r.Gone), r.Duplicates, r.AckedComebacks, r.ReusedOffsets, len(r.Violations))
+		len(r.Gone), r.Unexpected, r.Duplicates, r.UnflaggedDuplicates, r.ExcusedUnflagged,
+		r.AckedComebacks, r.ReusedOffsets, len(r.Violations))
 }
 
 // maxViolationsPerRule caps the messages kept per rule.
@@ -144,14 +179,17 @@ func Check(record Record, modes map[string]wire.Mode) []QueueResult {
 
 // queueView is one queue's part of a record, indexed.
 type queueView struct {
-	name       string
-	mode       wire.Mode
-	lives      []Life
-	publishes  map[string]*Publish
-	deliveries []Delivery // in the order taken
-	acks       map[string][]Ack
-	samples    []Sample
-	cuts       []lifeCut // per life
+	name   string
+	mode   wire.Mode
+	lives  []Life
+	faults []Fault
+	// connectionLosses are the clients' connection ends.
+	connectionLosses []ConnectionLoss
+	publishes        map[string]*Publish
+	deliveries       []Delivery // in the order taken
+	acks             map[string][]Ack
+	samples          []Sample
+	cuts             []lifeCut // per life
 }
 
 // lifeCut is what a life's end allows to go for one queue.
@@ -196,8 +234,12 @@ func checkQueue(record Record, name string, mode wire.Mode) QueueResult {
 }
 
 func newQueueView(record Record, name string, mode wire.Mode) *queueView {
-	view := &queueView{name: name, mode: mode, lives: record.Lives,
-		publishes: map[string]*Publish{}, acks: map[string][]Ack{}}
+	view := &queueView{name: name, mode: mode, lives: record.Lives, faults: record.Faults,
+		connectionLosses: record.ConnectionLosses,
+		publishes:        map[string]*Publish{}, acks: map[string][]Ack{}}
+	if lives, own := record.QueueLives[name]; own {
+		view.lives = lives
+	}
 	for i := range record.Publishes {
 		if p := &record.Publishes[i]; p.Queue == name {
 			view.publishes[p.ID] = p
@@ -245,7 +287,7 @@ func (v *queueView) cutOf(i int) lifeCut {
 	life := v.lives[i]
 	kind := v.endKind(i)
 	out := lifeCut{
-		unclean: kind == EndProcessKill || kind == EndPowerLoss || kind == EndStorageFailure,
+		unclean: kind == EndProcessKill || kind == EndPowerLoss || kind == EndStorageFailure || kind == EndFailover,
 		lossy:   v.mode == wire.ModeBuffered && (kind == EndPowerLoss || kind == EndStorageFailure),
 		cut:     life.Start,
 	}
@@ -353,13 +395,16 @@ func (v *queueView) checkIdentity(result *QueueResult, broken *violations) {
 	byIdentity := map[identity]string{}
 	byID := map[string]identity{}
 	incarnationsAt := map[uint64]map[uint64]bool{}
+	unexpected := map[string]bool{}
 	for _, d := range v.deliveries {
 		p, ok := v.publishes[d.ID]
 		switch {
 		case !ok:
 			broken.add("phantom", "%s delivered but never sent to this queue", d.ID)
+			unexpected[d.ID] = true
 		case p.Outcome == OutcomeRefused:
 			broken.add("phantom", "%s delivered after the node refused it (%s)", d.ID, p.Reason)
+			unexpected[d.ID] = true
 		}
 		key := identity{d.Incarnation, d.Offset}
 		if other, seen := byIdentity[key]; seen && other != d.ID {
@@ -381,10 +426,15 @@ func (v *queueView) checkIdentity(result *QueueResult, broken *violations) {
 			result.ReusedOffsets++
 		}
 	}
+	result.Unexpected = len(unexpected)
 }
 
 func (v *queueView) checkOrder(broken *violations) {
-	lastFirst := map[int]uint64{} // per life: offset of the last first delivery
+	type consumerLife struct {
+		life     int
+		consumer string
+	}
+	lastFirst := map[consumerLife]uint64{} // offset of the last first delivery
 	offsetsInLife := map[int]map[string]uint64{}
 	for _, d := range v.deliveries {
 		if d.Stale {
@@ -392,31 +442,120 @@ func (v *queueView) checkOrder(broken *violations) {
 		}
 		life := v.lifeOf(d.At)
 		if !d.Redelivered {
-			if last, ok := lastFirst[life]; ok && d.Offset <= last {
-				broken.add("order", "life %d: first delivery of %s at offset %d after one at %d", life, d.ID, d.Offset, last)
+			key := consumerLife{life, d.Consumer}
+			if last, ok := lastFirst[key]; ok && d.Offset <= last {
+				broken.add("order", "life %d: first delivery of %s at offset %d after one at %d%s",
+					life, d.ID, d.Offset, last, consumerNote(d.Consumer))
 			}
-			lastFirst[life] = d.Offset
+			lastFirst[key] = d.Offset
 		}
 		if offsetsInLife[life] == nil {
 			offsetsInLife[life] = map[string]uint64{}
 		}
 		offsetsInLife[life][d.ID] = d.Offset
 	}
+	type sendGroup struct {
+		life      int
+		publisher string
+		window    int
+	}
+	routed := v.routedPublishes()
 	for life, offsets := range offsetsInLife {
-		ids := make([]string, 0, len(offsets))
+		groups := map[sendGroup][]string{}
 		for id := range offsets {
-			if v.publishes[id] != nil {
-				ids = append(ids, id)
+			p := v.publishes[id]
+			if p == nil {
+				continue
+			}
+			window, calm := v.calmWindow(p)
+			if calm && routed[id] {
+				key := sendGroup{life, p.Publisher, window}
+				groups[key] = append(groups[key], id)
 			}
 		}
-		sort.Slice(ids, func(i, j int) bool { return v.publishes[ids[i]].Seq < v.publishes[ids[j]].Seq })
-		for i := 1; i < len(ids); i++ {
-			if offsets[ids[i]] <= offsets[ids[i-1]] {
-				broken.add("order", "life %d: %s sent before %s but stored at offset %d, after %d",
-					life, ids[i-1], ids[i], offsets[ids[i-1]], offsets[ids[i]])
+		for _, ids := range groups {
+			sort.Slice(ids, func(i, j int) bool { return v.publishes[ids[i]].Seq < v.publishes[ids[j]].Seq })
+			for i := 1; i < len(ids); i++ {
+				if offsets[ids[i]] <= offsets[ids[i-1]] {
+					broken.add("order", "life %d: %s sent before %s but stored at offset %d, after %d",
+						life, ids[i-1], ids[i], offsets[ids[i-1]], offsets[ids[i]])
+				}
 			}
 		}
 	}
+}
+
+func consumerNote(consumer string) string {
+	if consumer == "" {
+		return ""
+	}
+	return " (consumer " + consumer + ")"
+}
+
+// calmWindow returns the index of the window (the stretch between two
+// fault boundaries) p was sent in, and whether it is calm: no fault was
+// active when it was sent, and none began before its outcome arrived.
+// Without faults every publish is calm, in window 0.
+// routedPublishes returns the publishes the send-order rule covers. On a
+// single node that is every one. In a cluster a publisher's first publishes
+// after a fault may go to a node that no longer owns the queue: the SDK
+// sends them again to the owner the redirect names, while the publishes
+// after them go straight to that owner, on another connection, so they can
+// overtake (per-connection order is all the protocol promises). So in each
+// calm window of a publisher the rule starts at the first publish it saw
+// confirmed: that one, and every publish sent after its confirm arrived
+// (its route was known by then).
+func (v *queueView) routedPublishes() map[string]bool {
+	type publisherWindow struct {
+		publisher string
+		window    int
+	}
+	firstConfirm := map[publisherWindow]*Publish{}
+	for _, p := range v.publishes {
+		if p.Publisher == "" || p.Outcome != OutcomeConfirmed {
+			continue
+		}
+		window, calm := v.calmWindow(p)
+		if !calm {
+			continue
+		}
+		key := publisherWindow{p.Publisher, window}
+		if first := firstConfirm[key]; first == nil || p.At.Before(first.At) {
+			firstConfirm[key] = p
+		}
+	}
+	routed := map[string]bool{}
+	for id, p := range v.publishes {
+		if p.Publisher == "" {
+			routed[id] = true
+			continue
+		}
+		window, _ := v.calmWindow(p)
+		first := firstConfirm[publisherWindow{p.Publisher, window}]
+		routed[id] = first != nil && (p == first || p.Sent.After(first.At))
+	}
+	return routed
+}
+
+func (v *queueView) calmWindow(p *Publish) (int, bool) {
+	window := 0
+	calm := !p.At.IsZero()
+	for _, fault := range v.faults {
+		if !fault.Start.After(p.Sent) && (fault.End.IsZero() || fault.End.After(p.Sent)) {
+			calm = false // sent while the fault was active
+		}
+		for _, boundary := range []time.Time{fault.Start, fault.End} {
+			if boundary.IsZero() {
+				continue
+			}
+			if !boundary.After(p.Sent) {
+				window++
+			} else if !boundary.After(p.At) {
+				calm = false
+			}
+		}
+	}
+	return window, calm
 }
 
 // excused reports whether an earlier delivery at t1 and a later one at t2
@@ -444,6 +583,44 @@ func (v *queueView) uncleanBetween(t1, t2 time.Time) bool {
 	return false
 }
 
+// connectionLostBetween reports whether a connection of client ended
+// between from and to: an ack it handed to the SDK at from may have been
+// lost with it (the SDK sends acks in the background), so the message may
+// come back. Such a comeback is counted, not a violation. Unnamed clients
+// (a single node's) record no losses.
+func (v *queueView) connectionLostBetween(client string, from, to time.Time) bool {
+	if client == "" {
+		return false
+	}
+	for _, loss := range v.connectionLosses {
+		if loss.Client == client && !loss.At.Before(from) && !loss.At.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
+// takenAsItsLifeBegan reports whether a delivery taken at t fell inside
+// the fault that began its life (a cluster life begins when a fault on the
+// queue's owner does): until that fault is over the delivery may come from
+// the old owner, whose ack of it may never stand on W copies, so the
+// message may come back from the new owner. Such a comeback is counted,
+// not a violation.
+func (v *queueView) takenAsItsLifeBegan(t time.Time) bool {
+	life := v.lifeOf(t)
+	if life < 0 {
+		return false
+	}
+	start := v.lives[life].Start
+	for _, fault := range v.faults {
+		if !fault.Start.After(start) && !fault.Start.After(t) && (fault.End.IsZero() || !fault.End.Before(t)) &&
+			(fault.End.IsZero() || !fault.End.Before(start)) {
+			return true
+		}
+	}
+	return false
+}
+
 func (v *queueView) checkRedeliveries(result *QueueResult, broken *violations) {
 	previous := map[string]Delivery{}
 	for _, d := range v.deliveries {
@@ -453,7 +630,8 @@ func (v *queueView) checkRedeliveries(result *QueueResult, broken *violations) {
 		ackedEarlierLife, ackedThisLife := false, false
 		for _, ack := range v.acks[d.ID] {
 			if ack.At.Before(d.At) {
-				sameLife := v.lifeOf(ack.DeliveredAt) == v.lifeOf(d.At)
+				sameLife := v.lifeOf(ack.DeliveredAt) == v.lifeOf(d.At) &&
+					!v.connectionLostBetween(ack.Consumer, ack.At, d.At) && !v.takenAsItsLifeBegan(ack.DeliveredAt)
 				ackedThisLife = ackedThisLife || sameLife
 				ackedEarlierLife = ackedEarlierLife || !sameLife
 			}
@@ -466,10 +644,17 @@ func (v *queueView) checkRedeliveries(result *QueueResult, broken *violations) {
 		}
 		before, seen := previous[d.ID]
 		previous[d.ID] = d
-		if !seen || v.excused(before.At, d.At) {
+		if !seen {
+			continue
+		}
+		if v.excused(before.At, d.At) {
+			if !d.Redelivered {
+				result.ExcusedUnflagged++
+			}
 			continue
 		}
 		if !d.Redelivered {
+			result.UnflaggedDuplicates++
 			broken.add("marking", "%s delivered again without the redelivered flag (attempt %d)", d.ID, d.Attempt)
 		}
 		switch {

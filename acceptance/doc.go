@@ -1,6 +1,7 @@
-// Package acceptance proves, on a single node, the promises of the mode
-// table in DESIGN.md: what a confirm means in a durable and in a buffered
-// queue, and which failures may take which confirmed messages.
+// Package acceptance proves, on a single node and on a cluster, the
+// promises of the mode table in DESIGN.md: what a confirm means in a
+// durable and in a buffered queue, and which failures may take which
+// confirmed messages.
 //
 // The package has two parts.
 //
@@ -16,6 +17,12 @@
 // allowed only when the mode's promise allows it and the history cannot
 // prove the message had become durable.
 //
+// The cluster checker (cluster_checker.go) applies the same rules to each
+// queue of a cluster history, where a queue's lives end only at faults that
+// take its serving copy (a failover, or a power loss of every copy), and
+// measures each failover: the time to the first new confirm and to the
+// first fresh delivery.
+//
 // The tests (files ending in _test.go), one per failure case:
 //
 //	process kill      SIGKILL of the real `fibril serve` under load, restart, drain
@@ -25,6 +32,18 @@
 //	bad input         garbage frames from fuzzed clients beside real clients
 //	memory            ready backlog and a stalled consumer against the broker's RSS
 //	sustained         a paced run with background sync, checkpoints, rollover, retention
+//
+// and the cluster fault classes of docs/durability.md ("Cluster faults"):
+// three real `fibril serve` processes in network namespaces
+// (netns_test.go, cluster_process_test.go) under SIGKILL, SIGSTOP, cuts,
+// isolation and wiped data dirs (cluster_faults_test.go), and in-process
+// clusters on crash-simulating filesystems for power loss and corruption
+// (cluster_memory_test.go); two publishers and two competing consumers
+// (cluster_load_test.go) on both modes at a majority and at every copy.
+// The sub-cases that need a new owner to take over sit behind the
+// replicationAndFailover switch (cluster_switch_test.go), on since
+// replication and failover are merged; TestExactlyOnceAcrossFailover
+// publishes idempotently across owner failovers.
 //
 // `go test ./acceptance` runs the short version of every case. With
 // FIBRIL_SOAK=1 the long versions run instead (20 process kills, 200 power

@@ -13,8 +13,12 @@ import (
 )
 
 // summary collects one row per case; TestMain prints it when any case
-// added a row and FIBRIL_SOAK or -v asks for it.
-var summary Summary
+// added a row and FIBRIL_SOAK or -v asks for it. clusterSummary does the
+// same for the cluster fault classes.
+var (
+	summary        Summary
+	clusterSummary ClusterSummary
+)
 
 // soak reports whether the long versions run (FIBRIL_SOAK=1).
 func soak() bool { return os.Getenv("FIBRIL_SOAK") == "1" }
@@ -91,6 +95,20 @@ func fibrilBinary(t *testing.T) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	// Nothing the tests started may outlive them: node processes and
+	// test hosts are removed here if a test left any, and that fails the
+	// run.
+	if left := leftoverProcesses(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "acceptance: node processes outlived their test (killed now): %v\n", left)
+		code = max(code, 1)
+	}
+	if hostsHeld.Load() {
+		fmt.Fprintf(os.Stderr, "acceptance: test hosts outlived their test (removed now): %v\n", leftoverHosts())
+		if err := netnsDown(); err != nil {
+			fmt.Fprintf(os.Stderr, "acceptance: removing them: %v\n", err)
+		}
+		code = max(code, 1)
+	}
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
 	}
@@ -98,6 +116,15 @@ func TestMain(m *testing.M) {
 		fmt.Println()
 		fmt.Println("acceptance summary (docs/durability.md explains each column):")
 		summary.Write(os.Stdout)
+	}
+	if !clusterSummary.Empty() {
+		fmt.Println()
+		fmt.Println("cluster fault classes (docs/durability.md explains each column):")
+		clusterSummary.Write(os.Stdout)
+		if err := maybeWriteDurabilityTable(&clusterSummary); err != nil {
+			fmt.Fprintf(os.Stderr, "acceptance: %v\n", err)
+			code = max(code, 1)
+		}
 	}
 	os.Exit(code)
 }

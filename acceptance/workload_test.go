@@ -234,7 +234,9 @@ func recordOutcome(h *History, id string, confirm client.Confirm, err error) {
 	switch {
 	case err == nil:
 		h.Confirmed(id, confirm.Boundary)
-	case errors.Is(err, client.ErrConnectionLost):
+	case errors.Is(err, client.ErrConnectionLost), client.CodeOf(err) == wire.CodeOutcomeUnknown:
+		// outcome_unknown: appended on an owner that lost the queue
+		// before confirming it; the new owner may or may not have it.
 		h.Unknown(id, err.Error())
 	case errors.As(err, &serverError):
 		h.Refused(id, err.Error())

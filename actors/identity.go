@@ -74,7 +74,10 @@ func PrepareClusterIdentity(ctx context.Context, config *cluster.Config, nodeID 
 		if err == nil && stored.NodeID != nodeID {
 			err = fmt.Errorf("%w: %s belongs to node %q, not %q", ErrInvalidConfig, path, stored.NodeID, nodeID)
 		}
-		return ClusterIdentity{ReplicaID: stored.ReplicaID, Decided: "identity file"}, err
+		// A node that rejoined under a new id restarts as a joined
+		// replica: dragonboat refuses to restart one given the initial
+		// members ("restarting previously joined node").
+		return ClusterIdentity{ReplicaID: stored.ReplicaID, Join: stored.Joined, Decided: "identity file"}, err
 	}
 	derived := self.ReplicaID()
 	if hasRaftState(filepath.Join(self.DataDir, "raft")) || len(config.Nodes) == 1 {
@@ -248,9 +251,29 @@ func (p *identityProber) ask(ctx context.Context, peer cluster.NodeConfig, reque
 		deadline = limit
 	}
 	_ = conn.SetDeadline(deadline)
-	if err := writeAndFlush(wire.NewWriter(conn, peerMaxBodyBytes), request); err != nil {
+	writer := wire.NewWriter(conn, peerMaxBodyBytes)
+	if err := writeAndFlush(writer, request); err != nil {
 		return wire.Member{}, err
 	}
+	// The peer closes a link silent for peerIdleTimeout, and a replacement
+	// blocks on Raft for longer: keep the link alive until the answer.
+	// From here on only this goroutine writes.
+	stopPings := make(chan struct{})
+	defer close(stopPings)
+	go func() {
+		ticker := time.NewTicker(peerKeepaliveInterval)
+		defer ticker.Stop()
+		for pings := uint64(1); ; pings++ {
+			select {
+			case <-stopPings:
+				return
+			case <-ticker.C:
+				if writeAndFlush(writer, &wire.Ping{RequestID: pings}) != nil {
+					return
+				}
+			}
+		}
+	}()
 	for {
 		tag, body, err := reader.Next()
 		if err != nil {
