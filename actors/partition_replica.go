@@ -179,14 +179,6 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 		r.fetch = nil
 	}
 	if r.fetch != nil && !r.fetch.recovery && push.Epoch >= r.fence {
-		if (msg.from != r.fetch.source || push.Epoch > r.fetch.epoch) && r.fetch.requestID == 0 && !r.fetch.appending {
-			// The owner changed while this replica caught up: the old
-			// source refuses a fetch of the old epoch for good, so fetch
-			// from the owner that pushes now.
-			p.core.logger.Info("catch-up follows the new owner", "queue", p.home.name, "source", msg.from,
-				"epoch", push.Epoch, "from", r.fetch.next)
-			r.fetch.source, r.fetch.epoch = msg.from, push.Epoch
-		}
 		if push.StartOffset != end || r.fetch.appending || r.fetch.requestID != 0 {
 			r.ownerReply, r.ownerNode, r.ownerEpoch, r.ownerHeardAt = msg.reply, msg.from, push.Epoch, time.Now()
 			p.refusePush(msg, wire.RefusedBehind, fmt.Sprintf("catching up: fetching from %d", r.fetch.next))
