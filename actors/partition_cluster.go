@@ -187,6 +187,27 @@ func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64
 		fence, exists = fenceRecord{}, false
 	}
 	q, err := queue.OpenReplica(dir, options, logOptions, clock, open...)
+	if err != nil && (errors.Is(err, log.ErrInteriorCorruption) || errors.Is(err, log.ErrCorrupt)) {
+		// A replica's copy is redundant: the owner and the other copies
+		// hold its history. A damaged one is set aside (never deleted) and
+		// the replica starts empty behind the same fence, so it catches up
+		// through the pull path instead of leaving the partition a copy
+		// short for good. Its seal reports an empty log, which no recovery
+		// chooses over a copy that holds the history.
+		damaged := fmt.Sprintf("%s.damaged-%d", dir, unique)
+		if moveErr := moveFiles(fs, dir, damaged); moveErr != nil {
+			return nil, 0, fmt.Errorf("%w (and setting the damaged copy aside failed: %v)", err, moveErr)
+		}
+		if q, err = queue.OpenReplica(dir, options, logOptions, clock, open...); err != nil {
+			return nil, 0, err
+		}
+		fence.shardID = shardID // the same fence epoch: the new copy refuses what the old one refused
+		if err := writeFence(fs, dir, fence); err != nil {
+			_ = q.Close()
+			return nil, 0, fmt.Errorf("record the replica's fence after setting its damaged copy aside: %w", err)
+		}
+		exists = true
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -615,4 +636,33 @@ func (t *failoverTimeline) finish(now time.Time, epoch uint64, outcome string) (
 	}
 	t.current = nil
 	return took, true
+}
+
+// moveFiles moves every file under from to the same place under to (file
+// by file, so it works on every FS the node runs on), then syncs the
+// directories it changed.
+func moveFiles(fs vfs.FS, from, to string) error {
+	names, err := fs.ReadDir(from)
+	if err != nil {
+		return err
+	}
+	if err := fs.MkdirAll(to); err != nil {
+		return err
+	}
+	for _, name := range names {
+		source, target := from+"/"+name, to+"/"+name
+		if _, err := fs.ReadDir(source); err == nil {
+			if err := moveFiles(fs, source, target); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := fs.Rename(source, target); err != nil {
+			return err
+		}
+	}
+	if err := fs.SyncDir(to); err != nil {
+		return err
+	}
+	return fs.SyncDir(from)
 }

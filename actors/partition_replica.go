@@ -140,7 +140,11 @@ func (p *partition) appendLevel() log.Durability {
 
 // refusePush answers a push the replica does not append.
 func (p *partition) refusePush(msg replicaPush, reason wire.RefusalReason, message string) {
-	refusal := &wire.PushRefused{Partition: msg.push.Partition, Epoch: p.repl.fence,
+	fence := uint64(0)
+	if p.repl != nil { // nil while the copy never opened (fenced at open)
+		fence = p.repl.fence
+	}
+	refusal := &wire.PushRefused{Partition: msg.push.Partition, Epoch: fence,
 		Instance: p.home.replication.instance, Reason: reason, Message: message}
 	if p.q != nil {
 		l := p.q.Log()
