@@ -102,6 +102,29 @@ func (s *session) redirect(message any, name string, owner cluster.OwnerInfo) {
 	s.push(&redirect)
 }
 
+// notOwnerRedirect completes a partition's not_owner refusal of a publish
+// (a copy that stopped owning the queue while the publish waited for it)
+// as docs/protocol.md 4.6 promises: not_owner with a redirect (id 0)
+// naming the owner, whose epoch this node knows. When it knows no owner it
+// can reach, the refusal becomes unavailable (211, not stored, retry): a
+// not_owner without a redirect would leave a client waiting for one.
+func (s *session) notOwnerRedirect(name string, failure requestFailure) (requestFailure, wire.Frame) {
+	node := s.core.config.Cluster
+	if node == nil {
+		return failure, nil
+	}
+	owner, err := node.Owner(name, 0)
+	if err != nil || owner.IsSelf || owner.NodeID == "" || s.core.peerUnreachable(owner.NodeID) {
+		return requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
+			"queue %q changed owner and no new owner is reachable from this node yet; retry (%s)", name, failure.message)}, nil
+	}
+	redirect := wire.Redirect{Queue: name, NodeID: owner.NodeID, Address: owner.ClientAddress}
+	if s.version >= 2 {
+		return failure, &wire.RedirectEpoch{Redirect: redirect, Epoch: owner.Epoch}
+	}
+	return failure, &redirect
+}
+
 // failMessage answers a request with a failure.
 func (s *session) failMessage(message any, failure requestFailure) {
 	if publish, ok := message.(inPublish); ok {

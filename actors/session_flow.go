@@ -89,7 +89,14 @@ func (s *session) answerBatchDeduplicated(batch pendingBatch, confirmed int, dup
 		if !failure.failed() {
 			failure = requestFailure{code: wire.CodeInternal, message: "the publish was neither confirmed nor refused"}
 		}
+		var redirect wire.Frame
+		if failure.code == wire.CodeNotOwner {
+			failure, redirect = s.notOwnerRedirect(batch.queue, failure)
+		}
 		s.push(&wire.NegativeConfirm{Ranges: rejectRanges(nil, rest, failure)})
+		if redirect != nil {
+			s.push(redirect)
+		}
 	}
 	s.conn.returnCredit(batch.credit)
 }
