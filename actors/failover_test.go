@@ -373,6 +373,36 @@ func TestFailoverWaitsForALatchedReplicaToReopen(t *testing.T) {
 	}
 }
 
+// restartFollowersFromHeldImages waits until each follower's write is held
+// at its gate, takes the followers' power-loss images there (everything
+// written before the held write, synced or not), stops every node,
+// restarts the followers on those images and returns the node that then
+// serves name, which must not be the old owner.
+func (c *brokerCluster) restartFollowersFromHeldImages(name, owner string, followers []string, disks map[string]*vfs.Mem,
+	gates map[string]*gateFS) string {
+	c.t.Helper()
+	for _, id := range followers {
+		waitUntil(c.t, id+"'s write is held", func() bool { return gates[id].held() > 0 })
+	}
+	images := map[string]*vfs.Mem{}
+	for _, id := range followers {
+		images[id] = disks[id].CrashClone(vfs.CrashOptions{KeepUnsynced: true})
+		gates[id].release()
+	}
+	for _, id := range c.order {
+		c.stop(id)
+	}
+	for _, id := range followers {
+		c.fs[id] = images[id]
+		c.restart(id)
+	}
+	serving := c.servingOwner(name)
+	if serving == owner {
+		c.t.Fatalf("the old owner serves")
+	}
+	return serving
+}
+
 // gatedMemCluster is memCluster with a gate (gatefs_test.go) on every
 // node's filesystem, all opened again when the test ends.
 func gatedMemCluster(t *testing.T) (*brokerCluster, map[string]*vfs.Mem, map[string]*gateFS) {
@@ -456,27 +486,7 @@ func TestFailoverCutsTheOldOwnersDivergentSuffix(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the owner wrote the record", func() bool { return c.copyAt(owner, name).WrittenNext > written })
-	for _, id := range followers {
-		waitUntil(t, id+"'s write is held", func() bool { return gates[id].held() > 0 })
-	}
-	// The followers lose power with the record's write held: their images
-	// keep everything written before it, synced or not.
-	images := map[string]*vfs.Mem{}
-	for _, id := range followers {
-		images[id] = disks[id].CrashClone(vfs.CrashOptions{KeepUnsynced: true})
-		gates[id].release()
-	}
-	for _, id := range c.order {
-		c.stop(id)
-	}
-	for _, id := range followers {
-		c.fs[id] = images[id]
-		c.restart(id)
-	}
-	serving := c.servingOwner(name)
-	if serving == owner {
-		t.Fatalf("the old owner serves")
-	}
+	serving := c.restartFollowersFromHeldImages(name, owner, followers, disks, gates)
 	c.restart(owner) // on its own disk, with the record
 	waitUntil(t, owner+" cuts its suffix and rejoins", func() bool {
 		info := c.copyAt(serving, name)

@@ -251,25 +251,7 @@ func TestModeChangeAbandonedWhenTheRecoveredHistoryLacksIt(t *testing.T) {
 	if err != nil || pending.Outcome != wire.ModePending || pending.Revision != 1 {
 		t.Fatalf("change with the followers' writes held: %+v, %v", pending, err)
 	}
-	for _, id := range followers {
-		waitUntil(t, id+"'s write is held", func() bool { return gates[id].held() > 0 })
-	}
-	images := map[string]*vfs.Mem{}
-	for _, id := range followers {
-		images[id] = disks[id].CrashClone(vfs.CrashOptions{KeepUnsynced: true})
-		gates[id].release()
-	}
-	for _, id := range c.order {
-		c.stop(id)
-	}
-	for _, id := range followers {
-		c.fs[id] = images[id]
-		c.restart(id)
-	}
-	serving := c.servingOwner(name)
-	if serving == owner {
-		t.Fatal("the old owner serves")
-	}
+	serving := c.restartFollowersFromHeldImages(name, owner, followers, disks, gates)
 	if info := c.copyAt(serving, name); info.Mode != wire.ModeBuffered || info.ModeRevision != 0 || info.ModeChange != nil {
 		t.Fatalf("new owner %s: mode %v revision %d change %+v, want the applied buffered mode and nothing pending",
 			serving, info.Mode, info.ModeRevision, info.ModeChange)
