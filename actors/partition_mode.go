@@ -124,7 +124,7 @@ func (p *partition) receiveMode(ctx actor.Context, message any) bool {
 	case modeRecorded:
 		p.modeRecorded(ctx, msg)
 	case modeRecordRetry:
-		p.maybeRecordMode(ctx)
+		p.maybeRecordModeNow(ctx)
 	default:
 		return false
 	}
@@ -264,7 +264,7 @@ func (p *partition) modeAdvanced(ctx actor.Context) {
 	clear(p.modes.waiters[len(kept):])
 	p.modes.waiters = kept
 	p.maybeSyncForRevision(ctx, info)
-	p.maybeRecordMode(ctx)
+	p.maybeRecordMode(ctx, info)
 }
 
 // maybeSyncForRevision asks a replica's log for one sync when it holds a

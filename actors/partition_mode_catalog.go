@@ -32,16 +32,15 @@ type (
 	modeRecordRetry struct{}
 )
 
-// maybeRecordMode proposes the applied revision to the catalog when this
-// partition owns the queue, applied a revision newer than the one recorded,
-// and no proposal runs.
-func (p *partition) maybeRecordMode(ctx actor.Context) {
+// maybeRecordMode proposes the applied revision (info, the queue's mode
+// as modeAdvanced read it) to the catalog when this partition owns the
+// queue, applied a revision newer than the one recorded, and no proposal
+// runs. It runs on every apply: everything before the proposal is a few
+// comparisons.
+func (p *partition) maybeRecordMode(ctx actor.Context, info queue.ModeInfo) {
 	r := p.repl
-	if r == nil || r.role != roleOwner || p.q == nil || p.modes.recordingRevision != 0 {
-		return
-	}
-	info := p.q.Mode()
-	if info.Revision == 0 || info.Revision <= p.modes.recordedRevision {
+	if r == nil || r.role != roleOwner || p.modes.recordingRevision != 0 ||
+		info.Revision == 0 || info.Revision <= p.modes.recordedRevision {
 		return
 	}
 	node, name, revision := p.home.replication.node, p.home.name, info.Revision
@@ -69,5 +68,13 @@ func (p *partition) modeRecorded(ctx actor.Context, msg modeRecorded) {
 		return
 	}
 	p.modes.recordedRevision = max(p.modes.recordedRevision, msg.revision)
-	p.maybeRecordMode(ctx)
+	p.maybeRecordModeNow(ctx)
+}
+
+// maybeRecordModeNow is maybeRecordMode with the queue's mode read here
+// (after a proposal's answer or its retry timer).
+func (p *partition) maybeRecordModeNow(ctx actor.Context) {
+	if p.q != nil {
+		p.maybeRecordMode(ctx, p.q.Mode())
+	}
 }
