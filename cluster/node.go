@@ -152,6 +152,9 @@ func Start(cfg *Config, nodeID string, options StartOptions) (*Node, error) {
 	if options.Join {
 		members, join = nil, true
 	}
+	if nodeHost.HasNodeInfo(CatalogShardID, node.replicaID) {
+		members, join = nil, false // a restart: the bootstrap record is in force (reconcile.go)
+	}
 	if err := nodeHost.StartReplica(members, join, newCatalogMachine(node.kickReconcile), node.raftConfig(CatalogShardID)); err != nil {
 		nodeHost.Close()
 		return nil, fmt.Errorf("cluster: start catalog shard on %s: %w", nodeID, err)
