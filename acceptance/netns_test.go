@@ -36,11 +36,42 @@ import (
 	"testing"
 )
 
-const (
-	netnsBridge   = "fib0"
-	netnsSubnet   = "10.77.0"
+// The host set: FIBRIL_TEST_HOSTS=<name>:<subnet> (for example
+// fic:10.78.0) names another set, with its own bridge (<name>0), hosts
+// (<name>1..), subnet and lock, so a second run can use test hosts while
+// a long one holds the default set. Only lower-case letters name a set.
+var netnsPrefix, netnsSubnet = testHostSet()
+
+var (
+	netnsBridge   = netnsPrefix + "0"
 	netnsLockPath = "/tmp/fibril-test-hosts.lock"
 )
+
+func init() {
+	if netnsPrefix != "fib" {
+		netnsLockPath = "/tmp/fibril-test-hosts-" + netnsPrefix + ".lock"
+	}
+}
+
+func testHostSet() (prefix, subnet string) {
+	text := os.Getenv("FIBRIL_TEST_HOSTS")
+	if text == "" {
+		return "fib", "10.77.0"
+	}
+	prefix, subnet, ok := strings.Cut(text, ":")
+	valid := ok && prefix != "" && len(prefix) <= 8 && strings.Count(subnet, ".") == 2
+	for _, r := range prefix {
+		valid = valid && r >= 'a' && r <= 'z'
+	}
+	if !valid {
+		panic(fmt.Sprintf("FIBRIL_TEST_HOSTS=%q: want <letters>:<a.b.c>, for example fic:10.78.0", text))
+	}
+	return prefix, subnet
+}
+
+// hostName is host i's namespace; its veth end in the root namespace is
+// "v" + hostName(i).
+func hostName(i int) string { return fmt.Sprintf("%s%d", netnsPrefix, i) }
 
 // hostsHeld is set while this binary holds the test hosts; TestMain
 // removes hosts a test failed to remove, and only then.
@@ -107,7 +138,7 @@ func upHosts(t *testing.T, n int) *netHosts {
 		{"link", "set", netnsBridge, "up"},
 	}
 	for i := 1; i <= n; i++ {
-		ns, veth := fmt.Sprintf("fib%d", i), fmt.Sprintf("vfib%d", i)
+		ns, veth := hostName(i), "v"+hostName(i)
 		steps = append(steps,
 			[]string{"netns", "add", ns},
 			[]string{"link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
@@ -134,23 +165,23 @@ func (h *netHosts) address(i int) string { return fmt.Sprintf("%s.%d", netnsSubn
 // command runs name inside host i (ip netns exec execs it, so the
 // process's pid is the command's own).
 func (h *netHosts) command(i int, name string, args ...string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", fmt.Sprintf("fib%d", i), name}, args...)...)
+	return exec.Command("ip", append([]string{"netns", "exec", hostName(i), name}, args...)...)
 }
 
 // isolate takes host i's link down.
 func (h *netHosts) isolate(i int) error {
-	return ipCommand("link", "set", fmt.Sprintf("vfib%d", i), "down")
+	return ipCommand("link", "set", "v"+hostName(i), "down")
 }
 
 // cut drops every packet host i sends to host j.
 func (h *netHosts) cut(i, j int) error {
-	return ipCommand("-n", fmt.Sprintf("fib%d", i), "route", "replace", "blackhole", h.address(j)+"/32")
+	return ipCommand("-n", hostName(i), "route", "replace", "blackhole", h.address(j)+"/32")
 }
 
 // heal removes every fault of host i.
 func (h *netHosts) heal(i int) error {
-	ns := fmt.Sprintf("fib%d", i)
-	if err := ipCommand("link", "set", fmt.Sprintf("vfib%d", i), "up"); err != nil {
+	ns := hostName(i)
+	if err := ipCommand("link", "set", "v"+hostName(i), "up"); err != nil {
 		return err
 	}
 	out, err := exec.Command("ip", "-n", ns, "route", "show", "type", "blackhole").Output()
@@ -196,7 +227,7 @@ func leftoverHosts() []string {
 }
 
 func isTestHost(name string) bool {
-	rest, ok := strings.CutPrefix(name, "fib")
+	rest, ok := strings.CutPrefix(name, netnsPrefix)
 	if !ok || rest == "" {
 		return false
 	}

@@ -6,7 +6,7 @@ package actors
 // States:
 //
 //	down     no link; a redial is scheduled with backoff (50 ms doubling
-//	         to 2 s, reset once a link is up)
+//	         to 500 ms, reset once a link is up)
 //	dialing  a goroutine dials and runs the handshake (peer_handshake.go)
 //	up       the transport runs; sends go out at once
 //	stopping the link is closed, nothing is sent or redialed
@@ -46,9 +46,14 @@ import (
 )
 
 const (
-	peerRedialMin   = 50 * time.Millisecond
-	peerRedialMax   = 2 * time.Second
-	peerDialTimeout = 2 * time.Second
+	peerRedialMin = 50 * time.Millisecond
+	// peerRedialMax and peerDialTimeout bound how long a healed peer
+	// waits for its link: a dial that was in flight into the cut (a peer
+	// on the same network answers one in well under a millisecond) ends
+	// within peerDialTimeout, and the next starts within peerRedialMax.
+	// Two dials a second to a dead peer cost nothing.
+	peerRedialMax   = 500 * time.Millisecond
+	peerDialTimeout = time.Second
 )
 
 type peerLinkState uint8

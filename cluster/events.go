@@ -30,6 +30,9 @@ const (
 type peerLiveness struct {
 	State string
 	Since time.Time
+	// Failures counts the Raft message streams to the peer that failed
+	// (a dial, or a write on a stream), since this node started.
+	Failures uint64
 }
 
 type eventListener struct {
@@ -58,9 +61,14 @@ func (l *eventListener) LeaderUpdated(info raftio.LeaderInfo) {
 func (l *eventListener) setPeer(address, state string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.peers[address].State != state {
-		l.peers[address] = peerLiveness{State: state, Since: l.now()}
+	peer := l.peers[address]
+	if state == LivenessUnreachable {
+		peer.Failures++
 	}
+	if peer.State != state {
+		peer.State, peer.Since = state, l.now()
+	}
+	l.peers[address] = peer
 }
 
 func (l *eventListener) snapshot() map[string]peerLiveness {

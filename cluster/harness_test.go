@@ -59,6 +59,8 @@ type testCluster struct {
 	dataDir string
 	fs      map[string]vfs.FS
 	nodes   map[string]*Node
+	// builtin names the nodes that run dragonboat's own TCP transport.
+	builtin map[string]bool
 }
 
 type clusterOption func(*Config)
@@ -146,6 +148,7 @@ func (c *testCluster) startOptions(id string) StartOptions {
 		options.FS = c.fs[id]
 		options.TransportFactory = &chanTransportFactory{}
 	}
+	options.BuiltinRaftTransport = c.builtin[id]
 	return options
 }
 

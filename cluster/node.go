@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fibrilmq/fibril/cluster/rafttransport"
 	"github.com/fibrilmq/fibril/tlsconfig"
 	"github.com/lni/dragonboat/v4"
 	"github.com/lni/dragonboat/v4/config"
@@ -41,9 +42,14 @@ type StartOptions struct {
 	// FS replaces the disk for Raft logs (tests pass vfs.NewStrictMem()). Keep
 	// the same FS to restart a node with its state.
 	FS config.IFS
-	// TransportFactory replaces dragonboat's TCP transport (tests pass a
-	// channel transport). Nil means TCP on the node's raft_address.
+	// TransportFactory replaces the Raft transport (tests pass a channel
+	// transport). Nil means rafttransport: TCP on the node's raft_address,
+	// with mutual TLS when the node has tls files.
 	TransportFactory config.TransportFactory
+	// BuiltinRaftTransport starts dragonboat's own TCP transport instead of
+	// rafttransport (which speaks the same bytes); the test that proves
+	// the two interoperate uses it, as a node of an older version would.
+	BuiltinRaftTransport bool
 	// ReplicaID is this node's Raft replica id, as its data directory
 	// recorded it (the broker's identity file). 0 means the id derived from
 	// the node id, which every node of a new cluster starts with.
@@ -97,11 +103,11 @@ type Node struct {
 // start from its tls files (NodeConfig.PeerTLS); nil without them.
 func (n *Node) PeerTLS() *tlsconfig.Node { return n.peerTLS }
 
-// ReloadTLS re-reads the node's tls files for the links that use PeerTLS
-// (on SIGHUP). Raft's transport reads the files itself: its dialing side
-// sees the new files at its next connection, its accepting side only
-// after a restart (docs/security.md). A broken file keeps the ones in
-// force, and the error says why. Without tls files it does nothing.
+// ReloadTLS re-reads the node's tls files (on SIGHUP) for every link that
+// uses PeerTLS: the peer links and Raft's transport, both their dialing
+// and accepting sides, from the next handshake on. A broken file keeps
+// the ones in force, and the error says why. Without tls files it does
+// nothing.
 func (n *Node) ReloadTLS() error {
 	if n.peerTLS == nil {
 		return nil
@@ -146,6 +152,9 @@ func Start(cfg *Config, nodeID string, options StartOptions) (*Node, error) {
 	if options.Join {
 		members, join = nil, true
 	}
+	if nodeHost.HasNodeInfo(CatalogShardID, node.replicaID) {
+		members, join = nil, false // a restart: the bootstrap record is in force (reconcile.go)
+	}
 	if err := nodeHost.StartReplica(members, join, newCatalogMachine(node.kickReconcile), node.raftConfig(CatalogShardID)); err != nil {
 		nodeHost.Close()
 		return nil, fmt.Errorf("cluster: start catalog shard on %s: %w", nodeID, err)
@@ -189,9 +198,13 @@ func (n *Node) nodeHostConfig(options StartOptions) config.NodeHostConfig {
 			raftDir = absolute
 		}
 	}
+	transport := options.TransportFactory
+	if transport == nil && !options.BuiltinRaftTransport { // TCP on raft_address, with the peer links' TLS
+		transport = &rafttransport.Factory{TLS: n.peerTLS, Logger: n.logger}
+	}
 	var mutualTLS bool
 	var caFile, certFile, keyFile string
-	if tls := n.self.TLS; tls != nil { // dragonboat reads the files itself (tls.go)
+	if tls := n.self.TLS; tls != nil && transport == nil { // the built-in transport reads the files itself
 		mutualTLS, caFile, certFile, keyFile = true, tls.CAFile, tls.CertFile, tls.KeyFile
 	}
 	return config.NodeHostConfig{
@@ -205,7 +218,7 @@ func (n *Node) nodeHostConfig(options StartOptions) config.NodeHostConfig {
 		Expert: config.ExpertConfig{
 			LogDB:            config.GetTinyMemLogDBConfig(),
 			FS:               options.FS,
-			TransportFactory: options.TransportFactory,
+			TransportFactory: transport,
 		},
 	}
 }

@@ -220,11 +220,17 @@ func (r *reconciler) startAndStopShards(state *CatalogState) {
 		if _, hosted := r.hosted[shardID]; hosted {
 			continue
 		}
-		members := view.Members
-		if view.Join {
+		members, join := view.Members, view.Join
+		if join {
 			members = nil
 		}
-		err := n.nodeHost.StartReplica(members, view.Join, newCoordMachine(n.kickReconcile), n.raftConfig(shardID))
+		if n.nodeHost.HasNodeInfo(shardID, n.replicaID) {
+			// A restart: this replica's bootstrap record is in force. The
+			// catalog's member list may have changed since (a replica
+			// replaced), and dragonboat refuses a list that differs.
+			members, join = nil, false
+		}
+		err := n.nodeHost.StartReplica(members, join, newCoordMachine(n.kickReconcile), n.raftConfig(shardID))
 		if err != nil && !errors.Is(err, dragonboat.ErrShardAlreadyExist) {
 			n.logger.Warn("start coordination shard failed; will retry", "queue", view.Queue, "partition", view.Partition, "shard", shardID, "error", err)
 			continue

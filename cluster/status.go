@@ -30,6 +30,11 @@ type NodeStatus struct {
 	// LivenessUnknown; see events.go for what each means.
 	Liveness      string    `json:"liveness"`
 	LivenessSince time.Time `json:"liveness_since,omitzero"`
+	// RaftConnectionFailures counts this node's Raft message streams to
+	// that node that failed (a dial, or a write), since this node
+	// started: climbing while the node is up means messages to it are
+	// being dropped.
+	RaftConnectionFailures uint64 `json:"raft_connection_failures"`
 }
 
 // ShardStatus is one Raft shard hosted by this node.
@@ -72,6 +77,7 @@ func (n *Node) Status() Status {
 		}
 		if peer, found := peers[node.RaftAddress]; found {
 			nodeStatus.Liveness, nodeStatus.LivenessSince = peer.State, peer.Since
+			nodeStatus.RaftConnectionFailures = peer.Failures
 		}
 		if node.ID == n.self.ID {
 			nodeStatus.Liveness, nodeStatus.LivenessSince = LivenessSelf, time.Time{}

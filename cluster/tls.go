@@ -4,8 +4,8 @@ package cluster
 // names it (docs/cluster.md, docs/security.md):
 //
 //	nodes[i].tls         {"ca_file", "cert_file", "key_file"}: the cluster CA,
-//	                     this node's certificate and key. Raft (dragonboat's
-//	                     transport) and the peer links of replication use them:
+//	                     this node's certificate and key. Raft's transport and
+//	                     the peer links of replication use them:
 //	                     mutual TLS, a peer's certificate must chain to the CA.
 //	nodes[i].client_tls  {"cert_file", "key_file", "client_ca_file",
 //	                     "require_client_cert"}: the client listener's.
@@ -14,11 +14,7 @@ package cluster
 // Every node has tls or none: a node without it could not speak to the
 // others. Relative paths are relative to the process's working directory.
 //
-// Raft's transport takes file names, not a *tls.Config: dragonboat reads
-// the three files once when its transport starts (its accepting side) and
-// again at every connection it dials. So a renewed certificate reaches
-// Raft's dialing side at once and its accepting side at the next restart
-// (docs/security.md, "Raft's transport"). The peer links use the
+// Raft's transport (rafttransport) and the peer links both use the
 // *tlsconfig.Node that PeerTLS builds, which reloads on Node.ReloadTLS.
 
 import (

@@ -231,7 +231,7 @@ func (s *security) reload(broker *actors.Broker, logger *slog.Logger) {
 		if err := s.node.ReloadTLS(); err != nil {
 			logger.Error("node certificates not reloaded", "err", err)
 		} else {
-			logger.Info("node certificates reloaded; Raft's accepting side uses the new ones after a restart")
+			logger.Info("node certificates reloaded; new Raft and peer handshakes use them")
 		}
 	}
 }
