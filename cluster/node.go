@@ -91,6 +91,9 @@ type Node struct {
 	watchers map[*Watch]struct{} // nil after Close; guarded by watchMu
 
 	peerTLS *tlsconfig.Node // the node's tls files; nil without them (tls.go)
+
+	// beforeReplaceRecorded is a test seam of ReplaceReplica (replace.go).
+	beforeReplaceRecorded atomic.Pointer[func(nodeID string, replicaID uint64)]
 }
 
 // PeerTLS is the mutual TLS of this node's links to the others, built at
