@@ -29,6 +29,18 @@ type catalogMachine struct {
 	// changed is called after every update or recovery that may have changed
 	// the state. It must not block (it kicks the node's reconcile loop).
 	changed func()
+	// beforeUpdate, when set, runs before each command applies (a test
+	// seam, StartOptions.beforeCatalogUpdate).
+	beforeUpdate func(command catalogCommand)
+}
+
+// withBeforeUpdate makes create's machines call hook before each update.
+func withBeforeUpdate(create sm.CreateStateMachineFunc, hook func(command catalogCommand)) sm.CreateStateMachineFunc {
+	return func(shardID, replicaID uint64) sm.IStateMachine {
+		machine := create(shardID, replicaID).(*catalogMachine)
+		machine.beforeUpdate = hook
+		return machine
+	}
 }
 
 func newCatalogMachine(changed func()) sm.CreateStateMachineFunc {
@@ -41,6 +53,9 @@ func (m *catalogMachine) Update(entry sm.Entry) (sm.Result, error) {
 	var command catalogCommand
 	if err := msgpack.Unmarshal(entry.Cmd, &command); err != nil {
 		panic(fmt.Sprintf("cluster: catalog entry %d does not decode: %v", entry.Index, err))
+	}
+	if m.beforeUpdate != nil {
+		m.beforeUpdate(command)
 	}
 	before := m.state.Revision
 	result := m.state.Apply(command)

@@ -54,6 +54,9 @@ type StartOptions struct {
 	// coordination shard that names it joined, instead of starting them as
 	// an initial member.
 	Join bool
+	// beforeCatalogUpdate, when set, runs in this node's catalog state
+	// machine before each command applies (a test seam: a slow apply).
+	beforeCatalogUpdate func(command catalogCommand)
 }
 
 // Node is one running cluster node.
@@ -149,7 +152,11 @@ func Start(cfg *Config, nodeID string, options StartOptions) (*Node, error) {
 	if options.Join {
 		members, join = nil, true
 	}
-	if err := nodeHost.StartReplica(members, join, newCatalogMachine(node.kickReconcile), node.raftConfig(CatalogShardID)); err != nil {
+	catalogMachine := newCatalogMachine(node.kickReconcile)
+	if hook := options.beforeCatalogUpdate; hook != nil {
+		catalogMachine = withBeforeUpdate(catalogMachine, hook)
+	}
+	if err := nodeHost.StartReplica(members, join, catalogMachine, node.raftConfig(CatalogShardID)); err != nil {
 		nodeHost.Close()
 		return nil, fmt.Errorf("cluster: start catalog shard on %s: %w", nodeID, err)
 	}
