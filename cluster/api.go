@@ -127,6 +127,23 @@ func (n *Node) SetSetting(ctx context.Context, key, value string) error {
 	return err
 }
 
+// CatchUpCatalog returns once this node's catalog replica has applied
+// every change committed before the call (a linearizable read of the
+// revision: ReadIndex, then the local apply): local reads after it
+// (LocalCatalog, LookupLocal, Owner) see those changes.
+func (n *Node) CatchUpCatalog(ctx context.Context) error {
+	_, err := n.read(ctx, CatalogShardID, catalogRevisionQuery{})
+	return err
+}
+
+// SetBeforeCatalogUpdate installs a test seam: hook runs in this node's
+// catalog state machine, with the command's name ("declare", "delete",
+// ...), before each command applies, so a test can slow one node's apply.
+// Nil removes it.
+func (n *Node) SetBeforeCatalogUpdate(hook func(command string)) {
+	n.beforeCatalogUpdate.Store(&hook)
+}
+
 // Catalog is a linearizable read of the whole catalog.
 func (n *Node) Catalog(ctx context.Context) (CatalogView, error) {
 	value, err := n.read(ctx, CatalogShardID, catalogQuery{})

@@ -172,6 +172,17 @@ const (
 	commandBeginReplace
 )
 
+// String names a command kind ("delete", ...), for logs and test seams.
+func (kind commandKind) String() string {
+	names := map[commandKind]string{commandInit: "init", commandDeclare: "declare", commandDelete: "delete",
+		commandSetSetting: "set-setting", commandOwnerHint: "owner-hint", commandReplaceReplica: "replace-replica",
+		commandAppliedMode: "applied-mode", commandBeginReplace: "begin-replace"}
+	if name, known := names[kind]; known {
+		return name
+	}
+	return fmt.Sprintf("command-%d", uint8(kind))
+}
+
 // catalogCommand is one proposal to the catalog shard.
 type catalogCommand struct {
 	Kind    commandKind  `msgpack:"kind"`

@@ -15,25 +15,16 @@ import (
 // unknown_queue (docs/durability.md, "Found by the cluster suite").
 func TestDeleteWhoseFirstAttemptAppliedLateSucceeds(t *testing.T) {
 	cluster := newMemoryCluster(t, 3)
-	var slowOnce sync.Once
-	for _, node := range cluster.config.Nodes {
-		options := cluster.startOptions(node.ID)
-		if node.ID == "node3" {
-			// node3 applies the first delete long after the proposal
-			// attempt's timeout (2 election timeouts, 200 ms here).
-			options.beforeCatalogUpdate = func(command catalogCommand) {
-				if command.Kind == commandDelete {
-					slowOnce.Do(func() { time.Sleep(time.Second) })
-				}
-			}
-		}
-		started, err := Start(cluster.config, node.ID, options)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cluster.nodes[node.ID] = started
-	}
+	cluster.startAll()
 	cluster.waitReady(testTimeout)
+	// node3 applies the first delete long after the proposal attempt's
+	// timeout (2 election timeouts, 200 ms here).
+	var slowOnce sync.Once
+	cluster.node("node3").SetBeforeCatalogUpdate(func(command string) {
+		if command == "delete" {
+			slowOnce.Do(func() { time.Sleep(time.Second) })
+		}
+	})
 	ctx := testContext(t)
 	if _, _, err := cluster.node("node1").Declare(ctx, QueueDecl{Name: "brief", Replicas: 3}); err != nil {
 		t.Fatal(err)

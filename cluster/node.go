@@ -54,9 +54,6 @@ type StartOptions struct {
 	// coordination shard that names it joined, instead of starting them as
 	// an initial member.
 	Join bool
-	// beforeCatalogUpdate, when set, runs in this node's catalog state
-	// machine before each command applies (a test seam: a slow apply).
-	beforeCatalogUpdate func(command catalogCommand)
 }
 
 // Node is one running cluster node.
@@ -97,6 +94,9 @@ type Node struct {
 
 	// beforeReplaceRecorded is a test seam of ReplaceReplica (replace.go).
 	beforeReplaceRecorded atomic.Pointer[func(nodeID string, replicaID uint64)]
+	// beforeCatalogUpdate is a test seam of the catalog state machine
+	// (SetBeforeCatalogUpdate).
+	beforeCatalogUpdate atomic.Pointer[func(command string)]
 }
 
 // PeerTLS is the mutual TLS of this node's links to the others, built at
@@ -152,10 +152,7 @@ func Start(cfg *Config, nodeID string, options StartOptions) (*Node, error) {
 	if options.Join {
 		members, join = nil, true
 	}
-	catalogMachine := newCatalogMachine(node.kickReconcile)
-	if hook := options.beforeCatalogUpdate; hook != nil {
-		catalogMachine = withBeforeUpdate(catalogMachine, hook)
-	}
+	catalogMachine := withBeforeUpdate(newCatalogMachine(node.kickReconcile), &node.beforeCatalogUpdate)
 	if err := nodeHost.StartReplica(members, join, catalogMachine, node.raftConfig(CatalogShardID)); err != nil {
 		nodeHost.Close()
 		return nil, fmt.Errorf("cluster: start catalog shard on %s: %w", nodeID, err)
