@@ -223,6 +223,10 @@ func (p *identityProber) run(ctx context.Context) (ClusterIdentity, error) {
 		}
 		select {
 		case <-ctx.Done():
+			if p.pendingReplicaID != 0 {
+				return ClusterIdentity{}, fmt.Errorf("%w: this node asked to be replaced under replica id %d at an earlier start, and none of the %d peers that answered before %v has an initialised catalog; start the other nodes",
+					ErrIdentityUndecided, p.pendingReplicaID, len(answered), ctx.Err())
+			}
 			return ClusterIdentity{}, fmt.Errorf("%w: %d of %d peers answered before %v; start the other nodes (a node that lost its data needs one of them up)",
 				ErrIdentityUndecided, len(answered), len(p.config.Nodes)-1, ctx.Err())
 		case <-time.After(identityProbeInterval):

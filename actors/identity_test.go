@@ -2,11 +2,14 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fibrilmq/fibril/cluster"
 )
@@ -34,6 +37,41 @@ func TestIdentityFileKeepsJoined(t *testing.T) {
 		if identity.ReplicaID != 77 || identity.Join != joined || identity.Decided != "identity file" {
 			t.Fatalf("identity file with joined=%v: got %+v", joined, identity)
 		}
+	}
+}
+
+// Identity files written before the pending mark existed load as they
+// did; a pending one is not taken as decided: the node asks its peers
+// again under the recorded id (here no peer answers, so it does not start).
+func TestIdentityFileFormats(t *testing.T) {
+	dir := t.TempDir()
+	config := &cluster.Config{Nodes: []cluster.NodeConfig{
+		{ID: "node1", DataDir: filepath.Join(dir, "node1"), PeerAddress: "127.0.0.1:0"},
+		{ID: "node2", DataDir: filepath.Join(dir, "node2"), PeerAddress: "127.0.0.1:1"},
+	}, Cluster: cluster.ClusterSettings{Secret: "test-cluster-secret"}}
+	path := filepath.Join(dir, "node1", identityFileName)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(`{"node_id":"node1","replica_id":77,"joined":true}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	identity, err := PrepareClusterIdentity(context.Background(), config, "node1", nil)
+	if err != nil || identity.ReplicaID != 77 || !identity.Join {
+		t.Fatalf("an identity file without the pending mark: %+v, %v", identity, err)
+	}
+	if err := writeIdentity(path, nodeIdentity{NodeID: "node1", ReplicaID: 88, Joined: true, Pending: true}); err != nil {
+		t.Fatal(err)
+	}
+	stored, found, err := readIdentity(path)
+	if err != nil || !found || !stored.Pending || stored.ReplicaID != 88 {
+		t.Fatalf("pending identity read back as %+v, %v, %v", stored, found, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if identity, err := PrepareClusterIdentity(ctx, config, "node1", nil); !errors.Is(err, ErrIdentityUndecided) ||
+		!strings.Contains(err.Error(), "88") {
+		t.Fatalf("a pending identity without peers decided %+v, %v", identity, err)
 	}
 }
 
