@@ -119,7 +119,8 @@ type publishPhase uint8
 const (
 	phaseQueued  publishPhase = iota // handed to an outbox, not yet taken by a writer
 	phaseBatched                     // in the writer's frame being built
-	phaseSent                        // encoded, in its connection's pending table (or parked after not_owner)
+	phaseSent                        // encoded, in its connection's pending table
+	phaseHeld                        // held in its queue's lane (lane.go): refused with not_owner, or behind such
 	phaseDone                        // completed
 )
 
@@ -147,6 +148,13 @@ type PublishFuture struct {
 	conn     *conn // the connection whose writer took it last
 	expired  bool
 	deadline *time.Timer
+
+	// Guarded by Client.lanes.mu (lane.go): the lane that counts or holds
+	// the publish, and the connection that refused it with not_owner.
+	lane      *lane
+	counted   bool // unresolved on lane.conn
+	held      bool // in lane.held
+	refusedBy *conn
 
 	result Confirm
 	done   chan struct{}
@@ -257,10 +265,11 @@ func (c *Client) publish(ctx context.Context, queue string, message Message, not
 	future.seq = c.nextPublishID.Add(1)
 	future.firstSent = time.Now()
 	c.armDeadline(future, settings)
-	if err := c.sendPublish(ctx, future, c.linkFor(queue)); err != nil {
-		c.refuseQueued(future, Confirm{Err: err})
+	if err := c.sendInOrder(ctx, future); err != nil && c.refuseQueued(future, Confirm{Err: err}) {
 		return nil, err
 	}
+	// Sent, held behind its queue's earlier publishes, or completed by its
+	// deadline while it waited for a connection.
 	return future, nil
 }
 
@@ -286,16 +295,15 @@ func (c *Client) armDeadline(future *PublishFuture, settings publishSettings) {
 	future.mu.Unlock()
 }
 
-// sendPublish hands a publish to the connection of target.
+// sendPublish hands a publish to the connection of target, outside its
+// queue's lane (a retry of an unknown outcome, retry.go); errStopped when
+// its deadline completed it while it waited.
 func (c *Client) sendPublish(ctx context.Context, future *PublishFuture, target *link) error {
-	connection, err := target.connection(ctx)
+	connection, err := target.connectionUntil(ctx, future.done)
 	if err != nil {
 		return err
 	}
-	if c.publishFrameOverhead()+len(future.queue)+future.encodedBytes > int(connection.peerMaxBody) {
-		return ErrMessageTooLarge
-	}
-	return connection.enqueue(ctx, outbound{publish: future})
+	return c.handOver(ctx, future, connection)
 }
 
 // publishFrameOverhead is a publish frame's body size without its queue
@@ -335,18 +343,19 @@ func (c *Client) finishQueued(future *PublishFuture, result Confirm) {
 
 // refuseQueued completes a publish that never reached a connection, its
 // error returned to the caller rather than notified; unless its deadline
-// completed it first (the timer may fire while sendPublish waits for a
-// connection), in which case nothing of it is touched: notify is written
-// only under the lock, by whoever completes it.
-func (c *Client) refuseQueued(future *PublishFuture, result Confirm) {
+// completed it first (the timer may fire while sendInOrder waits for a
+// connection), in which case nothing of it is touched (notify is written
+// only under the lock, by whoever completes it) and it reports false.
+func (c *Client) refuseQueued(future *PublishFuture, result Confirm) bool {
 	future.mu.Lock()
 	if future.phase == phaseDone {
 		future.mu.Unlock()
-		return
+		return false
 	}
 	future.phase, future.notify = phaseDone, false
 	future.mu.Unlock()
 	c.complete(future, result)
+	return true
 }
 
 // expirePublish runs when a publish's deadline passes: it completes the
@@ -356,7 +365,10 @@ func (c *Client) expirePublish(future *PublishFuture) {
 	switch future.phase {
 	case phaseDone:
 		future.mu.Unlock()
-	case phaseQueued:
+	case phaseQueued, phaseHeld:
+		// Waiting for a connection, in an outbox, or held in its lane:
+		// completed here; whoever waits for it stops (its done closes), a
+		// writer skips it, its lane lets it go (release).
 		future.phase = phaseDone
 		future.mu.Unlock()
 		c.complete(future, Confirm{Err: ErrPublishTimeout})
@@ -412,6 +424,7 @@ func (c *Client) complete(future *PublishFuture, result Confirm) {
 	if timer := future.deadline; timer != nil {
 		timer.Stop()
 	}
+	c.release(future)
 	result.Seq, result.Queue, result.Tag = future.seq, future.queue, future.tag
 	future.result = result
 	future.payload, future.headers, future.messageID = nil, nil, nil
