@@ -16,7 +16,9 @@ import (
 //
 // Goroutines: per connection one reader and one writer; per node address
 // one supervisor that reconnects; one per subscription with a handler; one
-// for the Confirms channel when it is enabled. None per message.
+// for the Confirms channel when it is enabled; one per queue whose
+// publishes are held behind a redirect (lane.go), while they are. None per
+// message.
 type Client struct {
 	options Options
 	ctx     context.Context // canceled by Close

@@ -6,14 +6,18 @@ package client
 // wire sequence number and packs it with its neighbours. The confirm
 // (a range, with its boundary) completes the future. A publish refused
 // with not_owner was not stored, so it is sent again to the owner the
-// redirect names; a publish whose connection ends has an unknown outcome
-// and fails with ErrConnectionLost.
+// redirect names, ahead of its queue's later publishes (lane.go); a
+// publish whose connection ends has an unknown outcome and fails with
+// ErrConnectionLost.
 //
 // A publish may have a deadline (Options.PublishTimeout, WithDeadline, or
 // Publish's context): when it passes first, the publish fails with
-// ErrPublishTimeout and is taken out of its connection's pending table, so
-// a late confirm finds nothing. Who may complete a publish at each moment
-// is decided by its phase (publishPhase).
+// ErrPublishTimeout wherever it is (waiting for a connection or for room
+// in an outbox, held in its queue's lane, or sent: it is then taken out
+// of its connection's pending table, so a late confirm finds nothing),
+// and whoever waited for it stops. Who may complete a publish at each
+// moment is decided by its phase (publishPhase). The publishes of one
+// queue keep their order across redirects through its lane (lane.go).
 //
 // Invariant: every future is completed exactly once (a second completion
 // by an owner panics), and each completion returns its window place, at
@@ -189,6 +193,18 @@ func (f *PublishFuture) Wait(ctx context.Context) (Confirm, error) {
 // publish's deadline: the publish then fails with ErrPublishTimeout and
 // leaves the window, so nothing of it stays in flight. The message's
 // buffers may be reused once Publish returns.
+//
+// Order: the publishes to one queue that one Client makes one after
+// another (each Publish or PublishAsync returned before the next began)
+// are stored in that order, across redirects too: a publish refused with
+// not_owner is sent again to the owner before any later publish to its
+// queue, and the later ones wait for it (keeping their window places).
+// This is not promised across Clients, across queues, or for calls made
+// concurrently; a publish that fails is outside it (one refused by the
+// node was not stored; one that failed with ErrConnectionLost or
+// ErrPublishTimeout may have been, and a copy you publish again comes
+// after the later ones; one RetryUnknownPublishes sends again may be
+// stored after later ones).
 func (c *Client) Publish(ctx context.Context, queue string, message Message, options ...PublishOption) (Confirm, error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		options = append(options, WithDeadline(deadline))
