@@ -130,9 +130,12 @@
 // ahead of the later publishes to their queue: those wait (holding their
 // window places) until the refused ones, and any still unanswered on the
 // connection the queue is leaving, have gone out or ended, then follow in
-// the order they were made. The redirect's node may be down: the wait
-// ends at each publish's deadline, or with ErrConnectionLost at once when
-// the Client does not wait for reconnects.
+// the order they were made. The redirect's node may be down: the refused
+// publishes then fail at their deadlines (with WaitForReconnect; at once
+// with ErrConnectionLost without it), the later ones wait behind them
+// until then and go on to wherever the queue is routed by then. With
+// WaitForReconnect, set a PublishTimeout: without a deadline, a queue's
+// publishes can wait for a node that never returns until Close.
 // The SDK speaks protocol version 2, whose redirects carry the owner's
 // epoch: a redirect naming an older epoch than one it already followed
 // for the queue (from a node that has not heard of a failover yet) is not

@@ -33,12 +33,12 @@ package client
 // publishes whose redirect has not come). A lane with nothing unresolved
 // or held is forgotten.
 //
-// Invariants: len(held) > 0 implies draining (the drainer is the only one
-// to hand publishes over while it runs, so nothing overtakes its batch); held is sorted by publish
-// number; every counted publish is counted once, on its lane's conn; a
-// publish is held or counted, never both. Lock order: laneSet.mu, then a
-// future's mu; nothing is completed, and no route is looked up, under
-// laneSet.mu.
+// Invariants: len(held) > 0 implies draining, and while a drainer runs
+// it alone hands the lane's publishes over (so nothing overtakes its
+// batch); held is sorted by publish number; every counted publish is
+// counted once, on its lane's conn; a publish is held or counted, never
+// both. Lock order: laneSet.mu, then a future's mu; nothing is completed,
+// and no route is looked up, under laneSet.mu.
 
 import (
 	"context"
@@ -64,9 +64,11 @@ type lane struct {
 	unresolved int              // publishes handed to conn, not yet answered
 	held       []*PublishFuture // waiting to go out, by publish number
 	awaiting   *conn            // refused publishes wait for this connection's redirect; nil: none
-	target     *link            // where the held publishes go next: the redirect's node; nil: the queue's route
-	draining   bool             // a drainer runs
-	changed    chan struct{}    // while draining: closed and replaced when the drainer should look again
+	// target is where the held publishes go while refused ones are among
+	// them: the node their redirect named; nil: the queue's route.
+	target   *link
+	draining bool          // a drainer runs
+	changed  chan struct{} // while draining: closed and replaced when the drainer should look again
 }
 
 func newLaneSet() laneSet { return laneSet{byQueue: make(map[string]*lane)} }
@@ -290,25 +292,29 @@ func (c *Client) refuse(connection *conn, queue string, futures []*PublishFuture
 }
 
 // redirected tells the lane of queue that connection's redirect named
-// target: the publishes it refused go there. A redirect back to the node
+// target: the publishes it refused go there (also when a route known at
+// the refusal had sent them elsewhere: the redirect is newer). A redirect back to the node
 // that refused them fails them with refusal; once the Client is closed
 // (target nil) they fail with ErrClosed.
 func (c *Client) redirected(connection *conn, queue string, target *link, refusal error) {
 	var failed []*PublishFuture
 	c.lanes.mu.Lock()
 	l := c.lanes.byQueue[queue]
-	if l == nil || l.awaiting != connection {
+	refusedHere := func(f *PublishFuture) bool { return f.refusedBy == connection }
+	if l == nil || (l.awaiting != connection && !slices.ContainsFunc(l.held, refusedHere)) {
 		c.lanes.mu.Unlock()
 		return
 	}
-	l.awaiting = nil
+	if l.awaiting == connection {
+		l.awaiting = nil
+	}
 	if target == nil {
 		refusal = ErrClosed
 	}
 	if target == nil || target == connection.link {
 		kept := l.held[:0]
 		for _, future := range l.held {
-			if future.refusedBy == connection {
+			if refusedHere(future) {
 				future.lane, future.held = nil, false
 				failed = append(failed, future)
 			} else {
@@ -374,6 +380,11 @@ func (c *Client) drain(l *lane) {
 				c.finishHeld(future, Confirm{Err: ErrClosed})
 			}
 			return
+		}
+		if l.target != nil && !slices.ContainsFunc(l.held, func(f *PublishFuture) bool { return f.refusedBy != nil }) {
+			// The refused publishes ended (their deadlines): the rest were
+			// never refused and go wherever their queue is routed now.
+			l.target = nil
 		}
 		changed, target, awaiting := l.changed, l.target, l.awaiting != nil
 		c.lanes.mu.Unlock()

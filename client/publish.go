@@ -227,9 +227,10 @@ func (c *Client) Publish(ctx context.Context, queue string, message Message, opt
 }
 
 // PublishAsync queues one message for publishing and returns at once with
-// its future; ctx bounds only the wait for room in the window and the
-// outbox. Publishes pipeline: many are in flight at once, and those queued
-// together for one queue share a frame. With Options.Confirms the outcome
+// its future; ctx bounds only the wait for room in the window, for a
+// connection and for the outbox. Publishes pipeline: many are in flight
+// at once, and those queued together for one queue share a frame; one
+// queue's are stored in the order of the calls (see Publish, "Order"). With Options.Confirms the outcome
 // is also sent on the Confirms channel (unless WithCallback is given).
 //
 // Buffer ownership: the SDK keeps message.Payload and the header values

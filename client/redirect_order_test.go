@@ -152,6 +152,45 @@ func TestARedirectedPublishEndsAtItsDeadline(t *testing.T) {
 	}
 }
 
+// Publishes held behind one whose redirect named a node that is down go
+// on once that one's deadline has passed: to wherever their queue is
+// routed then (here, after a failover, the new owner), not to the node
+// that is down.
+func TestPublishesBehindARedirectToADeadNodeGoOnAfterItsDeadline(t *testing.T) {
+	home := startServer(t, clienttest.Config{})
+	owner := startServer(t, clienttest.Config{NodeID: "owner"})
+	declare(t, dial(t, client.Options{}, owner), "orders", client.QueueConfig{})
+	home.Redirect("orders", "gone", deadAddress(t))
+	c := dial(t, client.Options{WaitForReconnect: true}, home)
+	ctx := guardedContext(t)
+	first, err := c.PublishAsync(ctx, "orders", client.Message{Payload: []byte("first")},
+		client.WithPublishTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	await(t, home, "the first refusal", func(s clienttest.Stats) bool { return s.Rejected == 1 })
+	// The pong comes after the refusal and its redirect: once it is in,
+	// the client holds the first publish for the node that is down.
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	home.Redirect("orders", "owner", owner.Addr()) // the queue failed over
+	later, err := c.PublishAsync(ctx, "orders", client.Message{Payload: []byte("later")},
+		client.WithPublishTimeout(hangGuard/2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Wait(ctx); !errors.Is(err, client.ErrPublishTimeout) {
+		t.Fatalf("the publish redirected to the node that is down: %v; want ErrPublishTimeout", err)
+	}
+	if confirm, err := later.Wait(ctx); err != nil {
+		t.Fatalf("the publish behind it: %+v %v; want it stored by the new owner", confirm, err)
+	}
+	if state, _ := owner.Queue("orders"); len(state.Payloads) != 1 || string(state.Payloads[0]) != "later" {
+		t.Fatalf("the new owner stored %q, want only the later publish", state.Payloads)
+	}
+}
+
 // A publish that waits for its Client to reconnect (WaitForReconnect)
 // ends at its deadline: Publish returns ErrPublishTimeout instead of
 // waiting for the node.
