@@ -130,12 +130,15 @@
 // ahead of the later publishes to their queue: those wait (holding their
 // window places) until the refused ones, and any still unanswered on the
 // connection the queue is leaving, have gone out or ended, then follow in
-// the order they were made. The redirect's node may be down: the refused
-// publishes then fail at their deadlines (with WaitForReconnect; at once
-// with ErrConnectionLost without it), the later ones wait behind them
-// until then and go on to wherever the queue is routed by then. With
-// WaitForReconnect, set a PublishTimeout: without a deadline, a queue's
-// publishes can wait for a node that never returns until Close.
+// the order they were made. The redirect's node may be down (a failover
+// not yet known to the node that redirected). Without WaitForReconnect
+// the refused publishes then fail at once with ErrConnectionLost; with
+// it, each time that node fails another connection attempt they go to
+// wherever the queue is routed instead (the route to the node that is
+// down is dropped, so home, which names the new owner once it knows),
+// until they are stored or their deadlines pass; such a detour does not
+// count against MaxRedirects. The later publishes wait behind them
+// meanwhile, and every publish's deadline ends its wait.
 // The SDK speaks protocol version 2, whose redirects carry the owner's
 // epoch: a redirect naming an older epoch than one it already followed
 // for the queue (from a node that has not heard of a failover yet) is not

@@ -21,8 +21,9 @@ package client
 // one per lane that holds publishes, sends them out in that order on one
 // connection once nothing is unresolved elsewhere and, for refused ones,
 // once the redirect has named their queue's owner (or the connection that
-// refused them ended: they then go wherever the queue is routed). It exits
-// when the lane holds nothing.
+// refused them ended: they then go wherever the queue is routed; so they
+// do when the named node is down, see drain). It exits when the lane
+// holds nothing.
 //
 // A held publish keeps its window place, so the window bounds what lanes
 // hold. Its deadline completes it where it is (expirePublish), and its
@@ -262,7 +263,11 @@ func (c *Client) refuse(connection *conn, queue string, futures []*PublishFuture
 			future.lane.unresolved--
 		}
 		future.lane = nil
-		future.redirects++
+		if future.rerouted {
+			future.rerouted = false // a detour around a node that is down (drain)
+		} else {
+			future.redirects++
+		}
 		if future.redirects > c.options.MaxRedirects {
 			overBudget = append(overBudget, future)
 			continue
@@ -361,54 +366,53 @@ func (c *Client) finishHeld(future *PublishFuture, result Confirm) {
 
 // drain is a lane's drainer: it sends the held publishes out, in order, as
 // the file comment says, and returns when the lane holds nothing.
+//
+// While refused publishes are held, they go to the node their redirect
+// named. When that node is down, the drainer waits for it (bounded by the
+// publishes' deadlines) without WaitForReconnect failing only the
+// refused ones; with it, once the node has failed one more connection
+// attempt while they waited, they go to wherever the queue is routed
+// instead (the route to a node that is gone is dropped: home, which
+// redirects to the new owner after a failover). That detour does not
+// count against MaxRedirects, and the node's reconnect backoff paces it.
 func (c *Client) drain(l *lane) {
 	defer c.resending.Done()
+	var lostLink *link            // the named node, when it was seen down
+	var lostSince <-chan struct{} // its change channel then: closed once it failed again
 	for {
-		c.lanes.mu.Lock()
-		if len(l.held) == 0 {
-			l.draining, l.awaiting, l.target, l.changed = false, nil, nil, nil
-			c.lanes.forgetIfIdleLocked(l)
-			c.lanes.mu.Unlock()
+		changed, named, awaiting, running := c.drainLook(l)
+		if !running {
 			return
 		}
-		if c.isClosed() {
-			held := c.takeHeldLocked(l)
-			l.draining, l.awaiting, l.target, l.changed = false, nil, nil, nil
-			c.lanes.forgetIfIdleLocked(l)
-			c.lanes.mu.Unlock()
-			for _, future := range held {
-				c.finishHeld(future, Confirm{Err: ErrClosed})
-			}
-			return
-		}
-		if l.target != nil && !slices.ContainsFunc(l.held, func(f *PublishFuture) bool { return f.refusedBy != nil }) {
-			// The refused publishes ended (their deadlines): the rest were
-			// never refused and go wherever their queue is routed now.
-			l.target = nil
-		}
-		changed, target, awaiting := l.changed, l.target, l.awaiting != nil
-		c.lanes.mu.Unlock()
 		if awaiting {
 			c.awaitChange(changed, nil)
 			continue
 		}
+		target := named
 		if target == nil {
 			target = c.linkFor(l.queue)
 		}
 		connection, linkChanged, err := target.poll()
-		if err != nil {
-			c.lanes.mu.Lock()
-			held := c.takeHeldLocked(l)
-			c.lanes.mu.Unlock()
-			for _, future := range held {
-				c.finishHeld(future, Confirm{Err: err})
-			}
+		switch {
+		case err != nil:
+			c.failHeld(l, err, named != nil)
 			continue
-		}
-		if connection == nil {
+		case connection == nil && named != nil && target.lost():
+			if lostLink == target && isClosed(lostSince) {
+				c.reroute(l, target)
+				lostLink, lostSince = nil, nil
+				continue
+			}
+			if lostLink != target {
+				lostLink, lostSince = target, linkChanged
+			}
+			c.awaitChange(changed, linkChanged)
+			continue
+		case connection == nil:
 			c.awaitChange(changed, linkChanged)
 			continue
 		}
+		lostLink, lostSince = nil, nil
 		batch, ready := c.takeBatch(l, changed, connection)
 		if !ready {
 			c.awaitChange(changed, nil)
@@ -421,6 +425,88 @@ func (c *Client) drain(l *lane) {
 				}
 				c.finishQueued(future, Confirm{Err: err})
 			}
+		}
+	}
+}
+
+// drainLook is where each round of a drainer begins: it returns what the
+// drainer waits on and where the held publishes go (the named node, or
+// nil: the queue's route), and false when the drainer is done (the lane
+// holds nothing, or the Client closed: what it held fails with
+// ErrClosed).
+func (c *Client) drainLook(l *lane) (changed <-chan struct{}, named *link, awaiting, running bool) {
+	c.lanes.mu.Lock()
+	if len(l.held) == 0 || c.isClosed() {
+		held := c.takeHeldLocked(l)
+		l.draining, l.awaiting, l.target, l.changed = false, nil, nil, nil
+		c.lanes.forgetIfIdleLocked(l)
+		c.lanes.mu.Unlock()
+		for _, future := range held {
+			c.finishHeld(future, Confirm{Err: ErrClosed})
+		}
+		return nil, nil, false, false
+	}
+	if l.target != nil && !slices.ContainsFunc(l.held, isRefused) {
+		// The refused publishes ended (their deadlines): the rest were
+		// never refused and go wherever their queue is routed now.
+		l.target = nil
+	}
+	changed, named, awaiting = l.changed, l.target, l.awaiting != nil
+	c.lanes.mu.Unlock()
+	return changed, named, awaiting, true
+}
+
+func isRefused(f *PublishFuture) bool { return f.refusedBy != nil }
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// failHeld fails the held publishes with err: the refused ones only when
+// err is about the node their redirect named (the others go on to the
+// queue's route).
+func (c *Client) failHeld(l *lane, err error, onlyRefused bool) {
+	var failed []*PublishFuture
+	c.lanes.mu.Lock()
+	if onlyRefused {
+		kept := l.held[:0]
+		for _, future := range l.held {
+			if isRefused(future) {
+				future.lane, future.held, future.refusedBy = nil, false, nil
+				failed = append(failed, future)
+			} else {
+				kept = append(kept, future)
+			}
+		}
+		clear(l.held[len(kept):])
+		l.held = kept
+	} else {
+		failed = c.takeHeldLocked(l)
+	}
+	c.lanes.mu.Unlock()
+	for _, future := range failed {
+		c.finishHeld(future, Confirm{Err: err})
+	}
+}
+
+// reroute sends the refused publishes to the queue's route instead of the
+// node their redirect named, which is down (see drain); the refusal the
+// detour may meet is not counted against MaxRedirects.
+func (c *Client) reroute(l *lane, down *link) {
+	c.lanes.mu.Lock()
+	defer c.lanes.mu.Unlock()
+	if l.target != down {
+		return
+	}
+	l.target = nil
+	for _, future := range l.held {
+		if isRefused(future) {
+			future.rerouted = true
 		}
 	}
 }

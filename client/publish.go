@@ -159,6 +159,7 @@ type PublishFuture struct {
 	counted   bool // unresolved on lane.conn
 	held      bool // in lane.held
 	refusedBy *conn
+	rerouted  bool // sent to its queue's route because its redirect's node was down
 
 	result Confirm
 	done   chan struct{}
