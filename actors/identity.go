@@ -12,8 +12,13 @@ package actors
 //     about it (FXQ1), answering their own questions meanwhile with
 //     "not initialised" (a new cluster's nodes start one after another).
 //     If a peer has an initialised catalog, this node lost its data: it
-//     picks a new replica id, asks that peer to replace its old one
-//     (FXR1) and starts joining. If every peer says the catalog is not
+//     picks a new replica id, writes it to the identity file marked
+//     pending, asks that peer to replace its old one (FXR1), rewrites the
+//     file without the mark once the peer answers, and starts joining. A
+//     start that finds the mark asks again under the same id (the peer
+//     may have gone on after this node gave up; cluster/replace.go makes
+//     a rerun finish the job), so one lost data directory never leaves
+//     two new ids in the shards. If every peer says the catalog is not
 //     initialised, the cluster is new and it starts as an initial member
 //     under the id derived from its node id. A node that reaches no peer
 //     within the deadline does not start (unless it is the only node).
@@ -50,6 +55,10 @@ type nodeIdentity struct {
 	ReplicaID uint64 `json:"replica_id"`
 	// Joined says the node rejoined under this id after losing its data.
 	Joined bool `json:"joined,omitempty"`
+	// Pending says the node asked a peer to replace its replica by
+	// ReplicaID and never heard it done: it asks again under the same id
+	// before it starts. Files written before it existed load as false.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // ClusterIdentity is how a node starts its cluster node: StartOptions'
@@ -70,17 +79,18 @@ func PrepareClusterIdentity(ctx context.Context, config *cluster.Config, nodeID 
 		return ClusterIdentity{}, err
 	}
 	path := filepath.Join(self.DataDir, identityFileName)
-	if stored, found, err := readIdentity(path); err != nil || found {
-		if err == nil && stored.NodeID != nodeID {
-			err = fmt.Errorf("%w: %s belongs to node %q, not %q", ErrInvalidConfig, path, stored.NodeID, nodeID)
-		}
+	stored, found, err := readIdentity(path)
+	if err == nil && found && stored.NodeID != nodeID {
+		err = fmt.Errorf("%w: %s belongs to node %q, not %q", ErrInvalidConfig, path, stored.NodeID, nodeID)
+	}
+	if err != nil || (found && !stored.Pending) {
 		// A node that rejoined under a new id restarts as a joined
 		// replica: dragonboat refuses to restart one given the initial
 		// members ("restarting previously joined node").
 		return ClusterIdentity{ReplicaID: stored.ReplicaID, Join: stored.Joined, Decided: "identity file"}, err
 	}
 	derived := self.ReplicaID()
-	if hasRaftState(filepath.Join(self.DataDir, "raft")) || len(config.Nodes) == 1 {
+	if !found && (hasRaftState(filepath.Join(self.DataDir, "raft")) || len(config.Nodes) == 1) {
 		decided := "existing raft state"
 		if len(config.Nodes) == 1 {
 			decided = "new cluster of one node"
@@ -95,14 +105,19 @@ func PrepareClusterIdentity(ctx context.Context, config *cluster.Config, nodeID 
 	if err != nil {
 		return ClusterIdentity{}, err
 	}
-	prober := &identityProber{config: config, self: self, logger: logger, peerTLS: peerTLS, identity: peerIdentity{
+	if logger == nil {
+		logger = slog.Default()
+	}
+	prober := &identityProber{config: config, self: self, logger: logger, peerTLS: peerTLS, path: path, identity: peerIdentity{
 		clusterID: config.Cluster.DeploymentID, nodeID: nodeID, instance: cluster.NewReplicaID(), secret: secret}}
+	if found { // pending: a replacement was asked for and never answered
+		prober.pendingReplicaID = stored.ReplicaID
+	}
 	identity, err := prober.run(ctx)
 	if err != nil {
 		return ClusterIdentity{}, err
 	}
-	stored := nodeIdentity{NodeID: nodeID, ReplicaID: identity.ReplicaID, Joined: identity.Join}
-	return identity, writeIdentity(path, stored)
+	return identity, writeIdentity(path, nodeIdentity{NodeID: nodeID, ReplicaID: identity.ReplicaID, Joined: identity.Join})
 }
 
 func readIdentity(path string) (nodeIdentity, bool, error) {
@@ -169,6 +184,11 @@ type identityProber struct {
 	identity peerIdentity
 	logger   *slog.Logger
 	peerTLS  *tlsconfig.Node // the links' mutual TLS; nil: plain (peer_tls.go)
+	path     string          // the identity file
+	// pendingReplicaID is the id of a replacement asked for at an earlier
+	// start and never answered (0: none): this start asks again under it,
+	// and never decides the cluster is new.
+	pendingReplicaID uint64
 }
 
 type memberAnswer struct {
@@ -198,11 +218,15 @@ func (p *identityProber) run(ctx context.Context) (ClusterIdentity, error) {
 				return p.rejoin(ctx, result.peer)
 			}
 		}
-		if len(answered) == len(p.config.Nodes)-1 {
+		if len(answered) == len(p.config.Nodes)-1 && p.pendingReplicaID == 0 {
 			return ClusterIdentity{ReplicaID: p.self.ReplicaID(), Decided: "new cluster"}, nil
 		}
 		select {
 		case <-ctx.Done():
+			if p.pendingReplicaID != 0 {
+				return ClusterIdentity{}, fmt.Errorf("%w: this node asked to be replaced under replica id %d at an earlier start, and none of the %d peers that answered before %v has an initialised catalog; start the other nodes",
+					ErrIdentityUndecided, p.pendingReplicaID, len(answered), ctx.Err())
+			}
 			return ClusterIdentity{}, fmt.Errorf("%w: %d of %d peers answered before %v; start the other nodes (a node that lost its data needs one of them up)",
 				ErrIdentityUndecided, len(answered), len(p.config.Nodes)-1, ctx.Err())
 		case <-time.After(identityProbeInterval):
@@ -239,6 +263,9 @@ func (p *identityProber) ask(ctx context.Context, peer cluster.NodeConfig, reque
 		return wire.Member{}, err
 	}
 	defer conn.Close()
+	// Giving up (ctx ends) ends the wait for the answer at once.
+	stopClosing := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stopClosing()
 	_, reader, err := dialHandshake(conn, p.identity, peer.ID)
 	if err != nil {
 		return wire.Member{}, err
@@ -295,15 +322,26 @@ func (p *identityProber) ask(ctx context.Context, peer cluster.NodeConfig, reque
 	}
 }
 
-// rejoin asks peer to replace this node's replica with a new id.
+// rejoin asks peer to replace this node's replica with a new id, or with
+// the pending one, recorded in the identity file before it asks.
 func (p *identityProber) rejoin(ctx context.Context, peer string) (ClusterIdentity, error) {
 	peerConfig, err := p.config.Node(peer)
 	if err != nil {
 		return ClusterIdentity{}, err
 	}
-	replicaID := cluster.NewReplicaID()
-	p.logger.Warn("this node's data directory is empty but the cluster exists: rejoining as a new replica",
-		"replaced_by", peer, "replica_id", replicaID)
+	replicaID := p.pendingReplicaID
+	if replicaID == 0 {
+		replicaID = cluster.NewReplicaID()
+		pending := nodeIdentity{NodeID: p.self.ID, ReplicaID: replicaID, Joined: true, Pending: true}
+		if err := writeIdentity(p.path, pending); err != nil {
+			return ClusterIdentity{}, fmt.Errorf("actors: record the new replica id before asking for it: %w", err)
+		}
+		p.logger.Warn("this node's data directory is empty but the cluster exists: rejoining as a new replica",
+			"replaced_by", peer, "replica_id", replicaID)
+	} else {
+		p.logger.Warn("asking again for the replacement an earlier start asked for and never heard done",
+			"replaced_by", peer, "replica_id", replicaID)
+	}
 	answer, err := p.ask(ctx, peerConfig, &wire.ReplaceMember{RequestID: 2, NodeID: p.self.ID, ReplicaID: replicaID})
 	if err != nil {
 		return ClusterIdentity{}, fmt.Errorf("actors: %s could not replace this node's replica: %w", peer, err)

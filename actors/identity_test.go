@@ -2,8 +2,14 @@ package actors
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/fibrilmq/fibril/cluster"
 )
@@ -31,5 +37,140 @@ func TestIdentityFileKeepsJoined(t *testing.T) {
 		if identity.ReplicaID != 77 || identity.Join != joined || identity.Decided != "identity file" {
 			t.Fatalf("identity file with joined=%v: got %+v", joined, identity)
 		}
+	}
+}
+
+// Identity files written before the pending mark existed load as they
+// did; a pending one is not taken as decided: the node asks its peers
+// again under the recorded id (here no peer answers, so it does not start).
+func TestIdentityFileFormats(t *testing.T) {
+	dir := t.TempDir()
+	config := &cluster.Config{Nodes: []cluster.NodeConfig{
+		{ID: "node1", DataDir: filepath.Join(dir, "node1"), PeerAddress: "127.0.0.1:0"},
+		{ID: "node2", DataDir: filepath.Join(dir, "node2"), PeerAddress: "127.0.0.1:1"},
+	}, Cluster: cluster.ClusterSettings{Secret: "test-cluster-secret"}}
+	path := filepath.Join(dir, "node1", identityFileName)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(`{"node_id":"node1","replica_id":77,"joined":true}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	identity, err := PrepareClusterIdentity(context.Background(), config, "node1", nil)
+	if err != nil || identity.ReplicaID != 77 || !identity.Join {
+		t.Fatalf("an identity file without the pending mark: %+v, %v", identity, err)
+	}
+	if err := writeIdentity(path, nodeIdentity{NodeID: "node1", ReplicaID: 88, Joined: true, Pending: true}); err != nil {
+		t.Fatal(err)
+	}
+	stored, found, err := readIdentity(path)
+	if err != nil || !found || !stored.Pending || stored.ReplicaID != 88 {
+		t.Fatalf("pending identity read back as %+v, %v, %v", stored, found, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if identity, err := PrepareClusterIdentity(ctx, config, "node1", nil); !errors.Is(err, ErrIdentityUndecided) ||
+		!strings.Contains(err.Error(), "88") {
+		t.Fatalf("a pending identity without peers decided %+v, %v", identity, err)
+	}
+}
+
+// A wiped node whose first replacement is interrupted half-way (the peer
+// added the new id to every shard, the node gave up before the catalog
+// recorded it, and the peer goes on later) asks again under the same id
+// at its next start, and every shard ends with three voting members, each
+// a running node. Before the pending id, the second start asked under
+// another id and both new ids could be voting members of the same shards.
+func TestInterruptedReplacementEndsWithThreeMembers(t *testing.T) {
+	c := startBrokerCluster(t, 3)
+	ctx := testContext(t)
+	queue, _, err := c.members["node2"].node.Declare(ctx, cluster.QueueDecl{Name: "kept", Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.members["node2"].node.WaitOwner(ctx, "kept", 0); err != nil {
+		t.Fatal(err)
+	}
+	// The first replacement, on whichever peer is asked, stops before the
+	// catalog records its id and waits for resume; later ones go through.
+	reached, resume := make(chan uint64, 1), make(chan struct{})
+	var first, resumed sync.Once
+	release := func() { resumed.Do(func() { close(resume) }) }
+	t.Cleanup(release) // before the nodes stop (cleanups run last first)
+	for _, id := range []string{"node2", "node3"} {
+		c.members[id].node.SetBeforeReplaceRecorded(func(nodeID string, replicaID uint64) {
+			held := false
+			first.Do(func() { held = true })
+			if held {
+				reached <- replicaID
+				<-resume
+			}
+		})
+	}
+
+	c.stop("node1")
+	if err := os.RemoveAll(c.members["node1"].config.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	effective := c.config.WithDefaults() // as the fibril command passes it
+	firstCtx, giveUp := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := PrepareClusterIdentity(firstCtx, &effective, "node1", c.logger)
+		gaveUp <- err
+	}()
+	var firstReplicaID uint64
+	select {
+	case firstReplicaID = <-reached:
+	case <-ctx.Done():
+		t.Fatal("the first replacement never reached the catalog step")
+	}
+	giveUp()
+	if err := <-gaveUp; err == nil {
+		t.Fatal("the interrupted first start decided an identity")
+	} else {
+		t.Logf("the first start gave up: %v", err)
+	}
+
+	identity, err := PrepareClusterIdentity(ctx, &effective, "node1", c.logger)
+	if err != nil {
+		t.Fatalf("second start: %v", err)
+	}
+	if identity.ReplicaID != firstReplicaID || !identity.Join {
+		t.Fatalf("second start asked for %+v; the first asked for %d", identity, firstReplicaID)
+	}
+	release() // the first replacement goes on, after the second finished
+	node, err := cluster.Start(c.config, "node1", cluster.StartOptions{Logger: c.logger, ReplicaID: identity.ReplicaID, Join: identity.Join})
+	if err != nil {
+		t.Fatalf("start node1 joining: %v", err)
+	}
+	c.members["node1"].node = node
+	c.startBroker("node1")
+	if err := node.WaitReady(ctx); err != nil {
+		t.Fatalf("node1 not ready after rejoining: %v", err)
+	}
+
+	running := map[uint64]string{}
+	for _, id := range c.order {
+		running[c.members[id].node.ReplicaID()] = id
+	}
+	for _, shardID := range []uint64{cluster.CatalogShardID, queue.Partitions[0].ShardID} {
+		waitUntil(t, fmt.Sprintf("shard %d: exactly the three running nodes vote", shardID), func() bool {
+			members, err := c.members["node2"].node.ShardMembers(ctx, shardID)
+			if err != nil {
+				return false
+			}
+			for replicaID := range members {
+				if running[replicaID] == "" {
+					t.Logf("shard %d: member %d is no running node (members %v, running %v)", shardID, replicaID, members, running)
+					return false
+				}
+			}
+			return len(members) == 3
+		})
+	}
+	initialized, recorded, err := c.members["node3"].node.CatalogMember("node1")
+	if err != nil || !initialized || recorded != node.ReplicaID() {
+		t.Fatalf("the catalog records node1 as %d (%v, %v); it runs as %d", recorded, initialized, err, node.ReplicaID())
 	}
 }

@@ -6,7 +6,7 @@ package actors
 // States:
 //
 //	down     no link; a redial is scheduled with backoff (50 ms doubling
-//	         to 500 ms, reset once a link is up)
+//	         to 500 ms, reset once a link stayed up for a second)
 //	dialing  a goroutine dials and runs the handshake (peer_handshake.go)
 //	up       the transport runs; sends go out at once
 //	stopping the link is closed, nothing is sent or redialed
@@ -54,6 +54,11 @@ const (
 	// Two dials a second to a dead peer cost nothing.
 	peerRedialMax   = 500 * time.Millisecond
 	peerDialTimeout = time.Second
+	// peerStableUp is how long a link must stay up for its backoff to
+	// start again from peerRedialMin: a peer that completes the handshake
+	// and then closes at once (it is starting) is redialled at the
+	// backoff's pace, not 20 times a second.
+	peerStableUp = time.Second
 )
 
 type peerLinkState uint8
@@ -168,6 +173,7 @@ type peerLink struct {
 	generation uint64
 	transport  *peerTransport
 	backoff    time.Duration
+	upSince    time.Time // when the live link came up
 	redial     *time.Timer
 	instance   uint64 // the peer's instance while up
 
@@ -298,7 +304,7 @@ func (l *peerLink) dialed(ctx actor.Context, msg peerDialed) {
 	l.core.peersDown.Delete(l.node)
 	l.transport = msg.transport
 	l.instance = msg.transport.remote.Instance
-	l.backoff = peerRedialMin
+	l.upSince = time.Now()
 	generation, self, system := l.generation, ctx.Self(), ctx.ActorSystem()
 	handle := l.answerHandler(generation, self, system)
 	msg.transport.start(handle, func(err error) { system.Root.Send(self, peerEnded{generation: generation, err: err}) })
@@ -314,6 +320,9 @@ func (l *peerLink) becomeDown(ctx actor.Context, cause error) {
 		l.transport = nil
 	}
 	wasUp := l.state == peerUp
+	if wasUp && time.Since(l.upSince) >= peerStableUp {
+		l.backoff = peerRedialMin // a link that held: the next dial is prompt
+	}
 	l.state = peerDown
 	l.core.peersDown.Store(l.node, true)
 	l.generation++

@@ -60,8 +60,11 @@ func (s *session) receiveControl(ctx actor.Context, message any) {
 				return
 			}
 		}
-		ctx.Send(s.core.queuesManager, listRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID,
-			prefix: msg.frame.Prefix, after: msg.frame.After, limit: int(msg.frame.Limit), visible: s.visibleFilter()})
+		request := listRequest{replyTo: ctx.Self(), requestID: msg.frame.RequestID,
+			prefix: msg.frame.Prefix, after: msg.frame.After, limit: int(msg.frame.Limit), visible: s.visibleFilter()}
+		if !s.clusterList(ctx, request) {
+			ctx.Send(s.core.queuesManager, request)
+		}
 	case listResult:
 		if msg.failure.failed() {
 			s.push(msg.failure.frame(msg.requestID))

@@ -46,7 +46,7 @@ import (
 
 // requestOrder is the session's barrier and the frames held behind it.
 type requestOrder struct {
-	awaiting string // the barrier waited for ("declare", "delete"); "" when none
+	awaiting string // the barrier waited for ("declare", "delete", "list"); "" when none
 	held     []any  // client frames that arrived since, in order
 }
 
@@ -82,6 +82,10 @@ func (s *session) receiveInOrder(ctx actor.Context, message any) {
 	switch message.(type) {
 	case declareResult, deleteResult, clusterDeclareAnswer:
 		s.endBarrier(ctx)
+	case listResult:
+		if s.order.awaiting == "list" { // a list in cluster mode (cluster_list.go)
+			s.endBarrier(ctx)
+		}
 	}
 }
 

@@ -16,7 +16,9 @@ import (
 //
 // Goroutines: per connection one reader and one writer; per node address
 // one supervisor that reconnects; one per subscription with a handler; one
-// for the Confirms channel when it is enabled. None per message.
+// for the Confirms channel when it is enabled; one per queue whose
+// publishes are held behind a redirect (lane.go), while they are. None per
+// message.
 type Client struct {
 	options Options
 	ctx     context.Context // canceled by Close
@@ -36,7 +38,8 @@ type Client struct {
 	links       map[string]*link // redirect targets, by address
 	closed      bool             // guarded by routesMu
 	closeOnce   sync.Once
-	resending   sync.WaitGroup // goroutines re-sending redirected publishes
+	resending   sync.WaitGroup // lane drainers (lane.go) and retries of unknown outcomes (retry.go)
+	lanes       laneSet        // per queue: keeps the order of publishes across redirects
 
 	randomMu sync.Mutex
 	random   *rand.Rand
@@ -68,6 +71,7 @@ func Dial(ctx context.Context, options Options) (*Client, error) {
 		options: options, ctx: clientCtx, cancel: cancel,
 		window: newWindow(options.MaxPendingPublishes),
 		routes: make(map[string]*link), links: make(map[string]*link), routeEpochs: make(map[string]uint64),
+		lanes:  newLaneSet(),
 		random: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	if options.Confirms {
@@ -129,6 +133,7 @@ func (c *Client) Close() error {
 		}
 		c.routesMu.Unlock()
 		c.cancel()
+		c.closeLanes()
 		for _, l := range links {
 			l.awaitStopped()
 		}
@@ -337,24 +342,4 @@ func (c *Client) learnRoute(queue, address string, epoch uint64) *link {
 		c.routes[queue] = target
 	}
 	return target
-}
-
-// resend publishes again, on target, messages a node refused with
-// not_owner (so they were not stored). It runs on its own goroutine, one
-// per redirect event, so a reader never waits for another node's dial.
-func (c *Client) resend(futures []*PublishFuture, target *link) {
-	c.resending.Add(1)
-	go func() {
-		defer c.resending.Done()
-		for _, future := range futures {
-			future.redirects++
-			if future.redirects > c.options.MaxRedirects {
-				c.finishPublish(future, Confirm{Err: fmt.Errorf("%w: queue %q", ErrTooManyRedirects, future.queue)})
-				continue
-			}
-			if err := c.sendPublish(c.ctx, future, target); err != nil {
-				c.finishQueued(future, Confirm{Err: err})
-			}
-		}
-	}()
 }

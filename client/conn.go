@@ -199,6 +199,7 @@ func (c *conn) fail(err error) {
 		for _, future := range publishes {
 			c.client.finishPublish(future, Confirm{Err: err})
 		}
+		c.client.connectionEnded(c)
 	})
 }
 
@@ -243,6 +244,12 @@ func (c *conn) closeGracefully(reason error) {
 
 // enqueue hands an item to the writer, waiting for room in the outbox.
 func (c *conn) enqueue(ctx context.Context, item outbound) error {
+	return c.enqueueUntil(ctx, item, nil)
+}
+
+// enqueueUntil is enqueue whose wait also ends, with errStopped, when stop
+// closes (a publish's done: its deadline passed).
+func (c *conn) enqueueUntil(ctx context.Context, item outbound, stop <-chan struct{}) error {
 	c.gate.RLock()
 	defer c.gate.RUnlock()
 	if c.gateClosed {
@@ -253,6 +260,8 @@ func (c *conn) enqueue(ctx context.Context, item outbound) error {
 		return nil
 	case <-c.done:
 		return c.failure
+	case <-stop:
+		return errStopped
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -15,6 +15,7 @@ package client
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fibrilmq/fibril/wire"
@@ -147,7 +148,7 @@ func (c *conn) handleReject(body []byte) {
 	for _, rejected := range r.reject.Ranges {
 		futures := c.pending.takePublishRange(rejected.First, rejected.Last, nil)
 		if rejected.Code == wire.CodeNotOwner {
-			c.redirectPublishes(futures, rejected.Message)
+			c.redirectPublishes(futures)
 			continue
 		}
 		refusal := &ServerError{Code: rejected.Code, Message: rejected.Message}
@@ -163,24 +164,23 @@ func (c *conn) handleReject(body []byte) {
 	}
 }
 
-// redirectPublishes sends publishes refused with not_owner to their
-// queue's owner when a redirect has named it, and parks them until the
-// redirect arrives otherwise.
-func (c *conn) redirectPublishes(futures []*PublishFuture, message string) {
-	byQueue := make(map[string][]*PublishFuture)
-	for _, future := range futures {
-		byQueue[future.queue] = append(byQueue[future.queue], future)
-	}
-	for queue, group := range byQueue {
-		if target := c.client.routedLink(queue); target != nil && target != c.link {
-			c.client.resend(group, target)
-			continue
-		}
-		if err := c.pending.park(queue, group); err != nil {
-			for _, future := range group {
-				c.client.finishPublish(future, Confirm{Err: err})
+// redirectPublishes hands publishes refused with not_owner to their
+// queues' lanes (lane.go), which send them to the owner a redirect names,
+// ahead of every later publish to the queue.
+func (c *conn) redirectPublishes(futures []*PublishFuture) {
+	slices.SortFunc(futures, func(a, b *PublishFuture) int { return compareUint64(a.seq, b.seq) })
+	for len(futures) > 0 {
+		queue := futures[0].queue
+		var group, rest []*PublishFuture
+		for _, future := range futures {
+			if future.queue == queue {
+				group = append(group, future)
+			} else {
+				rest = append(rest, future)
 			}
 		}
+		c.client.refuse(c, queue, group)
+		futures = rest
 	}
 }
 
@@ -201,19 +201,9 @@ func (c *conn) handleRedirect(tag wire.Tag, body []byte) {
 		return
 	}
 	target := c.client.learnRoute(redirect.Queue, redirect.Address, redirect.Epoch)
-	parked := c.pending.takeParked(redirect.Queue)
-	if len(parked) == 0 {
-		return
-	}
-	if target == nil || target == c.link {
-		refusal := &ServerError{Code: wire.CodeNotOwner, Message: fmt.Sprintf(
-			"queue %q: the node redirected to %s, which is where it was sent", redirect.Queue, redirect.Address)}
-		for _, future := range parked {
-			c.client.finishPublish(future, Confirm{Err: refusal})
-		}
-		return
-	}
-	c.client.resend(parked, target)
+	refusal := &ServerError{Code: wire.CodeNotOwner, Message: fmt.Sprintf(
+		"queue %q: the node redirected to %s, which is where it was sent", redirect.Queue, redirect.Address)}
+	c.client.redirected(c, redirect.Queue, target, refusal)
 }
 
 func (c *conn) handleError(body []byte) {

@@ -78,7 +78,15 @@
 // Deadlines: Options.PublishTimeout bounds every publish's wait for its
 // confirm, WithPublishTimeout and WithDeadline one publish's, and Publish
 // ends at its context's deadline; a publish past its deadline fails with
-// ErrPublishTimeout and frees its window place.
+// ErrPublishTimeout and frees its window place, whatever it was waiting
+// for (a reconnect, the node a redirect named, the confirm).
+//
+// Order: the publishes to one queue that one Client makes one after
+// another are stored in that order, also when the queue's owner changes
+// under them (see Redirects). Nothing orders publishes of different
+// Clients, of different queues, or made concurrently; and a publish that
+// fails is outside the promise (a copy you publish again comes after the
+// later ones, and so may one RetryUnknownPublishes sends again).
 //
 // Buffers: the SDK does not copy a message. PublishAsync keeps the
 // Payload and header values until the future is done (they are read when
@@ -118,7 +126,19 @@
 // with a redirect; the SDK connects to the named node (with its own
 // reconnecting supervisor), remembers the route and sends the request
 // again there, up to Options.MaxRedirects times. Publishes refused with
-// not_owner were not stored, so they are sent again to the owner too.
+// not_owner were not stored, so they are sent again to the owner too,
+// ahead of the later publishes to their queue: those wait (holding their
+// window places) until the refused ones, and any still unanswered on the
+// connection the queue is leaving, have gone out or ended, then follow in
+// the order they were made. The redirect's node may be down (a failover
+// not yet known to the node that redirected). Without WaitForReconnect
+// the refused publishes then fail at once with ErrConnectionLost; with
+// it, each time that node fails another connection attempt they go to
+// wherever the queue is routed instead (the route to the node that is
+// down is dropped, so home, which names the new owner once it knows),
+// until they are stored or their deadlines pass; such a detour does not
+// count against MaxRedirects. The later publishes wait behind them
+// meanwhile, and every publish's deadline ends its wait.
 // The SDK speaks protocol version 2, whose redirects carry the owner's
 // epoch: a redirect naming an older epoch than one it already followed
 // for the queue (from a node that has not heard of a failover yet) is not
@@ -129,6 +149,7 @@
 // A Client and its Subscriptions are safe for concurrent use. Each
 // connection has one reader and one writer goroutine; each node address a
 // supervisor; each subscription with a handler one goroutine; the Confirms
-// channel one. No goroutine is started per message. Every operation that
+// channel one; each queue whose publishes wait behind a redirect one,
+// while they wait. No goroutine is started per message. Every operation that
 // can wait takes a context.
 package client

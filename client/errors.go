@@ -30,8 +30,11 @@ var (
 	// settle is refused. Raise the queue's lease timeout, or lower the
 	// prefetch, if handlers need longer.
 	ErrLeaseExpired = errors.New("client: delivery's lease expired; the node delivers the message again")
-	// ErrPublishTimeout: a publish's deadline passed before its confirm.
-	// Its outcome is unknown (it may or may not have been stored), as after
+	// ErrPublishTimeout: a publish's deadline passed before its confirm,
+	// wherever the publish was: sent and unanswered, waiting for a
+	// connection (a reconnect, or the dial of the node a redirect named),
+	// or held behind its queue's earlier publishes after a redirect. Its
+	// outcome is unknown (it may or may not have been stored), as after
 	// ErrConnectionLost; it is retryable.
 	ErrPublishTimeout = errors.New("client: publish deadline passed before its confirm (outcome unknown)")
 	// ErrAlreadySettled: the delivery was already acked, nacked, released

@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,4 +92,27 @@ func declare(t *testing.T, c *client.Client, queue string, config client.QueueCo
 		t.Fatalf("declare %s: %v", queue, err)
 	}
 	return result
+}
+
+// awaitNoSDKGoroutines waits until no goroutine of the SDK runs (after
+// every Client of the test closed), or fails the test with their stacks
+// once hangGuard has passed.
+func awaitNoSDKGoroutines(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(time.Millisecond) {
+		stacks := make([]byte, 1<<20)
+		stacks = stacks[:runtime.Stack(stacks, true)]
+		var left []string
+		for _, stack := range strings.Split(string(stacks), "\n\n") {
+			if strings.Contains(stack, "fibril/client.(*") || strings.Contains(stack, "fibril/client.Dial") {
+				left = append(left, stack)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d SDK goroutines still running after Close:\n%s", len(left), strings.Join(left, "\n\n"))
+		}
+	}
 }

@@ -52,10 +52,10 @@ func TestPendingTableTakesRangesAndFailsEverythingOnce(t *testing.T) {
 	if err := table.addRequest(1, &pendingRequest{done: make(chan reply, 1)}); err != nil {
 		t.Fatal(err)
 	}
-	table.park("q", []*PublishFuture{{seq: 7}})
+	table.addPublish(7, &PublishFuture{seq: 7})
 	requests, publishes := table.failAll(ErrConnectionLost)
 	if len(requests) != 1 || len(publishes) != 1 {
-		t.Fatalf("failAll returned %d requests, %d publishes; want 1 and the parked 1", len(requests), len(publishes))
+		t.Fatalf("failAll returned %d requests, %d publishes; want 1 and 1", len(requests), len(publishes))
 	}
 	if err := table.addRequest(2, &pendingRequest{}); !errors.Is(err, ErrConnectionLost) {
 		t.Fatalf("add after failAll: %v", err)

@@ -74,26 +74,45 @@ func (l *link) awaitStopped() {
 // finished an attempt it waits for one; afterwards, while reconnecting, it
 // fails at once with ErrConnectionLost unless Options.WaitForReconnect.
 func (l *link) connection(ctx context.Context) (*conn, error) {
+	return l.connectionUntil(ctx, nil)
+}
+
+// connectionUntil is connection whose wait also ends, with errStopped,
+// when stop closes (a publish's done: its deadline passed).
+func (l *link) connectionUntil(ctx context.Context, stop <-chan struct{}) (*conn, error) {
 	for {
-		l.mu.Lock()
-		current, changed, attempted, lastFailure := l.current, l.changed, l.attempted, l.lastFailure
-		l.mu.Unlock()
-		switch {
-		case l.client.isClosed():
-			return nil, ErrClosed
-		case current != nil && !current.isDead():
-			return current, nil
-		case current == nil && attempted && !l.client.options.WaitForReconnect:
-			return nil, connectionLost(lastFailure)
+		current, changed, err := l.poll()
+		if current != nil || err != nil {
+			return current, err
 		}
 		select {
 		case <-changed:
+		case <-stop:
+			return nil, errStopped
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-l.client.ctx.Done():
 			return nil, ErrClosed
 		}
 	}
+}
+
+// poll returns the live connection; or, when there is none, the error
+// connection would fail with at once; or neither and the channel that
+// closes when that may change.
+func (l *link) poll() (*conn, <-chan struct{}, error) {
+	l.mu.Lock()
+	current, changed, attempted, lastFailure := l.current, l.changed, l.attempted, l.lastFailure
+	l.mu.Unlock()
+	switch {
+	case l.client.isClosed():
+		return nil, nil, ErrClosed
+	case current != nil && !current.isDead():
+		return current, nil, nil
+	case current == nil && attempted && !l.client.options.WaitForReconnect:
+		return nil, nil, connectionLost(lastFailure)
+	}
+	return nil, changed, nil
 }
 
 // lost reports whether the link has no connection after having tried:

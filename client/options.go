@@ -71,8 +71,9 @@ type Options struct {
 	// MaxRedirects bounds how many redirects one request follows.
 	MaxRedirects int
 	// PublishTimeout bounds how long a publish waits for its confirm,
-	// from the moment it is queued; when it passes, the publish fails with
-	// ErrPublishTimeout (outcome unknown) and leaves the window. 0 means
+	// from the moment it is queued, whatever it waits for (a connection,
+	// a redirect's node, the answer); when it passes, the publish fails
+	// with ErrPublishTimeout (outcome unknown) and leaves the window. 0 means
 	// no bound beyond the connection's own (a stalled node is found by the
 	// keepalive). WithPublishTimeout and WithDeadline set it per publish,
 	// and Publish also ends at its context's deadline.

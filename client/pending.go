@@ -1,8 +1,8 @@
 package client
 
 // The pending table of one connection: every request waiting for its
-// reply, every publish waiting for its confirm, and every publish refused
-// with not_owner that waits for the redirect naming its queue's owner.
+// reply and every publish waiting for its confirm. (A publish refused with
+// not_owner leaves it for its queue's lane, lane.go.)
 //
 // It is the one piece of connection state that several goroutines touch:
 // callers register requests, the writer registers publishes as it encodes
@@ -39,15 +39,13 @@ type pendingTable struct {
 	mu        sync.Mutex
 	failure   error
 	requests  map[uint64]*pendingRequest
-	publishes map[uint64]*PublishFuture   // by wire sequence number
-	parked    map[string][]*PublishFuture // refused with not_owner, by queue
+	publishes map[uint64]*PublishFuture // by wire sequence number
 }
 
 func newPendingTable() *pendingTable {
 	return &pendingTable{
 		requests:  make(map[uint64]*pendingRequest),
 		publishes: make(map[uint64]*PublishFuture),
-		parked:    make(map[string][]*PublishFuture),
 	}
 }
 
@@ -130,27 +128,6 @@ func (t *pendingTable) removePublish(seq uint64, future *PublishFuture) bool {
 	return true
 }
 
-// park keeps publishes refused with not_owner until the redirect that
-// names their queue's owner arrives.
-func (t *pendingTable) park(queue string, futures []*PublishFuture) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.failure != nil {
-		return t.failure
-	}
-	t.parked[queue] = append(t.parked[queue], futures...)
-	return nil
-}
-
-// takeParked removes the publishes parked for the queue.
-func (t *pendingTable) takeParked(queue string) []*PublishFuture {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	futures := t.parked[queue]
-	delete(t.parked, queue)
-	return futures
-}
-
 // failAll refuses every later add with failure and returns everything that
 // was pending, for the caller to complete outside the lock. Only the first
 // call has an effect.
@@ -169,12 +146,8 @@ func (t *pendingTable) failAll(failure error) ([]*pendingRequest, []*PublishFutu
 	for _, future := range t.publishes {
 		publishes = append(publishes, future)
 	}
-	for _, parked := range t.parked {
-		publishes = append(publishes, parked...)
-	}
 	clear(t.requests)
 	clear(t.publishes)
-	clear(t.parked)
 	return requests, publishes
 }
 

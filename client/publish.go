@@ -6,14 +6,18 @@ package client
 // wire sequence number and packs it with its neighbours. The confirm
 // (a range, with its boundary) completes the future. A publish refused
 // with not_owner was not stored, so it is sent again to the owner the
-// redirect names; a publish whose connection ends has an unknown outcome
-// and fails with ErrConnectionLost.
+// redirect names, ahead of its queue's later publishes (lane.go); a
+// publish whose connection ends has an unknown outcome and fails with
+// ErrConnectionLost.
 //
 // A publish may have a deadline (Options.PublishTimeout, WithDeadline, or
 // Publish's context): when it passes first, the publish fails with
-// ErrPublishTimeout and is taken out of its connection's pending table, so
-// a late confirm finds nothing. Who may complete a publish at each moment
-// is decided by its phase (publishPhase).
+// ErrPublishTimeout wherever it is (waiting for a connection or for room
+// in an outbox, held in its queue's lane, or sent: it is then taken out
+// of its connection's pending table, so a late confirm finds nothing),
+// and whoever waited for it stops. Who may complete a publish at each
+// moment is decided by its phase (publishPhase). The publishes of one
+// queue keep their order across redirects through its lane (lane.go).
 //
 // Invariant: every future is completed exactly once (a second completion
 // by an owner panics), and each completion returns its window place, at
@@ -119,7 +123,8 @@ type publishPhase uint8
 const (
 	phaseQueued  publishPhase = iota // handed to an outbox, not yet taken by a writer
 	phaseBatched                     // in the writer's frame being built
-	phaseSent                        // encoded, in its connection's pending table (or parked after not_owner)
+	phaseSent                        // encoded, in its connection's pending table
+	phaseHeld                        // held in its queue's lane (lane.go): refused with not_owner, or behind such
 	phaseDone                        // completed
 )
 
@@ -147,6 +152,14 @@ type PublishFuture struct {
 	conn     *conn // the connection whose writer took it last
 	expired  bool
 	deadline *time.Timer
+
+	// Guarded by Client.lanes.mu (lane.go): the lane that counts or holds
+	// the publish, and the connection that refused it with not_owner.
+	lane      *lane
+	counted   bool // unresolved on lane.conn
+	held      bool // in lane.held
+	refusedBy *conn
+	rerouted  bool // sent to its queue's route because its redirect's node was down
 
 	result Confirm
 	done   chan struct{}
@@ -181,6 +194,18 @@ func (f *PublishFuture) Wait(ctx context.Context) (Confirm, error) {
 // publish's deadline: the publish then fails with ErrPublishTimeout and
 // leaves the window, so nothing of it stays in flight. The message's
 // buffers may be reused once Publish returns.
+//
+// Order: the publishes to one queue that one Client makes one after
+// another (each Publish or PublishAsync returned before the next began)
+// are stored in that order, across redirects too: a publish refused with
+// not_owner is sent again to the owner before any later publish to its
+// queue, and the later ones wait for it (keeping their window places).
+// This is not promised across Clients, across queues, or for calls made
+// concurrently; a publish that fails is outside it (one refused by the
+// node was not stored; one that failed with ErrConnectionLost or
+// ErrPublishTimeout may have been, and a copy you publish again comes
+// after the later ones; one RetryUnknownPublishes sends again may be
+// stored after later ones).
 func (c *Client) Publish(ctx context.Context, queue string, message Message, options ...PublishOption) (Confirm, error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		options = append(options, WithDeadline(deadline))
@@ -203,9 +228,10 @@ func (c *Client) Publish(ctx context.Context, queue string, message Message, opt
 }
 
 // PublishAsync queues one message for publishing and returns at once with
-// its future; ctx bounds only the wait for room in the window and the
-// outbox. Publishes pipeline: many are in flight at once, and those queued
-// together for one queue share a frame. With Options.Confirms the outcome
+// its future; ctx bounds only the wait for room in the window, for a
+// connection and for the outbox. Publishes pipeline: many are in flight
+// at once, and those queued together for one queue share a frame; one
+// queue's are stored in the order of the calls (see Publish, "Order"). With Options.Confirms the outcome
 // is also sent on the Confirms channel (unless WithCallback is given).
 //
 // Buffer ownership: the SDK keeps message.Payload and the header values
@@ -257,10 +283,11 @@ func (c *Client) publish(ctx context.Context, queue string, message Message, not
 	future.seq = c.nextPublishID.Add(1)
 	future.firstSent = time.Now()
 	c.armDeadline(future, settings)
-	if err := c.sendPublish(ctx, future, c.linkFor(queue)); err != nil {
-		c.refuseQueued(future, Confirm{Err: err})
+	if err := c.sendInOrder(ctx, future); err != nil && c.refuseQueued(future, Confirm{Err: err}) {
 		return nil, err
 	}
+	// Sent, held behind its queue's earlier publishes, or completed by its
+	// deadline while it waited for a connection.
 	return future, nil
 }
 
@@ -286,16 +313,15 @@ func (c *Client) armDeadline(future *PublishFuture, settings publishSettings) {
 	future.mu.Unlock()
 }
 
-// sendPublish hands a publish to the connection of target.
+// sendPublish hands a publish to the connection of target, outside its
+// queue's lane (a retry of an unknown outcome, retry.go); errStopped when
+// its deadline completed it while it waited.
 func (c *Client) sendPublish(ctx context.Context, future *PublishFuture, target *link) error {
-	connection, err := target.connection(ctx)
+	connection, err := target.connectionUntil(ctx, future.done)
 	if err != nil {
 		return err
 	}
-	if c.publishFrameOverhead()+len(future.queue)+future.encodedBytes > int(connection.peerMaxBody) {
-		return ErrMessageTooLarge
-	}
-	return connection.enqueue(ctx, outbound{publish: future})
+	return c.handOver(ctx, future, connection)
 }
 
 // publishFrameOverhead is a publish frame's body size without its queue
@@ -335,18 +361,19 @@ func (c *Client) finishQueued(future *PublishFuture, result Confirm) {
 
 // refuseQueued completes a publish that never reached a connection, its
 // error returned to the caller rather than notified; unless its deadline
-// completed it first (the timer may fire while sendPublish waits for a
-// connection), in which case nothing of it is touched: notify is written
-// only under the lock, by whoever completes it.
-func (c *Client) refuseQueued(future *PublishFuture, result Confirm) {
+// completed it first (the timer may fire while sendInOrder waits for a
+// connection), in which case nothing of it is touched (notify is written
+// only under the lock, by whoever completes it) and it reports false.
+func (c *Client) refuseQueued(future *PublishFuture, result Confirm) bool {
 	future.mu.Lock()
 	if future.phase == phaseDone {
 		future.mu.Unlock()
-		return
+		return false
 	}
 	future.phase, future.notify = phaseDone, false
 	future.mu.Unlock()
 	c.complete(future, result)
+	return true
 }
 
 // expirePublish runs when a publish's deadline passes: it completes the
@@ -356,7 +383,10 @@ func (c *Client) expirePublish(future *PublishFuture) {
 	switch future.phase {
 	case phaseDone:
 		future.mu.Unlock()
-	case phaseQueued:
+	case phaseQueued, phaseHeld:
+		// Waiting for a connection, in an outbox, or held in its lane:
+		// completed here; whoever waits for it stops (its done closes), a
+		// writer skips it, its lane lets it go (release).
 		future.phase = phaseDone
 		future.mu.Unlock()
 		c.complete(future, Confirm{Err: ErrPublishTimeout})
@@ -412,6 +442,7 @@ func (c *Client) complete(future *PublishFuture, result Confirm) {
 	if timer := future.deadline; timer != nil {
 		timer.Stop()
 	}
+	c.release(future)
 	result.Seq, result.Queue, result.Tag = future.seq, future.queue, future.tag
 	future.result = result
 	future.payload, future.headers, future.messageID = nil, nil, nil

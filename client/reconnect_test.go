@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -296,22 +294,7 @@ func TestCloseLeavesNoGoroutineBehind(t *testing.T) {
 		}
 	}()
 	c.Close()
-	for deadline := time.Now().Add(hangGuard); ; time.Sleep(time.Millisecond) {
-		stacks := make([]byte, 1<<20)
-		stacks = stacks[:runtime.Stack(stacks, true)]
-		var left []string
-		for _, stack := range strings.Split(string(stacks), "\n\n") {
-			if strings.Contains(stack, "fibril/client.(*") || strings.Contains(stack, "fibril/client.Dial") {
-				left = append(left, stack)
-			}
-		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d SDK goroutines still running after Close:\n%s", len(left), strings.Join(left, "\n\n"))
-		}
-	}
+	awaitNoSDKGoroutines(t)
 }
 
 // A resubscribe that times out (the node never answers it) is retried

@@ -49,6 +49,9 @@ func (c *Client) splitRetries(l *link, futures []*PublishFuture, cause error) []
 			fail = append(fail, future)
 		}
 	}
+	for _, future := range retry {
+		c.release(future) // out of its lane: a retry may be stored after later publishes
+	}
 	if len(retry) > 0 {
 		c.resending.Add(1)
 		go c.retryUnknown(l, retry, cause)

@@ -13,10 +13,14 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lni/dragonboat/v4"
+	sm "github.com/lni/dragonboat/v4/statemachine"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -90,8 +94,17 @@ func (n *Node) DeclareQueue(ctx context.Context, decl QueueDecl) (DeclareOutcome
 
 // DeleteQueue removes a queue from the catalog; its replicas stop their
 // coordination shards. ErrQueueNotFound if there is no such queue.
+//
+// A proposal attempt that ended without an answer (it timed out, or a
+// leader change cancelled it) may still have been applied, and the retry
+// then finds the queue gone: that delete took effect (this request's, or
+// another's meanwhile), so it is answered as done, not ErrQueueNotFound.
 func (n *Node) DeleteQueue(ctx context.Context, name string) error {
-	_, err := n.proposeCatalog(ctx, catalogCommand{Kind: commandDelete, Name: name})
+	_, answerLost, err := n.proposeCatalogNoting(ctx, catalogCommand{Kind: commandDelete, Name: name})
+	if answerLost && errors.Is(err, ErrQueueNotFound) {
+		n.logger.Info("delete-queue: an attempt whose answer was lost deleted the queue", "queue", name)
+		return nil
+	}
 	return err
 }
 
@@ -112,6 +125,23 @@ func (n *Node) SetSetting(ctx context.Context, key, value string) error {
 	}
 	_, err := n.proposeCatalog(ctx, catalogCommand{Kind: commandSetSetting, Key: key, Value: value})
 	return err
+}
+
+// CatchUpCatalog returns once this node's catalog replica has applied
+// every change committed before the call (a linearizable read of the
+// revision: ReadIndex, then the local apply): local reads after it
+// (LocalCatalog, LookupLocal, Owner) see those changes.
+func (n *Node) CatchUpCatalog(ctx context.Context) error {
+	_, err := n.read(ctx, CatalogShardID, catalogRevisionQuery{})
+	return err
+}
+
+// SetBeforeCatalogUpdate installs a test seam: hook runs in this node's
+// catalog state machine, with the command's name ("declare", "delete",
+// ...), before each command applies, so a test can slow one node's apply.
+// Nil removes it.
+func (n *Node) SetBeforeCatalogUpdate(hook func(command string)) {
+	n.beforeCatalogUpdate.Store(&hook)
 }
 
 // Catalog is a linearizable read of the whole catalog.
@@ -255,19 +285,45 @@ func (n *Node) initCommand() catalogCommand {
 // proposeCatalog proposes a catalog command and decodes its result; a
 // refused command comes back as its package error.
 func (n *Node) proposeCatalog(ctx context.Context, command catalogCommand) (catalogResult, error) {
+	result, _, err := n.proposeCatalogNoting(ctx, command)
+	return result, err
+}
+
+// proposeCatalogNoting is proposeCatalog, also saying whether an attempt
+// before the one answered ended without an answer (answerLost), so the
+// command may have applied more than once.
+func (n *Node) proposeCatalogNoting(ctx context.Context, command catalogCommand) (result catalogResult, answerLost bool, err error) {
 	data, err := msgpack.Marshal(&command)
 	if err != nil {
 		panic(fmt.Sprintf("cluster: catalog command does not encode: %v", err))
 	}
-	raw, err := n.propose(ctx, CatalogShardID, data)
+	var raw sm.Result
+	err = n.retry(ctx, CatalogShardID, func(attemptContext context.Context) error {
+		var err error
+		raw, err = n.nodeHost.SyncPropose(attemptContext, n.nodeHost.GetNoOPSession(CatalogShardID), data)
+		answerLost = answerLost || mayHaveApplied(err)
+		return err
+	})
 	if err != nil {
-		return catalogResult{}, err
+		return catalogResult{}, answerLost, err
 	}
-	var result catalogResult
 	if err := msgpack.Unmarshal(raw.Data, &result); err != nil {
 		panic(fmt.Sprintf("cluster: catalog result does not decode: %v", err))
 	}
-	return result, result.err()
+	return result, answerLost, result.err()
+}
+
+// mayHaveApplied says whether a proposal that failed with err may still
+// have been committed and applied: it was handed to Raft and its answer
+// did not come (timeout, cancellation, abort).
+func mayHaveApplied(err error) bool {
+	for _, lost := range []error{dragonboat.ErrTimeout, dragonboat.ErrCanceled, dragonboat.ErrAborted,
+		context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, lost) {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *Node) localCatalogState() (*CatalogState, error) {

@@ -120,6 +120,14 @@ type NodeInfo struct {
 	ReplicaID uint64 `msgpack:"replica_id" json:"replica_id"`
 	// Replaced counts those rejoins.
 	Replaced int `msgpack:"replaced" json:"replaced,omitempty"`
+	// Replacing is the replica id a replacement under way moves the node
+	// to (commandBeginReplace; 0 when none is under way). Only the
+	// replacement it names may record its id: a later one supersedes it.
+	Replacing uint64 `msgpack:"replacing" json:"replacing,omitempty"`
+	// Retired lists every replica id the node had or was being moved to
+	// and no longer has. A retired id is never recorded again, and a
+	// replacement removes each from every shard it is still a member of.
+	Retired []uint64 `msgpack:"retired" json:"retired,omitempty"`
 }
 
 // Settings are the runtime settings held by the catalog, first copied from
@@ -161,7 +169,19 @@ const (
 	commandOwnerHint
 	commandReplaceReplica
 	commandAppliedMode
+	commandBeginReplace
 )
+
+// String names a command kind ("delete", ...), for logs and test seams.
+func (kind commandKind) String() string {
+	names := map[commandKind]string{commandInit: "init", commandDeclare: "declare", commandDelete: "delete",
+		commandSetSetting: "set-setting", commandOwnerHint: "owner-hint", commandReplaceReplica: "replace-replica",
+		commandAppliedMode: "applied-mode", commandBeginReplace: "begin-replace"}
+	if name, known := names[kind]; known {
+		return name
+	}
+	return fmt.Sprintf("command-%d", uint8(kind))
+}
 
 // catalogCommand is one proposal to the catalog shard.
 type catalogCommand struct {
@@ -172,7 +192,8 @@ type catalogCommand struct {
 	Key     string       `msgpack:"key,omitempty"`
 	Value   string       `msgpack:"value,omitempty"`
 	Hint    *ownerHint   `msgpack:"hint,omitempty"`
-	// ReplicaID is the new replica id of a replaced node (Name).
+	// ReplicaID is the new replica id of a replaced node (Name), for
+	// commandBeginReplace and commandReplaceReplica.
 	ReplicaID uint64 `msgpack:"replica_id,omitempty"`
 	// Mode is a queue's applied mode revision (commandAppliedMode).
 	Mode *appliedMode `msgpack:"mode,omitempty"`
@@ -271,6 +292,8 @@ func (s *CatalogState) Apply(command catalogCommand) catalogResult {
 		result = s.applyReplaceReplica(command.Name, command.ReplicaID)
 	case commandAppliedMode:
 		result = s.applyAppliedMode(command.Mode)
+	case commandBeginReplace:
+		result = s.applyBeginReplace(command.Name, command.ReplicaID)
 	default:
 		result = failure(resultInvalidDeclaration, "unknown command kind %d", command.Kind)
 	}
@@ -490,25 +513,50 @@ func (s *CatalogState) applyAppliedMode(applied *appliedMode) catalogResult {
 	return catalogResult{Queue: queue.clone()}
 }
 
+// applyBeginReplace records that a replacement of node's replica by
+// replicaID starts (Node.ReplaceReplica, before any membership change): a
+// replacement under way under another id is superseded, its id retired.
+// Beginning again under the same id, or under the id already recorded,
+// changes nothing.
+func (s *CatalogState) applyBeginReplace(node string, replicaID uint64) catalogResult {
+	index, refusal := s.replacementTarget(node, replicaID)
+	if refusal != nil {
+		return *refusal
+	}
+	info := &s.Nodes[index]
+	if info.ReplicaID == replicaID || info.Replacing == replicaID {
+		return catalogResult{} // begun or finished already
+	}
+	if info.Replacing != 0 {
+		info.Retired = append(slices.Clone(info.Retired), info.Replacing)
+	}
+	info.Replacing = replicaID
+	s.Revision++
+	return catalogResult{}
+}
+
 // applyReplaceReplica records that node rejoined with a new Raft replica
 // id (its data directory was lost): its entry and every partition it
 // replicates name the new id, and it joins those shards. The membership
 // changes of the shards themselves were made before (Node.ReplaceReplica).
+// It is refused when another replacement began since (the node's
+// Replacing names another id) or the id was retired.
 func (s *CatalogState) applyReplaceReplica(node string, replicaID uint64) catalogResult {
-	index := slices.IndexFunc(s.Nodes, func(info NodeInfo) bool { return info.ID == node })
-	if index < 0 || replicaID == 0 {
-		return failure(resultInvalidSetting, "replace replica: unknown node %q or replica id 0", node)
+	index, refusal := s.replacementTarget(node, replicaID)
+	if refusal != nil {
+		return *refusal
 	}
-	for _, other := range s.Nodes {
-		if other.ReplicaID == replicaID && other.ID != node {
-			return failure(resultInvalidSetting, "replace replica: id %d is %s's", replicaID, other.ID)
-		}
-	}
-	if s.Nodes[index].ReplicaID == replicaID {
+	info := &s.Nodes[index]
+	if info.ReplicaID == replicaID {
 		return catalogResult{} // applied already
 	}
-	s.Nodes[index].ReplicaID = replicaID
-	s.Nodes[index].Replaced++
+	if info.Replacing != 0 && info.Replacing != replicaID {
+		return failure(resultInvalidSetting, "replace replica: %s's replacement by %d was superseded by one by %d",
+			node, replicaID, info.Replacing)
+	}
+	info.Retired = append(slices.Clone(info.Retired), info.ReplicaID)
+	info.ReplicaID, info.Replacing = replicaID, 0
+	info.Replaced++
 	for _, queue := range s.Queues {
 		for i := range queue.Partitions {
 			partition := &queue.Partitions[i]
@@ -522,6 +570,27 @@ func (s *CatalogState) applyReplaceReplica(node string, replicaID uint64) catalo
 	}
 	s.Revision++
 	return catalogResult{}
+}
+
+// replacementTarget finds node's entry for a replacement by replicaID, or
+// the refusal: an unknown node, id 0, another node's id or a retired one.
+func (s *CatalogState) replacementTarget(node string, replicaID uint64) (int, *catalogResult) {
+	index := slices.IndexFunc(s.Nodes, func(info NodeInfo) bool { return info.ID == node })
+	if index < 0 || replicaID == 0 {
+		refusal := failure(resultInvalidSetting, "replace replica: unknown node %q or replica id 0", node)
+		return 0, &refusal
+	}
+	for _, other := range s.Nodes {
+		if other.ID != node && (other.ReplicaID == replicaID || other.Replacing == replicaID || slices.Contains(other.Retired, replicaID)) {
+			refusal := failure(resultInvalidSetting, "replace replica: id %d is %s's", replicaID, other.ID)
+			return 0, &refusal
+		}
+	}
+	if slices.Contains(s.Nodes[index].Retired, replicaID) {
+		refusal := failure(resultInvalidSetting, "replace replica: id %d of %s was retired (a later replacement superseded it)", replicaID, node)
+		return 0, &refusal
+	}
+	return index, nil
 }
 
 // validateQueueName applies the protocol's queue-name rule to every

@@ -14,6 +14,7 @@ package cluster
 import (
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
 	"github.com/vmihailenco/msgpack/v5"
@@ -29,7 +30,24 @@ type catalogMachine struct {
 	// changed is called after every update or recovery that may have changed
 	// the state. It must not block (it kicks the node's reconcile loop).
 	changed func()
+	// beforeUpdate, when it holds a function, runs it with the command's
+	// name before each command applies (a test seam,
+	// Node.SetBeforeCatalogUpdate).
+	beforeUpdate *atomic.Pointer[func(command string)]
 }
+
+// withBeforeUpdate makes create's machines call the function hook holds,
+// if any, before each update.
+func withBeforeUpdate(create sm.CreateStateMachineFunc, hook *atomic.Pointer[func(command string)]) sm.CreateStateMachineFunc {
+	return func(shardID, replicaID uint64) sm.IStateMachine {
+		machine := create(shardID, replicaID).(*catalogMachine)
+		machine.beforeUpdate = hook
+		return machine
+	}
+}
+
+// catalogRevisionQuery asks Lookup for the state's revision only.
+type catalogRevisionQuery struct{}
 
 func newCatalogMachine(changed func()) sm.CreateStateMachineFunc {
 	return func(shardID, replicaID uint64) sm.IStateMachine {
@@ -41,6 +59,11 @@ func (m *catalogMachine) Update(entry sm.Entry) (sm.Result, error) {
 	var command catalogCommand
 	if err := msgpack.Unmarshal(entry.Cmd, &command); err != nil {
 		panic(fmt.Sprintf("cluster: catalog entry %d does not decode: %v", entry.Index, err))
+	}
+	if m.beforeUpdate != nil {
+		if hook := m.beforeUpdate.Load(); hook != nil && *hook != nil {
+			(*hook)(command.Kind.String())
+		}
 	}
 	before := m.state.Revision
 	result := m.state.Apply(command)
@@ -55,6 +78,9 @@ func (m *catalogMachine) Update(entry sm.Entry) (sm.Result, error) {
 }
 
 func (m *catalogMachine) Lookup(query any) (any, error) {
+	if _, revisionOnly := query.(catalogRevisionQuery); revisionOnly {
+		return m.state.Revision, nil
+	}
 	request, ok := query.(catalogQuery)
 	if !ok {
 		return nil, fmt.Errorf("cluster: catalog lookup of %T", query)

@@ -97,6 +97,12 @@ type Node struct {
 	watchers map[*Watch]struct{} // nil after Close; guarded by watchMu
 
 	peerTLS *tlsconfig.Node // the node's tls files; nil without them (tls.go)
+
+	// beforeReplaceRecorded is a test seam of ReplaceReplica (replace.go).
+	beforeReplaceRecorded atomic.Pointer[func(nodeID string, replicaID uint64)]
+	// beforeCatalogUpdate is a test seam of the catalog state machine
+	// (SetBeforeCatalogUpdate).
+	beforeCatalogUpdate atomic.Pointer[func(command string)]
 }
 
 // PeerTLS is the mutual TLS of this node's links to the others, built at
@@ -155,7 +161,8 @@ func Start(cfg *Config, nodeID string, options StartOptions) (*Node, error) {
 	if nodeHost.HasNodeInfo(CatalogShardID, node.replicaID) {
 		members, join = nil, false // a restart: the bootstrap record is in force (reconcile.go)
 	}
-	if err := nodeHost.StartReplica(members, join, newCatalogMachine(node.kickReconcile), node.raftConfig(CatalogShardID)); err != nil {
+	catalogMachine := withBeforeUpdate(newCatalogMachine(node.kickReconcile), &node.beforeCatalogUpdate)
+	if err := nodeHost.StartReplica(members, join, catalogMachine, node.raftConfig(CatalogShardID)); err != nil {
 		nodeHost.Close()
 		return nil, fmt.Errorf("cluster: start catalog shard on %s: %w", nodeID, err)
 	}

@@ -196,7 +196,12 @@ func (r *reconciler) maybeCheckNodeList(state *CatalogState) {
 	}
 	r.nodeListChecked = true
 	configured := r.node.initCommand().Init.Nodes
-	if !slices.Equal(configured, state.Nodes) {
+	// The addresses only: replica ids change when a node is replaced.
+	sameNode := func(a, b NodeInfo) bool {
+		return a.ID == b.ID && a.ClientAddress == b.ClientAddress && a.PeerAddress == b.PeerAddress &&
+			a.RaftAddress == b.RaftAddress && a.HTTPAddress == b.HTTPAddress
+	}
+	if !slices.EqualFunc(configured, state.Nodes, sameNode) {
 		r.node.logger.Error("the config's node list differs from the catalog's; the catalog's is in force",
 			"config_nodes", configured, "catalog_nodes", state.Nodes)
 	}

@@ -1,0 +1,574 @@
+package client
+
+// Lanes keep a publisher's order per queue across redirects.
+//
+// A connection's requests take effect in the order they were sent
+// (docs/protocol.md), so publishes to one queue that all go out on one
+// connection are stored in the order they were made. The order can break
+// only where the queue's publishes change connection: a publish refused
+// with not_owner (not stored) must be sent again to the owner the redirect
+// names, and the publishes made after it must not get there first; a
+// publish still unanswered on the old connection may yet be refused so,
+// and nothing may overtake it either.
+//
+// A lane per queue with publishes in flight therefore counts the publishes
+// it handed to one connection and that are not yet answered (unresolved).
+// A publish goes straight to the connection that serves its queue only
+// while its lane has no drainer (below) and nothing unresolved on another
+// connection; otherwise it is held. Held publishes are kept in publish
+// number order (the order of the Publish calls, for calls one after
+// another), and refused ones join them in that order. A drainer goroutine,
+// one per lane that holds publishes, sends them out in that order on one
+// connection once nothing is unresolved elsewhere and, for refused ones,
+// once the redirect has named their queue's owner (or the connection that
+// refused them ended: they then go wherever the queue is routed; so they
+// do when the named node is down, see drain). It exits when the lane
+// holds nothing.
+//
+// A held publish keeps its window place, so the window bounds what lanes
+// hold. Its deadline completes it where it is (expirePublish), and its
+// completion takes it out of the lane (release); so does Close.
+//
+// States of a lane: direct (unresolved publishes on conn, nothing held),
+// holding (held non-empty, a drainer runs), awaiting (holding refused
+// publishes whose redirect has not come). A lane with nothing unresolved
+// or held is forgotten.
+//
+// Invariants: len(held) > 0 implies draining, and while a drainer runs
+// it alone hands the lane's publishes over (so nothing overtakes its
+// batch); held is sorted by publish number; every counted publish is
+// counted once, on its lane's conn; a publish is held or counted, never
+// both. Lock order: laneSet.mu, then a future's mu; nothing is completed,
+// and no route is looked up, under laneSet.mu.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// errStopped: a wait ended because the publish it was for completed (its
+// deadline passed); the publish's outcome is on its future.
+var errStopped = errors.New("client: the publish completed while it waited")
+
+type laneSet struct {
+	mu      sync.Mutex
+	byQueue map[string]*lane
+	closed  bool // Close: no drainer starts any more
+}
+
+type lane struct {
+	queue      string
+	conn       *conn            // the connection its unresolved publishes were handed to
+	unresolved int              // publishes handed to conn, not yet answered
+	held       []*PublishFuture // waiting to go out, by publish number
+	awaiting   *conn            // refused publishes wait for this connection's redirect; nil: none
+	// target is where the held publishes go while refused ones are among
+	// them: the node their redirect named; nil: the queue's route.
+	target   *link
+	draining bool          // a drainer runs
+	changed  chan struct{} // while draining: closed and replaced when the drainer should look again
+}
+
+func newLaneSet() laneSet { return laneSet{byQueue: make(map[string]*lane)} }
+
+// laneLocked returns the queue's lane, making one when it has none.
+func (s *laneSet) laneLocked(queue string) *lane {
+	l := s.byQueue[queue]
+	if l == nil {
+		l = &lane{queue: queue}
+		s.byQueue[queue] = l
+	}
+	return l
+}
+
+// signalLocked wakes the lane's drainer, if it has one.
+func (l *lane) signalLocked() {
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
+}
+
+// forgetIfIdleLocked drops a lane that has nothing in flight.
+func (s *laneSet) forgetIfIdleLocked(l *lane) {
+	if l.unresolved == 0 && len(l.held) == 0 && !l.draining && s.byQueue[l.queue] == l {
+		delete(s.byQueue, l.queue)
+	}
+}
+
+// holdLocked puts a publish in the lane's held list, in publish number
+// order, and starts the drainer when none runs. It reports what became of
+// the publish: held, done already (nothing to do), expired (its deadline
+// passed while it was sent: the caller completes it with
+// ErrPublishTimeout), or closed (the caller completes it with ErrClosed).
+func (c *Client) holdLocked(l *lane, future *PublishFuture) holdOutcome {
+	future.mu.Lock()
+	switch {
+	case future.phase == phaseDone:
+		future.mu.Unlock()
+		return holdDone
+	case future.expired:
+		future.phase = phaseDone
+		future.mu.Unlock()
+		return holdExpired
+	case c.lanes.closed:
+		future.phase = phaseDone
+		future.mu.Unlock()
+		return holdClosed
+	}
+	future.phase, future.conn = phaseHeld, nil
+	future.mu.Unlock()
+	at, _ := slices.BinarySearchFunc(l.held, future.seq, func(f *PublishFuture, seq uint64) int { return compareUint64(f.seq, seq) })
+	l.held = slices.Insert(l.held, at, future)
+	future.lane, future.held = l, true
+	if !l.draining {
+		l.draining, l.changed = true, make(chan struct{})
+		c.resending.Add(1)
+		go c.drain(l)
+	}
+	return holdOK
+}
+
+type holdOutcome uint8
+
+const (
+	holdOK holdOutcome = iota
+	holdDone
+	holdExpired
+	holdClosed
+)
+
+// finishUnheld completes a publish holdLocked did not hold.
+func (c *Client) finishUnheld(future *PublishFuture, outcome holdOutcome) {
+	switch outcome {
+	case holdExpired:
+		c.complete(future, Confirm{Err: ErrPublishTimeout})
+	case holdClosed:
+		c.complete(future, Confirm{Err: ErrClosed})
+	}
+}
+
+// sendInOrder hands a new publish to the connection that serves its
+// queue, or holds it behind the publishes of its queue that must go
+// first. It waits for a connection (bounded by ctx and by the publish's
+// deadline) only when nothing of its queue is held.
+func (c *Client) sendInOrder(ctx context.Context, future *PublishFuture) error {
+	target := c.linkFor(future.queue)
+	connection := target.live()
+	if connection == nil || connection.isDead() {
+		if c.holdIfBusy(future) {
+			return nil
+		}
+		var err error
+		if connection, err = target.connectionUntil(ctx, future.done); err != nil {
+			return err
+		}
+	}
+	if c.holdOrCount(future, connection) {
+		return nil
+	}
+	return c.handOver(ctx, future, connection)
+}
+
+// holdIfBusy holds the publish when its lane's drainer runs (it holds
+// publishes, or is handing some over).
+func (c *Client) holdIfBusy(future *PublishFuture) bool {
+	c.lanes.mu.Lock()
+	l := c.lanes.byQueue[future.queue]
+	if l == nil || !l.draining {
+		c.lanes.mu.Unlock()
+		return false
+	}
+	outcome := c.holdLocked(l, future)
+	c.lanes.forgetIfIdleLocked(l)
+	c.lanes.mu.Unlock()
+	c.finishUnheld(future, outcome)
+	return true
+}
+
+// holdOrCount holds the publish when anything of its queue must go out
+// before it on another connection, and otherwise counts it as unresolved
+// on connection, where the caller sends it.
+func (c *Client) holdOrCount(future *PublishFuture, connection *conn) bool {
+	c.lanes.mu.Lock()
+	l := c.lanes.laneLocked(future.queue)
+	if l.draining || (l.unresolved > 0 && l.conn != connection) {
+		outcome := c.holdLocked(l, future)
+		c.lanes.forgetIfIdleLocked(l)
+		c.lanes.mu.Unlock()
+		c.finishUnheld(future, outcome)
+		return true
+	}
+	l.conn = connection
+	l.unresolved++
+	future.lane, future.counted = l, true
+	c.lanes.mu.Unlock()
+	return false
+}
+
+// handOver puts a publish in the connection's outbox; errStopped when the
+// publish completed (its deadline) while it waited for room.
+func (c *Client) handOver(ctx context.Context, future *PublishFuture, connection *conn) error {
+	if c.publishFrameOverhead()+len(future.queue)+future.encodedBytes > int(connection.peerMaxBody) {
+		return ErrMessageTooLarge
+	}
+	return connection.enqueueUntil(ctx, outbound{publish: future}, future.done)
+}
+
+// release takes a completed publish, or one handed to a retry, out of its
+// lane: it is no longer unresolved there, nor held.
+func (c *Client) release(future *PublishFuture) {
+	c.lanes.mu.Lock()
+	defer c.lanes.mu.Unlock()
+	l := future.lane
+	if l == nil {
+		return
+	}
+	future.lane = nil
+	if future.counted {
+		future.counted = false
+		l.unresolved--
+		if l.unresolved < 0 {
+			panic("client: a lane released more publishes than it counted")
+		}
+	}
+	if future.held {
+		future.held = false
+		if at := slices.Index(l.held, future); at >= 0 {
+			l.held = slices.Delete(l.held, at, at+1)
+		}
+	}
+	l.signalLocked()
+	c.lanes.forgetIfIdleLocked(l)
+}
+
+// refuse holds publishes a connection refused with not_owner (they were
+// not stored) until the redirect names their queue's owner, or sends them
+// there when a route already names another node. A publish past its
+// redirect budget fails with ErrTooManyRedirects.
+func (c *Client) refuse(connection *conn, queue string, futures []*PublishFuture) {
+	routed := c.routedLink(queue)
+	var overBudget []*PublishFuture
+	var unheld []*PublishFuture
+	var outcomes []holdOutcome
+	held := false
+	c.lanes.mu.Lock()
+	l := c.lanes.laneLocked(queue)
+	for _, future := range futures {
+		if future.counted {
+			future.counted = false
+			future.lane.unresolved--
+		}
+		future.lane = nil
+		if future.rerouted {
+			future.rerouted = false // a detour around a node that is down (drain)
+		} else {
+			future.redirects++
+		}
+		if future.redirects > c.options.MaxRedirects {
+			overBudget = append(overBudget, future)
+			continue
+		}
+		if outcome := c.holdLocked(l, future); outcome != holdOK {
+			unheld, outcomes = append(unheld, future), append(outcomes, outcome)
+			continue
+		}
+		future.refusedBy, held = connection, true
+	}
+	switch {
+	case !held:
+	case routed != nil && routed != connection.link:
+		l.target, l.awaiting = routed, nil // the redirect came first
+	default:
+		l.awaiting = connection
+	}
+	l.signalLocked()
+	c.lanes.forgetIfIdleLocked(l)
+	c.lanes.mu.Unlock()
+	for _, future := range overBudget {
+		c.finishPublish(future, Confirm{Err: fmt.Errorf("%w: queue %q", ErrTooManyRedirects, queue)})
+	}
+	for i, future := range unheld {
+		c.finishUnheld(future, outcomes[i])
+	}
+}
+
+// redirected tells the lane of queue that connection's redirect named
+// target: the publishes it refused go there (also when a route known at
+// the refusal had sent them elsewhere: the redirect is newer). A redirect back to the node
+// that refused them fails them with refusal; once the Client is closed
+// (target nil) they fail with ErrClosed.
+func (c *Client) redirected(connection *conn, queue string, target *link, refusal error) {
+	var failed []*PublishFuture
+	c.lanes.mu.Lock()
+	l := c.lanes.byQueue[queue]
+	refusedHere := func(f *PublishFuture) bool { return f.refusedBy == connection }
+	if l == nil || (l.awaiting != connection && !slices.ContainsFunc(l.held, refusedHere)) {
+		c.lanes.mu.Unlock()
+		return
+	}
+	if l.awaiting == connection {
+		l.awaiting = nil
+	}
+	if target == nil {
+		refusal = ErrClosed
+	}
+	if target == nil || target == connection.link {
+		kept := l.held[:0]
+		for _, future := range l.held {
+			if refusedHere(future) {
+				future.lane, future.held = nil, false
+				failed = append(failed, future)
+			} else {
+				kept = append(kept, future)
+			}
+		}
+		clear(l.held[len(kept):])
+		l.held = kept
+	} else {
+		l.target = target
+	}
+	l.signalLocked()
+	c.lanes.mu.Unlock()
+	for _, future := range failed {
+		c.finishHeld(future, Confirm{Err: refusal})
+	}
+}
+
+// connectionEnded lets the publishes a connection refused go on without
+// its redirect: to wherever their queue is routed now.
+func (c *Client) connectionEnded(connection *conn) {
+	c.lanes.mu.Lock()
+	defer c.lanes.mu.Unlock()
+	for _, l := range c.lanes.byQueue {
+		if l.awaiting == connection {
+			l.awaiting, l.target = nil, nil
+			l.signalLocked()
+		}
+	}
+}
+
+// finishHeld completes a publish taken out of a lane, unless its deadline
+// completed it first.
+func (c *Client) finishHeld(future *PublishFuture, result Confirm) {
+	future.mu.Lock()
+	if future.phase == phaseDone {
+		future.mu.Unlock()
+		return
+	}
+	future.phase = phaseDone
+	future.mu.Unlock()
+	c.complete(future, result)
+}
+
+// drain is a lane's drainer: it sends the held publishes out, in order, as
+// the file comment says, and returns when the lane holds nothing.
+//
+// While refused publishes are held, they go to the node their redirect
+// named. When that node is down, the drainer waits for it (bounded by the
+// publishes' deadlines) without WaitForReconnect failing only the
+// refused ones; with it, once the node has failed one more connection
+// attempt while they waited, they go to wherever the queue is routed
+// instead (the route to a node that is gone is dropped: home, which
+// redirects to the new owner after a failover). That detour does not
+// count against MaxRedirects, and the node's reconnect backoff paces it.
+func (c *Client) drain(l *lane) {
+	defer c.resending.Done()
+	var lostLink *link            // the named node, when it was seen down
+	var lostSince <-chan struct{} // its change channel then: closed once it failed again
+	for {
+		changed, named, awaiting, running := c.drainLook(l)
+		if !running {
+			return
+		}
+		if awaiting {
+			c.awaitChange(changed, nil)
+			continue
+		}
+		target := named
+		if target == nil {
+			target = c.linkFor(l.queue)
+		}
+		connection, linkChanged, err := target.poll()
+		switch {
+		case err != nil:
+			c.failHeld(l, err, named != nil)
+			continue
+		case connection == nil && named != nil && target.lost():
+			if lostLink == target && isClosed(lostSince) {
+				c.reroute(l, target)
+				lostLink, lostSince = nil, nil
+				continue
+			}
+			if lostLink != target {
+				lostLink, lostSince = target, linkChanged
+			}
+			c.awaitChange(changed, linkChanged)
+			continue
+		case connection == nil:
+			c.awaitChange(changed, linkChanged)
+			continue
+		}
+		lostLink, lostSince = nil, nil
+		batch, ready := c.takeBatch(l, changed, connection)
+		if !ready {
+			c.awaitChange(changed, nil)
+			continue
+		}
+		for _, future := range batch {
+			if err := c.handOver(c.ctx, future, connection); err != nil {
+				if c.isClosed() {
+					err = ErrClosed
+				}
+				c.finishQueued(future, Confirm{Err: err})
+			}
+		}
+	}
+}
+
+// drainLook is where each round of a drainer begins: it returns what the
+// drainer waits on and where the held publishes go (the named node, or
+// nil: the queue's route), and false when the drainer is done (the lane
+// holds nothing, or the Client closed: what it held fails with
+// ErrClosed).
+func (c *Client) drainLook(l *lane) (changed <-chan struct{}, named *link, awaiting, running bool) {
+	c.lanes.mu.Lock()
+	if len(l.held) == 0 || c.isClosed() {
+		held := c.takeHeldLocked(l)
+		l.draining, l.awaiting, l.target, l.changed = false, nil, nil, nil
+		c.lanes.forgetIfIdleLocked(l)
+		c.lanes.mu.Unlock()
+		for _, future := range held {
+			c.finishHeld(future, Confirm{Err: ErrClosed})
+		}
+		return nil, nil, false, false
+	}
+	if l.target != nil && !slices.ContainsFunc(l.held, isRefused) {
+		// The refused publishes ended (their deadlines): the rest were
+		// never refused and go wherever their queue is routed now.
+		l.target = nil
+	}
+	changed, named, awaiting = l.changed, l.target, l.awaiting != nil
+	c.lanes.mu.Unlock()
+	return changed, named, awaiting, true
+}
+
+func isRefused(f *PublishFuture) bool { return f.refusedBy != nil }
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// failHeld fails the held publishes with err: the refused ones only when
+// err is about the node their redirect named (the others go on to the
+// queue's route).
+func (c *Client) failHeld(l *lane, err error, onlyRefused bool) {
+	var failed []*PublishFuture
+	c.lanes.mu.Lock()
+	if onlyRefused {
+		kept := l.held[:0]
+		for _, future := range l.held {
+			if isRefused(future) {
+				future.lane, future.held, future.refusedBy = nil, false, nil
+				failed = append(failed, future)
+			} else {
+				kept = append(kept, future)
+			}
+		}
+		clear(l.held[len(kept):])
+		l.held = kept
+	} else {
+		failed = c.takeHeldLocked(l)
+	}
+	c.lanes.mu.Unlock()
+	for _, future := range failed {
+		c.finishHeld(future, Confirm{Err: err})
+	}
+}
+
+// reroute sends the refused publishes to the queue's route instead of the
+// node their redirect named, which is down (see drain); the refusal the
+// detour may meet is not counted against MaxRedirects.
+func (c *Client) reroute(l *lane, down *link) {
+	c.lanes.mu.Lock()
+	defer c.lanes.mu.Unlock()
+	if l.target != down {
+		return
+	}
+	l.target = nil
+	for _, future := range l.held {
+		if isRefused(future) {
+			future.rerouted = true
+		}
+	}
+}
+
+// awaitChange waits for the lane (or the link) to change, or the Client
+// to close.
+func (c *Client) awaitChange(lane, link <-chan struct{}) {
+	select {
+	case <-lane:
+	case <-link:
+	case <-c.ctx.Done():
+	}
+}
+
+// takeBatch takes every held publish to send on connection, counting them
+// there, unless something must happen first (a redirect to wait for,
+// publishes unresolved on another connection, or a change since the
+// drainer looked).
+func (c *Client) takeBatch(l *lane, looked <-chan struct{}, connection *conn) ([]*PublishFuture, bool) {
+	c.lanes.mu.Lock()
+	defer c.lanes.mu.Unlock()
+	if l.changed != looked || l.awaiting != nil || (l.unresolved > 0 && l.conn != connection) {
+		return nil, false
+	}
+	batch := make([]*PublishFuture, 0, len(l.held))
+	for _, future := range l.held {
+		future.held, future.refusedBy = false, nil
+		future.mu.Lock()
+		if future.phase == phaseDone {
+			future.mu.Unlock()
+			future.lane = nil // completing: its release finds nothing to do
+			continue
+		}
+		future.phase = phaseQueued
+		future.mu.Unlock()
+		future.counted = true
+		l.unresolved++
+		batch = append(batch, future)
+	}
+	clear(l.held)
+	l.held = l.held[:0]
+	l.conn, l.target = connection, nil
+	return batch, true
+}
+
+// takeHeldLocked empties the lane's held list and returns what was in it.
+func (c *Client) takeHeldLocked(l *lane) []*PublishFuture {
+	held := l.held
+	l.held = nil
+	for _, future := range held {
+		future.lane, future.held, future.refusedBy = nil, false, nil
+	}
+	return held
+}
+
+// closeLanes stops drainers from starting (Close, before it waits for the
+// running ones, which fail what they hold with ErrClosed).
+func (c *Client) closeLanes() {
+	c.lanes.mu.Lock()
+	c.lanes.closed = true
+	for _, l := range c.lanes.byQueue {
+		l.signalLocked()
+	}
+	c.lanes.mu.Unlock()
+}
