@@ -58,7 +58,7 @@ type Metrics struct {
 
 	publishes, publishBytes, confirms, rejects, duplicates *prometheus.CounterVec
 	deliveries, redeliveries, deliveryBytes, settles       *prometheus.CounterVec
-	expiries, deadLetters, restarts                        *prometheus.CounterVec
+	expiries, lapses, deadLetters, restarts                *prometheus.CounterVec
 	confirmSeconds, deliverySeconds, syncSeconds           *prometheus.HistogramVec
 	logWriteSeconds, logFsyncSeconds                       *prometheus.HistogramVec
 	queueState                                             *queueStateCollector
@@ -100,6 +100,7 @@ type queueMetrics struct {
 	releases                         counter
 	discards                         counter
 	expiries                         counter // leases that expired
+	lapses                           counter // leases that applied too late and went back undelivered
 	deadLetters                      counter // messages handed to a dead-letter queue (or dropped)
 	restarts                         counter
 	confirmSeconds                   histogram // partition accepted the batch → confirmed at the boundary
@@ -138,6 +139,9 @@ func newMetrics(restartsTotal func() uint64) *Metrics {
 	m.deliveryBytes = perQueue("fibril_delivery_bytes_total", "Payload bytes delivered.")
 	m.settles = perQueue("fibril_settles_total", "Deliveries settled by consumers, by kind: ack, nack, release, discard.", "kind")
 	m.expiries = perQueue("fibril_lease_expiries_total", "Leases that expired before their delivery was settled.")
+	m.lapses = perQueue("fibril_lease_lapses_total",
+		"Leases that applied with a quarter of the lease timeout or less left (a quorum loss, a slow sync): nothing was sent, "+
+			"the messages went back to the queue without an attempt counted and were leased again.")
 	m.deadLetters = perQueue("fibril_dead_letters_total",
 		"Messages dead-lettered (handed to the dead-letter queue, or dropped when the queue has none).")
 	m.restarts = perQueue("fibril_queue_restarts_total", "Restarts of the queue's partition actor after a failure.")
@@ -320,6 +324,7 @@ func (m *Metrics) forQueue(name string, boundary string) *queueMetrics {
 		releases:        counter{m.settles.WithLabelValues(name, "release")},
 		discards:        counter{m.settles.WithLabelValues(name, "discard")},
 		expiries:        counter{m.expiries.WithLabelValues(name)},
+		lapses:          counter{m.lapses.WithLabelValues(name)},
 		deadLetters:     counter{m.deadLetters.WithLabelValues(name)},
 		restarts:        counter{m.restarts.WithLabelValues(name)},
 		confirmSeconds:  histogram{m.confirmSeconds.WithLabelValues(name)},
@@ -343,7 +348,7 @@ func (m *Metrics) dropQueue(name string) {
 	}
 	labels := prometheus.Labels{"queue": name}
 	for _, vec := range []*prometheus.CounterVec{m.publishes, m.publishBytes, m.confirms, m.rejects, m.duplicates, m.deliveries,
-		m.redeliveries, m.deliveryBytes, m.settles, m.expiries, m.deadLetters, m.restarts} {
+		m.redeliveries, m.deliveryBytes, m.settles, m.expiries, m.lapses, m.deadLetters, m.restarts} {
 		vec.DeletePartialMatch(labels)
 	}
 	for _, vec := range []*prometheus.HistogramVec{m.confirmSeconds, m.deliverySeconds, m.syncSeconds,

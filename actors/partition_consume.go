@@ -317,6 +317,21 @@ func (p *partition) handOutDeliveries(ctx actor.Context, deliveries []queue.Deli
 	}
 }
 
+// takeBackLapsed gives back the credit of leases that lapsed when they
+// applied: the queue sends nothing for them and releases their messages
+// (no attempt counted), which the next dispatch leases again with a fresh
+// deadline. A lease lapses when it applies with a quarter of the lease
+// timeout or less left, as after a quorum loss longer than that
+// (storage/queue machine.go).
+func (p *partition) takeBackLapsed(lapsed []queue.Lapse) {
+	for _, l := range lapsed {
+		if sub, ok := p.home.subscribers.byID[l.Holder]; ok {
+			sub.leasing = max(sub.leasing-1, 0)
+		}
+	}
+	p.metrics.lapses.Add(len(lapsed))
+}
+
 func wireDelivery(tag uint64, d *queue.Delivery) wire.Delivery {
 	out := wire.Delivery{
 		DeliveryTag: tag, Incarnation: d.Incarnation, Offset: d.Offset, Attempt: max(d.Attempt, 1),

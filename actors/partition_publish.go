@@ -162,6 +162,7 @@ func (p *partition) advance(ctx actor.Context) {
 	}
 	p.answerConfirms(ctx, progress.Confirmed)
 	p.handOutDeliveries(ctx, progress.Deliveries)
+	p.takeBackLapsed(progress.Lapsed)
 	p.handOffDeadLetters(ctx, progress.DeadLetters)
 	p.answerApplied(ctx, progress.Applied)
 	p.modeAdvanced(ctx)

@@ -32,15 +32,39 @@ func (q *Queue) Advance() (Progress, error) {
 	progress := q.carry
 	q.carry = Progress{}
 	written, durable := q.frontiers(f)
-	captured := q.machine.advance(written, durable, &progress)
+	captured := q.machine.advance(written, durable, q.nowMs(), &progress)
 	if err := q.fill(&progress); err != nil {
 		q.fence(err)
 		return Progress{}, q.fenced
+	}
+	if err := q.releaseLapsed(); err != nil {
+		return Progress{}, err
 	}
 	if captured != nil {
 		progress.Checkpoint = q.checkpointTask(q.machine.checkpointTicket, captured)
 	}
 	return progress, nil
+}
+
+// releaseLapsed appends the release of the leases that lapsed when they
+// applied (machine.go), in batches while the in-flight bound allows; what
+// is left waits for the next Advance. A release the log refuses up front
+// without fencing (too large) is kept for the next Advance too.
+func (q *Queue) releaseLapsed() error {
+	for {
+		p, entries := q.machine.lapsedRelease()
+		if p == nil {
+			return nil
+		}
+		if err := q.submit([]*pendingAppend{p}, entries); err != nil {
+			if q.fenced != nil {
+				return q.fenced
+			}
+			q.machine.relapse(p)
+			q.logger.Warn("queue: release of lapsed leases refused", "dir", q.dir, "err", err)
+			return nil
+		}
+	}
 }
 
 func (q *Queue) checkpointTask(ticket Ticket, captured *capture) *CheckpointTask {

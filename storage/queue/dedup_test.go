@@ -331,7 +331,7 @@ func BenchmarkDedupPublish(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				m.advance(p.next(), p.next(), &Progress{})
+				m.advance(p.next(), p.next(), 0, &Progress{})
 			}
 		})
 	}

@@ -38,6 +38,8 @@
 //	progress, err := q.Advance()
 //	//   progress.Confirmed:   publish tickets now applied, with their boundary
 //	//   progress.Deliveries:  leased messages to send, payloads read from the log
+//	//   progress.Lapsed:      leased messages not sent (the lease applied too late):
+//	//                         the queue releases them; give their holder its credit back
 //	//   progress.DeadLetters: messages to publish to their dead-letter queue,
 //	//                         then confirm with q.DeadLettered(offsets)
 //	//   progress.Checkpoint:  a snapshot to publish: go task.Run(ctx), then
@@ -74,7 +76,9 @@
 // shares the publish's sync; deliveries are released only once their lease
 // record is applied, so after any restart every message that may have been
 // delivered comes back with its redelivered flag set and an attempt
-// counted.
+// counted. A lease that applies with a quarter of the lease timeout or less
+// left is not delivered: the queue releases its messages with a record
+// (no attempt counted) and leases them again later (machine.go).
 //
 // Message identity: (epoch of the publish record, offset), the same on
 // every copy; epoch.go says why it never names two messages, and

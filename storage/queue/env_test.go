@@ -169,7 +169,8 @@ type faultInjector interface {
 	failSync(q *Queue, probe func()) (fired bool, err error)
 }
 
-func runModel(t *testing.T, seed uint64, steps int, makeEnv func(*rand.Rand) environment) {
+// runModel runs one seeded model run and returns how many leases lapsed in it.
+func runModel(t *testing.T, seed uint64, steps int, makeEnv func(*rand.Rand) environment) int {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	opts := randomOptions(rng)
@@ -182,8 +183,9 @@ func runModel(t *testing.T, seed uint64, steps int, makeEnv func(*rand.Rand) env
 	for range steps {
 		h.step()
 		if t.Failed() {
-			return
+			return h.lapses
 		}
 	}
 	_ = h.q.Close()
+	return h.lapses
 }

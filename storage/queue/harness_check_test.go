@@ -34,16 +34,19 @@ func (h *harness) applyModel() {
 
 func (h *harness) advance() {
 	before := h.applied
+	beforeTicket := h.q.machine.nextTicket
 	progress, err := h.q.Advance()
-	h.note("advance -> applied %d, %d confirms, %d deliveries, %d dead letters, %v",
-		h.q.machine.state.Next(), len(progress.Confirmed), len(progress.Deliveries), len(progress.DeadLetters), err)
+	h.note("advance -> applied %d, %d confirms, %d deliveries, %d lapsed, %d dead letters, %v",
+		h.q.machine.state.Next(), len(progress.Confirmed), len(progress.Deliveries), len(progress.Lapsed),
+		len(progress.DeadLetters), err)
 	if err != nil {
 		h.fail("advance: %v", err)
 	}
 	h.applyModel()
 	h.checkBoundary(before)
 	h.checkConfirms(progress.Confirmed)
-	h.checkDeliveries(progress.Deliveries)
+	lapsed := h.checkDeliveries(progress.Deliveries, progress.Lapsed)
+	h.checkLapsedRelease(beforeTicket, lapsed)
 	h.checkDeadLetters(progress.DeadLetters)
 	if progress.Checkpoint != nil {
 		h.tasks = append(h.tasks, progress.Checkpoint)
@@ -82,26 +85,77 @@ func (h *harness) checkConfirms(confirms []Confirm) {
 	}
 }
 
-func (h *harness) checkDeliveries(deliveries []Delivery) {
+// checkDeliveries checks the deliveries and lapses of the leases applied
+// since the last check against the model's grants: a grant whose deadline
+// is a quarter of the lease timeout or less away at the harness's clock
+// lapses (machine.go), the others are delivered. A lapsed grant's message
+// that was never delivered is not marked redelivered at its next delivery
+// by this process. It returns the lapsed offsets.
+func (h *harness) checkDeliveries(deliveries []Delivery, lapses []Lapse) []uint64 {
 	byTicket := map[Ticket][]Delivery{}
 	for _, d := range deliveries {
 		byTicket[d.Ticket] = append(byTicket[d.Ticket], d)
 	}
-	for ticket, want := range h.grants {
+	lapsedByTicket := map[Ticket][]uint64{}
+	for _, l := range lapses {
+		lapsedByTicket[l.Ticket] = append(lapsedByTicket[l.Ticket], l.Offset)
+	}
+	marginMs := durationMs(h.opts.LeaseTimeout) / 4
+	var lapsed []uint64
+	for ticket, grants := range h.grants {
+		var wantDelivered []modelGrant
+		var wantLapsed []uint64
+		for _, g := range grants {
+			g.redelivered = g.redelivered && !h.unsent[g.offset]
+			if g.deadlineMs-h.nowMs <= marginMs {
+				wantLapsed = append(wantLapsed, g.offset)
+				if !g.redelivered {
+					h.unsent[g.offset] = true
+				}
+				continue
+			}
+			delete(h.unsent, g.offset)
+			wantDelivered = append(wantDelivered, g)
+		}
 		got := byTicket[ticket]
 		sort.Slice(got, func(i, j int) bool { return got[i].Offset < got[j].Offset })
-		if len(got) != len(want) {
-			h.fail("lease %d delivered %d messages, model %d", ticket, len(got), len(want))
+		if len(got) != len(wantDelivered) {
+			h.fail("lease %d delivered %d messages, model %d (%d lapsed)", ticket, len(got), len(wantDelivered), len(wantLapsed))
 		}
 		for i, d := range got {
-			h.checkDelivery(d, want[i])
+			h.checkDelivery(d, wantDelivered[i])
 		}
+		gotLapsed := lapsedByTicket[ticket]
+		slices.Sort(gotLapsed)
+		if !slices.Equal(gotLapsed, wantLapsed) {
+			h.fail("lease %d lapsed %v at %d, model %v", ticket, gotLapsed, h.nowMs, wantLapsed)
+		}
+		lapsed = append(lapsed, wantLapsed...)
+		h.lapses += len(wantLapsed)
 		delete(byTicket, ticket)
+		delete(lapsedByTicket, ticket)
 		delete(h.grants, ticket)
 	}
-	if len(byTicket) != 0 {
-		h.fail("deliveries for leases the model did not apply: %v", byTicket)
+	if len(byTicket) != 0 || len(lapsedByTicket) != 0 {
+		h.fail("deliveries %v and lapses %v for leases the model did not apply", byTicket, lapsedByTicket)
 	}
+	return lapsed
+}
+
+// checkLapsedRelease: the Advance that found lapsed leases appended one
+// release of them (no attempt counted), and nothing else.
+func (h *harness) checkLapsedRelease(before Ticket, lapsed []uint64) {
+	appends := h.newAppends(before)
+	if len(lapsed) == 0 {
+		if len(appends) != 0 {
+			h.fail("advance appended %d operations with no lease lapsed", len(appends))
+		}
+		return
+	}
+	if len(appends) != 1 {
+		h.fail("advance made %d appends for the lapsed leases %v, want 1", len(appends), lapsed)
+	}
+	h.record(appends[0], Record{Kind: KindRelease, Offsets: sortedUnique(lapsed)})
 }
 
 func (h *harness) checkDelivery(d Delivery, want modelGrant) {
@@ -232,6 +286,7 @@ func (h *harness) reopen(crash, lossy bool, survives uint64) {
 		h.fail("reopen (power loss %v): %v", powerLoss, err)
 	}
 	h.q = q
+	h.unsent = map[uint64]bool{} // the new process remembers no lapse
 	recovery := q.Recovery()
 	pair, _ := h.env.(*pairEnv)
 	if pair != nil {

@@ -94,6 +94,7 @@ type harness struct {
 	grants                map[Ticket][]modelGrant
 	leaseAt               map[Ticket]uint64     // lease ticket → its record's offset
 	released              map[uint64]releasedAt // message offset → its last released delivery
+	unsent                map[uint64]bool       // lapsed, never delivered: the next delivery is not marked
 	recovered             map[string]bool       // publishes found in the log at a reopen, never confirmed
 	limit                 uint64                // the apply limit set on the queue
 	tasks                 []*CheckpointTask
@@ -101,6 +102,7 @@ type harness struct {
 	trace                 []string
 	stepCount             int
 	restarts, powerLosses int
+	lapses                int // leases that lapsed at their apply
 }
 
 func newHarness(t testing.TB, rng *rand.Rand, opts Options, env environment) *harness {
@@ -110,7 +112,8 @@ func newHarness(t testing.TB, rng *rand.Rand, opts Options, env environment) *ha
 		confirmed: map[string]confirmation{}, issued: map[uint64]bool{}, delivered: map[string]bool{},
 		identity: map[[2]uint64]string{}, attempts: map[string]uint32{}, grants: map[Ticket][]modelGrant{},
 		leaseAt: map[Ticket]uint64{}, released: map[uint64]releasedAt{}, recovered: map[string]bool{},
-		limit: noLimit,
+		unsent: map[uint64]bool{},
+		limit:  noLimit,
 	}
 	q, err := env.open(h.opts, h.clock)
 	if err != nil {

@@ -14,6 +14,26 @@ package queue
 // the same group. pendingLeased holds those pending offsets until their
 // publish applies; the publish then enters the state already claimed.
 //
+// Lapsed leases. A lease's deadline is fixed when its record is built
+// (now + the lease timeout), but its deliveries are released only when the
+// record applies: after a write or a sync on a single node, and on a
+// replicated owner once W copies count, which a quorum loss can delay past
+// the deadline. A lease that applies with a quarter of the lease timeout
+// or less left (deadline - now <= timeout/4, the owner's clock at the
+// Advance that applies it) lapses: its deliveries are not released (the
+// consumer would get a lease that is over, or about to be, and its expiry
+// would count an attempt nobody made); the owner appends a release of
+// those messages instead (KindRelease: back to ready, no attempt counted)
+// and leases them again later with a fresh deadline. The owner decides
+// once, from its clock, and writes the decision as a record: every copy
+// and every replay applies the lease and then the release, never a clock.
+// Until the release applies the messages stay leased and claimed, so
+// neither a settle nor the lease's expiry takes them. A lapsed message that
+// had never been delivered is remembered (unsent, bounded, this process
+// only) so that its next delivery is not marked redelivered; without that
+// memory (after a restart, on another owner) the mark errs on the side of
+// "may have been delivered", as it must.
+//
 // Invariant: pending holds appends in offset order; pending[0].first +
 // pending[0].applied == state.Next() whenever pending is not empty;
 // nextOffset == the end of the last pending append (or state.Next());
@@ -128,6 +148,12 @@ type machine struct {
 	pendingLeased map[uint64]struct{} // pending publishes claimed by a lease in flight
 	leaseCursor   uint64              // see the file comment
 
+	// lapsed are the offsets of lapsed leases whose release is not
+	// appended yet; unsent those of lapsed messages never delivered
+	// (see the file comment).
+	lapsed []uint64
+	unsent map[uint64]struct{}
+
 	// pendingKeys are the dedup keys of appended, unapplied publishes, with
 	// their offsets: a duplicate of one waits for its outcome (dedup.go).
 	pendingKeys map[dedupKey]uint64
@@ -148,7 +174,7 @@ func newMachine(state *State) *machine {
 	m := &machine{
 		state: state, nextOffset: state.Next(), nextTicket: 1, maxInflight: defaultMaxInflight,
 		pendingLeased: map[uint64]struct{}{}, leaseCursor: state.Next(),
-		pendingKeys: map[dedupKey]uint64{},
+		pendingKeys: map[dedupKey]uint64{}, unsent: map[uint64]struct{}{},
 	}
 	m.resetTail()
 	return m
@@ -322,6 +348,71 @@ func (m *machine) lease(max int, holder uint64, nowMs int64) (*pendingAppend, []
 	p.records, entries = offsetRecords(template, offsets)
 	m.submit(p)
 	return p, entries, nil
+}
+
+// lapseFraction: a lease lapses when it applies with 1/lapseFraction of the
+// lease timeout or less left.
+const lapseFraction = 4
+
+// lapses reports whether a lease with deadlineMs applied at nowMs lapses.
+// With a lease timeout under lapseFraction milliseconds the margin is 0: a
+// lease lapses only once its deadline is reached, when ExpireLeases would
+// take it.
+func (m *machine) lapses(deadlineMs, nowMs int64) bool {
+	return deadlineMs-nowMs <= m.state.limits.leaseTimeoutMs/lapseFraction
+}
+
+// lapse keeps the message of a lapsed lease leased and claimed until its
+// release is appended; redelivered is what its delivery would have said.
+func (m *machine) lapse(offset uint64, redelivered bool) {
+	m.state.find(offset).claim = claimSettle
+	m.lapsed = append(m.lapsed, offset)
+	if !redelivered {
+		m.markUnsent(offset)
+	}
+}
+
+// maxUnsent bounds the lapsed messages remembered as never delivered; past
+// it a lapsed message's next delivery is marked redelivered.
+const maxUnsent = 1 << 16
+
+func (m *machine) markUnsent(offset uint64) {
+	if len(m.unsent) >= maxUnsent {
+		for o := range m.unsent {
+			if m.state.find(o) == nil { // settled or dropped since
+				delete(m.unsent, o)
+			}
+		}
+	}
+	if len(m.unsent) < maxUnsent {
+		m.unsent[offset] = struct{}{}
+	}
+}
+
+// lapsedRelease builds the release of up to expireBatch lapsed leases, or
+// returns nil when there are none or the in-flight bound is reached (the
+// next Advance tries again).
+func (m *machine) lapsedRelease() (*pendingAppend, []entry) {
+	if len(m.lapsed) == 0 || m.inflight() >= m.maxInflight {
+		return nil, nil
+	}
+	n := min(len(m.lapsed), expireBatch)
+	offsets := sortedUnique(m.lapsed[:n])
+	m.lapsed = append(m.lapsed[:0], m.lapsed[n:]...)
+	return m.claimed(opSettle, Record{Kind: KindRelease}, offsets)
+}
+
+// relapse takes back the lapsed messages of a release the log refused up
+// front (rollback released their claims), to be appended again.
+func (m *machine) relapse(p *pendingAppend) {
+	for i := range p.records {
+		for _, offset := range p.records[i].Offsets {
+			if msg := m.state.find(offset); msg != nil && msg.status == statusLeased && msg.claim == claimNone {
+				msg.claim = claimSettle
+				m.lapsed = append(m.lapsed, offset)
+			}
+		}
+	}
 }
 
 // claimPending claims unapplied publishes from leaseCursor on until out

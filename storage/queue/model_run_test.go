@@ -21,13 +21,25 @@ func TestModelFakeLog(t *testing.T) {
 	if os.Getenv("FIBRIL_QUEUE_SEED") != "" {
 		runs = 1
 	}
+	lapses := 0
 	for range runs {
 		seed := seedFromEnv(t, "FIBRIL_QUEUE_SEED")
-		runModel(t, seed, steps, func(rng *rand.Rand) environment { return newFakeEnv(rng) })
+		lapses += runModel(t, seed, steps, func(rng *rand.Rand) environment { return newFakeEnv(rng) })
 		if t.Failed() {
 			t.Fatalf("failed with FIBRIL_QUEUE_SEED=%d", seed)
 		}
 	}
+	checkLapsesSeen(t, runs, lapses)
+}
+
+// checkLapsesSeen: over several runs the clock jumps make some leases
+// lapse at their apply, so the harness checks that path too.
+func checkLapsesSeen(t *testing.T, runs, lapses int) {
+	t.Helper()
+	if runs > 1 && lapses == 0 {
+		t.Fatalf("%d runs saw no lease lapse at its apply", runs)
+	}
+	t.Logf("%d runs: %d leases lapsed at their apply", runs, lapses)
 }
 
 func TestModelMemLog(t *testing.T) {
@@ -36,13 +48,15 @@ func TestModelMemLog(t *testing.T) {
 	if os.Getenv("FIBRIL_QUEUE_SEED") != "" {
 		runs = 1
 	}
+	lapses := 0
 	for range runs {
 		seed := seedFromEnv(t, "FIBRIL_QUEUE_SEED")
-		runModel(t, seed, steps, func(rng *rand.Rand) environment { return newMemEnv(rng) })
+		lapses += runModel(t, seed, steps, func(rng *rand.Rand) environment { return newMemEnv(rng) })
 		if t.Failed() {
 			t.Fatalf("failed with FIBRIL_QUEUE_SEED=%d", seed)
 		}
 	}
+	checkLapsesSeen(t, runs, lapses)
 }
 
 // TestModelReplicated runs the harness on an owner and a replica over the
@@ -64,11 +78,11 @@ func runReplicated(t *testing.T, runs, steps int, newStore func(*rand.Rand) copy
 	if os.Getenv("FIBRIL_QUEUE_SEED") != "" {
 		runs = 1
 	}
-	compared, failovers, published, fromSnapshot := 0, 0, 0, 0
+	compared, failovers, published, fromSnapshot, lapses := 0, 0, 0, 0, 0
 	for range runs {
 		seed := seedFromEnv(t, "FIBRIL_QUEUE_SEED")
 		var pair *pairEnv
-		runModel(t, seed, steps, func(rng *rand.Rand) environment {
+		lapses += runModel(t, seed, steps, func(rng *rand.Rand) environment {
 			pair = newPairEnv(t, rng, newStore)
 			return pair
 		})
@@ -83,4 +97,5 @@ func runReplicated(t *testing.T, runs, steps int, newStore func(*rand.Rand) copy
 	}
 	t.Logf("%d runs: %d state comparisons, %d failovers, %d replica checkpoints published, %d replica opens from a snapshot",
 		runs, compared, failovers, published, fromSnapshot)
+	checkLapsesSeen(t, runs, lapses)
 }

@@ -49,6 +49,7 @@ type modelGrant struct {
 	offset      uint64
 	attempt     uint32
 	redelivered bool
+	deadlineMs  int64
 }
 
 type model struct {
@@ -80,7 +81,7 @@ func (m *model) apply(offset uint64, op *Record, id string) {
 			if msg == nil || !msg.status.queued() {
 				continue
 			}
-			m.granted = append(m.granted, modelGrant{o, msg.attempts + 1, msg.delivered})
+			m.granted = append(m.granted, modelGrant{o, msg.attempts + 1, msg.delivered, op.DeadlineMs})
 			msg.status, msg.delivered, msg.holder, msg.deadlineMs = mLeased, true, op.Holder, op.DeadlineMs
 		}
 	case KindDeadLetter:

@@ -36,9 +36,11 @@ type Delivery struct {
 	Offset      uint64
 	MessageID   string
 	// Attempt is the counted attempts so far plus one; a release does not
-	// count an attempt.
+	// count an attempt, nor does a lease that lapsed (machine.go).
 	Attempt uint32
 	// Redelivered is set when the message may have been delivered before.
+	// A lease that lapsed delivered nothing: the owner that saw it lapse
+	// does not mark the next delivery for it.
 	Redelivered bool
 	PublishTime time.Time
 	Deadline    time.Time
@@ -61,11 +63,24 @@ type DeadLetter struct {
 	Payload     []byte
 }
 
+// Lapse is a leased message whose delivery was not released because its
+// lease applied with too little of the lease timeout left (machine.go):
+// the queue appends its release and leases it again later with a fresh
+// deadline. The owner gives the holder back the credit the lease took.
+type Lapse struct {
+	Ticket Ticket // the Lease call that asked for it
+	Holder uint64
+	Offset uint64
+}
+
 // Progress is what one Advance applied.
 type Progress struct {
 	Confirmed   []Confirm
 	Deliveries  []Delivery
 	DeadLetters []DeadLetter
+	// Lapsed lists the messages of applied leases that were not delivered
+	// (Lapse).
+	Lapsed []Lapse
 	// Applied lists every other operation (settles, expiries, dead-letter
 	// markers, purges, checkpoint markers) whose records are now applied.
 	Applied []Ticket
@@ -78,7 +93,7 @@ type Progress struct {
 // Empty reports whether p holds nothing.
 func (p *Progress) Empty() bool {
 	return len(p.Confirmed) == 0 && len(p.Deliveries) == 0 && len(p.DeadLetters) == 0 &&
-		len(p.Applied) == 0 && p.Checkpoint == nil
+		len(p.Lapsed) == 0 && len(p.Applied) == 0 && p.Checkpoint == nil
 }
 
 // capture is a snapshot taken right after a checkpoint marker applied.
@@ -94,8 +109,9 @@ type capture struct {
 // applies below the frontier of the mode in force when it is reached, a
 // mode record below the durable one (mode.go). Confirms, deliveries and
 // settles are all released against that rule. durable also reports
-// confirm boundaries.
-func (m *machine) advance(written, durable uint64, progress *Progress) *capture {
+// confirm boundaries. nowMs is the owner's clock, against which applied
+// leases are checked for a lapse (machine.go).
+func (m *machine) advance(written, durable uint64, nowMs int64, progress *Progress) *capture {
 	var captured *capture
 	for m.pendHead < len(m.pending) {
 		p := m.pending[m.pendHead]
@@ -116,7 +132,7 @@ func (m *machine) advance(written, durable uint64, progress *Progress) *capture 
 					m.state.claimPublished(offset)
 				}
 			}
-			m.collect(p, progress)
+			m.collect(p, nowMs, progress)
 			if rec.Kind == KindCheckpoint && rec.CheckpointID == m.checkpointID {
 				captured = &capture{
 					id: rec.CheckpointID, next: offset + 1, firstLive: m.state.FirstLive(),
@@ -145,11 +161,23 @@ func (m *machine) advance(written, durable uint64, progress *Progress) *capture 
 	return captured
 }
 
-func (m *machine) collect(p *pendingAppend, progress *Progress) {
+// collect turns what the last applied record leased into deliveries, or
+// into lapses when the lease applied too late (machine.go).
+func (m *machine) collect(p *pendingAppend, nowMs int64, progress *Progress) {
 	for _, g := range m.fx.Leased {
+		_, unsent := m.unsent[g.Offset]
+		redelivered := g.Redelivered && !unsent
+		if m.lapses(g.DeadlineMs, nowMs) {
+			m.lapse(g.Offset, redelivered)
+			progress.Lapsed = append(progress.Lapsed, Lapse{Ticket: p.ticket, Holder: p.holder, Offset: g.Offset})
+			continue
+		}
+		if unsent {
+			delete(m.unsent, g.Offset)
+		}
 		progress.Deliveries = append(progress.Deliveries, Delivery{
 			Ticket: p.ticket, Holder: p.holder, Offset: g.Offset, Attempt: g.Attempt,
-			Redelivered: g.Redelivered, PublishTime: time.UnixMilli(g.PublishMs),
+			Redelivered: redelivered, PublishTime: time.UnixMilli(g.PublishMs),
 			Deadline: time.UnixMilli(g.DeadlineMs),
 		})
 	}

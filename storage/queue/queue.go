@@ -300,7 +300,7 @@ func (q *Queue) expireRestartLeases(ctx context.Context) error {
 		}
 	}
 	written, durable := q.frontiers(q.log.Frontiers())
-	q.machine.advance(written, durable, &q.carry)
+	q.machine.advance(written, durable, q.nowMs(), &q.carry)
 	if q.applyLimit == noLimit && q.machine.inflight() != 0 {
 		return fmt.Errorf("%w: lease expiry at open not applied", ErrLogContract)
 	}

@@ -28,6 +28,10 @@ package queue
 // milliseconds. A decoder refuses unknown flag bits, unknown reasons,
 // trailing bytes and counts the body cannot hold.
 //
+// A lease that lapses (machine.go) is followed by a Release of its
+// messages: no kind or field was added for it, so old logs replay the same
+// and an older copy applies it.
+//
 // Bits 1 and 2 of a publish carry the deduplication keys (dedup.go); the
 // queue sets them only when it deduplicates, so a queue that does not
 // writes exactly the records of versions before deduplication existed.
@@ -52,7 +56,9 @@ const (
 	// KindNack returns leased messages with an attempt counted, optionally
 	// delayed; at max deliveries they are dead-lettered instead.
 	KindNack Kind = 4
-	// KindRelease returns leased messages without counting an attempt.
+	// KindRelease returns leased messages without counting an attempt: a
+	// consumer's release, or the owner's of a lease that lapsed (it
+	// applied too late to be delivered, machine.go).
 	KindRelease Kind = 5
 	// KindDiscard drops messages: leased ones on a consumer's request, or
 	// ready ones past their TTL.

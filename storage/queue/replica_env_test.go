@@ -166,7 +166,7 @@ func (e *pairEnv) afterStep(h *harness) {
 	if err != nil {
 		h.fail("replica advance: %v", err)
 	}
-	if len(progress.Confirmed)+len(progress.Deliveries)+len(progress.DeadLetters)+len(progress.Applied) != 0 {
+	if len(progress.Confirmed)+len(progress.Deliveries)+len(progress.Lapsed)+len(progress.DeadLetters)+len(progress.Applied) != 0 {
 		h.fail("a replica released %+v", progress)
 	}
 	if progress.Checkpoint != nil {
