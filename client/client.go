@@ -35,11 +35,16 @@ type Client struct {
 	// routeEpochs is the newest owner epoch a redirect (FRD2) named, by
 	// queue: a redirect of an older epoch is not followed.
 	routeEpochs map[string]uint64
-	links       map[string]*link // redirect targets, by address
-	closed      bool             // guarded by routesMu
-	closeOnce   sync.Once
-	resending   sync.WaitGroup // lane drainers (lane.go) and retries of unknown outcomes (retry.go)
-	lanes       laneSet        // per queue: keeps the order of publishes across redirects
+	links       map[string]*link // redirect targets and detours' nodes, by address
+	// detours steer queues around nodes that refused them (detour.go);
+	// known is every node address the Client knows, configured first,
+	// then as redirects named them.
+	detours   map[string]*detour
+	known     []string
+	closed    bool // guarded by routesMu
+	closeOnce sync.Once
+	resending sync.WaitGroup // lane drainers (lane.go) and retries of unknown outcomes (retry.go)
+	lanes     laneSet        // per queue: keeps the order of publishes across redirects
 
 	randomMu sync.Mutex
 	random   *rand.Rand
@@ -71,8 +76,9 @@ func Dial(ctx context.Context, options Options) (*Client, error) {
 		options: options, ctx: clientCtx, cancel: cancel,
 		window: newWindow(options.MaxPendingPublishes),
 		routes: make(map[string]*link), links: make(map[string]*link), routeEpochs: make(map[string]uint64),
-		lanes:  newLaneSet(),
-		random: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		detours: make(map[string]*detour),
+		lanes:   newLaneSet(),
+		random:  rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	if options.Confirms {
 		c.confirms = newConfirmPump(options.MaxPendingPublishes, c.window)
@@ -81,6 +87,9 @@ func Dial(ctx context.Context, options Options) (*Client, error) {
 		c.producerID = fmt.Sprintf("%016x%016x", c.random.Uint64(), c.random.Uint64())
 	}
 	c.home = newLink(c, options.Addresses)
+	for _, address := range options.Addresses {
+		c.knowLocked(address)
+	}
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	var failures []error
@@ -245,12 +254,25 @@ func (c *Client) roundTrip(ctx context.Context, request call) (reply, error) {
 	if target == nil {
 		target = c.linkFor(request.queue)
 	}
+	var refusedAt []string // nodes that answered unavailable or fenced (detour.go)
+	refusals := 0
 	for redirects := 0; ; redirects++ {
 		connection, err := target.connection(ctx)
 		if err != nil {
 			return reply{}, err
 		}
 		answer, err := connection.request(ctx, request)
+		if request.queue != "" && refusesService(CodeOf(err)) {
+			// The node carried nothing out and cannot serve the queue
+			// now: try the next node, once per node it knows (detour.go).
+			next := c.avoid(request.queue, connection)
+			refusedAt, refusals = noteRefusal(refusedAt, connection.session.Address), refusals+1
+			if next == nil || next == connection.link || roundDone(refusedAt, refusals, c.knownNodes()) {
+				return answer, err
+			}
+			target, redirects = next, redirects-1
+			continue
+		}
 		if err != nil || answer.redirect == nil {
 			return answer, err
 		}
@@ -268,13 +290,19 @@ func (c *Client) roundTrip(ctx context.Context, request call) (reply, error) {
 	}
 }
 
-// linkFor returns the link that serves a queue: its owner's, once a
-// redirect has named one and while that node answers, and home otherwise.
+// linkFor returns the link that serves a queue: another node's while the
+// queue is detoured around one that refused it (detour.go); its owner's,
+// once a redirect has named one and while that node answers; and home
+// otherwise.
 // A route whose link lost its connection is dropped: the owner may have
 // failed over, and home (or the next node home reaches) redirects to the
 // new one.
 func (c *Client) linkFor(queue string) *link {
-	if routed := c.routedLink(queue); routed != nil {
+	detoured, routed := c.routing(queue)
+	if detoured != nil {
+		return detoured
+	}
+	if routed != nil {
 		if !routed.lost() {
 			return routed
 		}
@@ -291,6 +319,12 @@ func (c *Client) dropRoute(queue string, dead *link) *link {
 	if c.routes[queue] == dead {
 		delete(c.routes, queue)
 	}
+	if d := c.detours[queue]; d != nil && d.link == dead {
+		c.endDetourLocked(queue)
+	}
+	if detoured := c.detourLocked(queue); detoured != nil {
+		return detoured
+	}
 	if routed := c.routes[queue]; routed != nil {
 		return routed
 	}
@@ -302,6 +336,17 @@ func (c *Client) routedLink(queue string) *link {
 	c.routesMu.Lock()
 	defer c.routesMu.Unlock()
 	return c.routes[queue]
+}
+
+// routing returns the queue's detour link, if one is in force, and the
+// link a redirect named for it, or nil.
+func (c *Client) routing(queue string) (detoured, routed *link) {
+	c.routesMu.Lock()
+	defer c.routesMu.Unlock()
+	if len(c.detours) > 0 {
+		detoured = c.detourLocked(queue)
+	}
+	return detoured, c.routes[queue]
 }
 
 // learnRoute records that address owns queue and returns the link to it,
@@ -321,6 +366,9 @@ func (c *Client) learnRoute(queue, address string, epoch uint64) *link {
 			// A node that has not heard of the failover names an older
 			// owner: keep the route of the newer epoch (home when the
 			// queue has none) and ask there again.
+			if target := c.detourLocked(queue); target != nil {
+				return target
+			}
 			if target := c.routes[queue]; target != nil {
 				return target
 			}
@@ -328,16 +376,15 @@ func (c *Client) learnRoute(queue, address string, epoch uint64) *link {
 		}
 		c.routeEpochs[queue] = epoch
 	}
+	c.knowLocked(address)
+	if queue != "" {
+		c.endDetourLocked(queue) // the redirect says where the queue is served
+	}
 	if address == homeAddress {
 		delete(c.routes, queue)
 		return c.home
 	}
-	target := c.links[address]
-	if target == nil {
-		target = newLink(c, []string{address})
-		c.links[address] = target
-		target.start(nil)
-	}
+	target := c.linkToLocked(address, homeAddress)
 	if queue != "" {
 		c.routes[queue] = target
 	}

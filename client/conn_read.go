@@ -152,6 +152,10 @@ func (c *conn) handleReject(body []byte) {
 			continue
 		}
 		refusal := &ServerError{Code: rejected.Code, Message: rejected.Message}
+		if refusesService(rejected.Code) {
+			c.detourPublishes(futures, refusal)
+			continue
+		}
 		if rejected.Code == wire.CodeOutcomeUnknown {
 			// The queue changed owner or restarted with these appended:
 			// like a lost connection, a deduplicating queue may take them
@@ -168,6 +172,21 @@ func (c *conn) handleReject(body []byte) {
 // queues' lanes (lane.go), which send them to the owner a redirect names,
 // ahead of every later publish to the queue.
 func (c *conn) redirectPublishes(futures []*PublishFuture) {
+	forEachQueue(futures, func(queue string, group []*PublishFuture) { c.client.refuse(c, queue, group) })
+}
+
+// detourPublishes hands publishes refused with unavailable or fenced (not
+// stored) to their queues' lanes, which send them to the next node
+// (detour.go), ahead of every later publish to the queue.
+func (c *conn) detourPublishes(futures []*PublishFuture, refusal *ServerError) {
+	forEachQueue(futures, func(queue string, group []*PublishFuture) {
+		c.client.refuseUnavailable(c, queue, group, refusal)
+	})
+}
+
+// forEachQueue calls fn with the publishes of each queue, in publish
+// number order.
+func forEachQueue(futures []*PublishFuture, fn func(queue string, group []*PublishFuture)) {
 	slices.SortFunc(futures, func(a, b *PublishFuture) int { return compareUint64(a.seq, b.seq) })
 	for len(futures) > 0 {
 		queue := futures[0].queue
@@ -179,7 +198,7 @@ func (c *conn) redirectPublishes(futures []*PublishFuture) {
 				rest = append(rest, future)
 			}
 		}
-		c.client.refuse(c, queue, group)
+		fn(queue, group)
 		futures = rest
 	}
 }

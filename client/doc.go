@@ -144,6 +144,27 @@
 // for the queue (from a node that has not heard of a failover yet) is not
 // followed; the request goes to the newer owner it knows instead.
 //
+// A node that answers a queue's request or publish with unavailable or
+// fenced carried nothing out (a refused publish was not stored), and may
+// be an owner cut off from its peers: it cannot confirm, and it does not
+// redirect because it has not heard that the others elected a new owner.
+// So the SDK stops sending that queue's traffic to the node for
+// Options.Backoff.Max (5 s by default) and sends it through the next node
+// it knows (the configured Addresses, then the nodes redirects named),
+// which serves the queue or redirects to its owner; a node that refuses
+// too is avoided in turn, and after a full round the first comes back.
+// Refused publishes are sent on like those refused with not_owner: ahead
+// of their queue's later publishes, which wait behind them, in order, and
+// within their deadlines. A publish refused by every node the SDK knows
+// (on a single node: the first refusal) fails with the refusal, a
+// retryable *ServerError; publish it again after a backoff, and it goes to
+// the node chosen next. A request (subscribe, info, purge, declare) is
+// sent through the next node the same way, once per node; a subscription
+// being subscribed again follows the same rule. The detour lapses with
+// the avoidance (the queue's traffic goes back to its route, or home) and
+// ends when a redirect for the queue is followed. shutting_down closes
+// the connection, so it is handled as a lost connection is.
+//
 // # Concurrency
 //
 // A Client and its Subscriptions are safe for concurrent use. Each

@@ -7,9 +7,10 @@ package client
 // connection are stored in the order they were made. The order can break
 // only where the queue's publishes change connection: a publish refused
 // with not_owner (not stored) must be sent again to the owner the redirect
-// names, and the publishes made after it must not get there first; a
-// publish still unanswered on the old connection may yet be refused so,
-// and nothing may overtake it either.
+// names (one refused with unavailable or fenced, to the next node the
+// Client knows, detour.go), and the publishes made after it must not get
+// there first; a publish still unanswered on the old connection may yet
+// be refused so, and nothing may overtake it either.
 //
 // A lane per queue with publishes in flight therefore counts the publishes
 // it handed to one connection and that are not yet answered (unresolved).
@@ -290,6 +291,54 @@ func (c *Client) refuse(connection *conn, queue string, futures []*PublishFuture
 	c.lanes.mu.Unlock()
 	for _, future := range overBudget {
 		c.finishPublish(future, Confirm{Err: fmt.Errorf("%w: queue %q", ErrTooManyRedirects, queue)})
+	}
+	for i, future := range unheld {
+		c.finishUnheld(future, outcomes[i])
+	}
+}
+
+// refuseUnavailable holds publishes a connection refused with unavailable
+// or fenced (they were not stored) and lets its drainer send them, ahead
+// of the queue's later publishes, to the node the queue is detoured to
+// (detour.go). A publish refused by every node the Client knows (its
+// round is done), or refused where no other node is known, fails with
+// refusal.
+func (c *Client) refuseUnavailable(connection *conn, queue string, futures []*PublishFuture, refusal *ServerError) {
+	next := c.avoid(queue, connection)
+	nodes := c.knownNodes()
+	var failed, unheld []*PublishFuture
+	var outcomes []holdOutcome
+	c.lanes.mu.Lock()
+	l := c.lanes.laneLocked(queue)
+	for _, future := range futures {
+		if future.counted {
+			future.counted = false
+			future.lane.unresolved--
+		}
+		future.lane = nil
+		future.refusedAt, future.refusals = noteRefusal(future.refusedAt, connection.session.Address), future.refusals+1
+		if next == nil || next == connection.link || roundDone(future.refusedAt, future.refusals, nodes) {
+			failed = append(failed, future)
+			continue
+		}
+		if outcome := c.holdLocked(l, future); outcome != holdOK {
+			unheld, outcomes = append(unheld, future), append(outcomes, outcome)
+			continue
+		}
+		future.refusedBy = connection
+	}
+	if l.target == connection.link {
+		l.target = nil // sent there after a redirect: they go the queue's way now
+	}
+	l.signalLocked()
+	c.lanes.forgetIfIdleLocked(l)
+	c.lanes.mu.Unlock()
+	for _, future := range failed {
+		if next == nil {
+			c.finishPublish(future, Confirm{Err: ErrClosed})
+		} else {
+			c.finishPublish(future, Confirm{Err: refusal})
+		}
 	}
 	for i, future := range unheld {
 		c.finishUnheld(future, outcomes[i])

@@ -6,9 +6,10 @@ package client
 // wire sequence number and packs it with its neighbours. The confirm
 // (a range, with its boundary) completes the future. A publish refused
 // with not_owner was not stored, so it is sent again to the owner the
-// redirect names, ahead of its queue's later publishes (lane.go); a
-// publish whose connection ends has an unknown outcome and fails with
-// ErrConnectionLost.
+// redirect names, ahead of its queue's later publishes (lane.go); so is
+// one refused with unavailable or fenced, through the next node the
+// Client knows (detour.go); a publish whose connection ends has an
+// unknown outcome and fails with ErrConnectionLost.
 //
 // A publish may have a deadline (Options.PublishTimeout, WithDeadline, or
 // Publish's context): when it passes first, the publish fails with
@@ -124,7 +125,7 @@ const (
 	phaseQueued  publishPhase = iota // handed to an outbox, not yet taken by a writer
 	phaseBatched                     // in the writer's frame being built
 	phaseSent                        // encoded, in its connection's pending table
-	phaseHeld                        // held in its queue's lane (lane.go): refused with not_owner, or behind such
+	phaseHeld                        // held in its queue's lane (lane.go): refused (not_owner, unavailable, fenced), or behind such
 	phaseDone                        // completed
 )
 
@@ -159,7 +160,9 @@ type PublishFuture struct {
 	counted   bool // unresolved on lane.conn
 	held      bool // in lane.held
 	refusedBy *conn
-	rerouted  bool // sent to its queue's route because its redirect's node was down
+	rerouted  bool     // sent to its queue's route because its redirect's node was down
+	refusals  int      // times refused with unavailable or fenced (detour.go)
+	refusedAt []string // the addresses of the nodes that refused it so, each once
 
 	result Confirm
 	done   chan struct{}
@@ -199,7 +202,9 @@ func (f *PublishFuture) Wait(ctx context.Context) (Confirm, error) {
 // another (each Publish or PublishAsync returned before the next began)
 // are stored in that order, across redirects too: a publish refused with
 // not_owner is sent again to the owner before any later publish to its
-// queue, and the later ones wait for it (keeping their window places).
+// queue (one refused with unavailable or fenced through another node, see
+// the package doc, "Redirects"), and the later ones wait for it (keeping
+// their window places).
 // This is not promised across Clients, across queues, or for calls made
 // concurrently; a publish that fails is outside it (one refused by the
 // node was not stored; one that failed with ErrConnectionLost or

@@ -6,8 +6,12 @@ package client
 // again through the link, and retries with the Client's backoff after
 // anything retryable (a timeout, a lost connection, unavailable) until it
 // is bound to the link's live connection, the subscription ends or drains,
-// or the Client closes. A refusal that cannot succeed later
-// (unknown_queue, for example) ends the subscription with that error.
+// or the Client closes. A node that answers unavailable or fenced is
+// avoided for the queue as for publishes (detour.go): the subscribe goes
+// to the next node the Client knows, which serves the queue or redirects
+// to its owner, and the loop's next attempt goes where the queue is
+// detoured. A refusal that cannot succeed later (unknown_queue, for
+// example) ends the subscription with that error.
 //
 // Invariant: at most one loop runs per subscription (rebinding), and it
 // leaves only under s.mu after seeing the subscription bound to a live
@@ -75,6 +79,14 @@ func (s *Subscription) rebind(l *link) {
 			l.forget(s)
 			s.finish(err)
 			continue
+		case refusesService(CodeOf(err)):
+			// Every node roundTrip tried cannot serve the queue now: the
+			// next attempt, after the backoff, goes wherever the queue is
+			// detoured (detour.go), or back to its route once that lapses.
+			if next := client.linkFor(s.queue); next != l {
+				l.forget(s)
+				l = next
+			}
 		case l != client.home && (errors.Is(err, ErrConnectionLost) || CodeOf(err) == wire.CodeNotOwner):
 			// The queue's owner went away or moved: ask where it lives now,
 			// soon (the first backoff step), since the cluster is moving it.

@@ -15,7 +15,9 @@
 // ExpireLease takes a lease back as a node does when it times out;
 // Config.DefaultMode and Config.LegacyDeclareOK give mode-less declares a
 // cluster's default or an older node's FDK1 answer;
-// Redirect sends a queue's requests to another address; DropConnections
+// Redirect sends a queue's requests to another address; Refuse answers
+// them (and its publishes) with an error code such as unavailable;
+// DropConnections
 // and Restart cut every connection abruptly. Await waits for a condition
 // on Stats without polling.
 //

@@ -141,6 +141,10 @@ func (c *Conn) publishMessagesLocked(f *wire.Publish, idempotent bool) bool {
 		}
 		return true
 	}
+	if refused, ok := s.refusals[queueName]; ok {
+		c.rejectLocked(first, last, len(f.Messages), refused.code, refused.message)
+		return true
+	}
 	q := s.queues[queueName]
 	if q == nil {
 		c.rejectLocked(first, last, len(f.Messages), wire.CodeUnknownQueue, "queue "+queueName+" is not declared")

@@ -85,7 +85,8 @@ type Server struct {
 	queues           map[string]*queue
 	conns            map[*Conn]struct{}
 	redirects        map[string]redirectTarget
-	restartedBefore  map[string]bool // session ids from before a Restart
+	refusals         map[string]refusal // queues whose requests and publishes are refused
+	restartedBefore  map[string]bool    // session ids from before a Restart
 	issuedSessions   []string
 	holdConfirms     bool
 	nextSession      uint64
@@ -94,6 +95,12 @@ type Server struct {
 	hook             Hook
 	closed           bool
 	serving          sync.WaitGroup
+}
+
+// refusal is the error a refused queue's requests and publishes get.
+type refusal struct {
+	code    wire.Code
+	message string
 }
 
 type redirectTarget struct {
@@ -125,7 +132,8 @@ func NewServer(config Config) (*Server, error) {
 	s := &Server{
 		config: config, listener: listener, changed: make(chan struct{}),
 		queues: make(map[string]*queue), conns: make(map[*Conn]struct{}),
-		redirects: make(map[string]redirectTarget), restartedBefore: make(map[string]bool),
+		redirects: make(map[string]redirectTarget), refusals: make(map[string]refusal),
+		restartedBefore: make(map[string]bool),
 	}
 	s.serving.Add(1)
 	go s.accept()
@@ -169,6 +177,21 @@ func (s *Server) Redirect(queue, nodeID, address string) {
 func (s *Server) RedirectAtEpoch(queue, nodeID, address string, epoch uint64) {
 	s.mu.Lock()
 	s.redirects[queue] = redirectTarget{nodeID: nodeID, address: address, epoch: epoch}
+	s.mu.Unlock()
+}
+
+// Refuse makes requests about queue (subscribe, info, purge, delete)
+// answer with an error frame of code, and publishes to it a negative
+// confirm of code, as a node that cannot serve the queue does (code
+// unavailable: an owner cut off from its peers); code 0 stops refusing. A
+// redirect set for the queue comes first.
+func (s *Server) Refuse(queue string, code wire.Code, message string) {
+	s.mu.Lock()
+	if code == 0 {
+		delete(s.refusals, queue)
+	} else {
+		s.refusals[queue] = refusal{code: code, message: message}
+	}
 	s.mu.Unlock()
 }
 
@@ -499,13 +522,17 @@ func (c *Conn) helloLocked(hello *wire.Hello) bool {
 	return true
 }
 
-// redirectedLocked answers a request about a redirected queue.
+// redirectedLocked answers a request about a redirected or refused queue.
 func (c *Conn) redirectedLocked(requestID uint64, queueName string) bool {
-	target, ok := c.server.redirects[queueName]
-	if ok {
+	if target, ok := c.server.redirects[queueName]; ok {
 		c.sendLocked(target.frame(requestID, queueName))
+		return true
 	}
-	return ok
+	if refused, ok := c.server.refusals[queueName]; ok {
+		c.errorLocked(requestID, refused.code, "%s", refused.message)
+		return true
+	}
+	return false
 }
 
 func (c *Conn) errorLocked(requestID uint64, code wire.Code, format string, args ...any) {
