@@ -47,10 +47,12 @@ func (c *Client) ChangeMode(ctx context.Context, queue string, mode Mode) (ModeC
 	}
 	wait := DefaultModeChangeWait
 	if deadline, ok := ctx.Deadline(); ok {
-		// Leave the node time to answer before ctx ends: a tenth of the
-		// time left, at least a quarter second (or half of a shorter time).
+		// Leave the node time to answer before ctx ends: a quarter of the
+		// time left, at least half a second (or half of a shorter time).
+		// A quarter second was too little on a loaded machine: the reply
+		// of a node that waited 750 ms of a 1 s deadline arrived late.
 		left := time.Until(deadline)
-		wait = max(left-max(left/10, min(left/2, 250*time.Millisecond)), 0)
+		wait = max(left-max(left/4, min(left/2, 500*time.Millisecond)), 0)
 	}
 	waitMs := uint32(min(wait.Milliseconds(), math.MaxUint32))
 	answer, err := c.roundTrip(ctx, call{queue: queue, build: func(id uint64) wire.Frame {
