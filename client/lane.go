@@ -228,14 +228,7 @@ func (c *Client) release(future *PublishFuture) {
 	if l == nil {
 		return
 	}
-	future.lane = nil
-	if future.counted {
-		future.counted = false
-		l.unresolved--
-		if l.unresolved < 0 {
-			panic("client: a lane released more publishes than it counted")
-		}
-	}
+	leaveLaneLocked(future)
 	if future.held {
 		future.held = false
 		if at := slices.Index(l.held, future); at >= 0 {
@@ -244,6 +237,20 @@ func (c *Client) release(future *PublishFuture) {
 	}
 	l.signalLocked()
 	c.lanes.forgetIfIdleLocked(l)
+}
+
+// leaveLaneLocked takes a publish out of its lane's count of unresolved
+// publishes (when it was counted) and off the lane. Call it with the lanes'
+// lock held.
+func leaveLaneLocked(future *PublishFuture) {
+	if future.counted {
+		future.counted = false
+		future.lane.unresolved--
+		if future.lane.unresolved < 0 {
+			panic("client: a lane released more publishes than it counted")
+		}
+	}
+	future.lane = nil
 }
 
 // refuse holds publishes a connection refused with not_owner (they were
@@ -259,11 +266,7 @@ func (c *Client) refuse(connection *conn, queue string, futures []*PublishFuture
 	c.lanes.mu.Lock()
 	l := c.lanes.laneLocked(queue)
 	for _, future := range futures {
-		if future.counted {
-			future.counted = false
-			future.lane.unresolved--
-		}
-		future.lane = nil
+		leaveLaneLocked(future)
 		if future.rerouted {
 			future.rerouted = false // a detour around a node that is down (drain)
 		} else {
@@ -311,11 +314,7 @@ func (c *Client) refuseUnavailable(connection *conn, queue string, futures []*Pu
 	c.lanes.mu.Lock()
 	l := c.lanes.laneLocked(queue)
 	for _, future := range futures {
-		if future.counted {
-			future.counted = false
-			future.lane.unresolved--
-		}
-		future.lane = nil
+		leaveLaneLocked(future)
 		future.refusedAt, future.refusals = noteRefusal(future.refusedAt, connection.session.Address), future.refusals+1
 		if next == nil || next == connection.link || roundDone(future.refusedAt, future.refusals, nodes) {
 			failed = append(failed, future)
