@@ -16,14 +16,7 @@ func TestWipedNodeRejoinsAsANewReplica(t *testing.T) {
 	cluster.startAll()
 	cluster.waitReady(testTimeout)
 	ctx := testContext(t)
-	queue, _, err := cluster.node("node1").Declare(ctx, QueueDecl{Name: "kept", Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shardID := queue.Partitions[0].ShardID
-	if _, err := cluster.node("node1").WaitOwner(ctx, "kept", 0); err != nil {
-		t.Fatal(err)
-	}
+	shardID := declareOwned(t, cluster, "kept")
 	oldReplicaID := cluster.node("node3").ReplicaID()
 
 	// node3 loses everything.
@@ -44,13 +37,7 @@ func TestWipedNodeRejoinsAsANewReplica(t *testing.T) {
 		t.Fatalf("catalog member node3 = %v, %d, %v; want the new id %d", initialized, recorded, err, replacement)
 	}
 
-	options := cluster.startOptions("node3")
-	options.ReplicaID, options.Join = replacement, true
-	node3, err := Start(cluster.config, "node3", options)
-	if err != nil {
-		t.Fatalf("restart node3 joining: %v", err)
-	}
-	cluster.nodes["node3"] = node3
+	node3 := cluster.startJoining("node3", replacement)
 	if err := node3.WaitReady(replaceCtx); err != nil {
 		t.Fatalf("node3 not ready after rejoining: %v", err)
 	}

@@ -19,14 +19,7 @@ func TestANodeRestartsItsShardsAfterAnotherWasReplaced(t *testing.T) {
 	cluster.startAll()
 	cluster.waitReady(testTimeout)
 	ctx := testContext(t)
-	queue, _, err := cluster.node("node1").Declare(ctx, QueueDecl{Name: "kept", Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shardID := queue.Partitions[0].ShardID
-	if _, err := cluster.node("node1").WaitOwner(ctx, "kept", 0); err != nil {
-		t.Fatal(err)
-	}
+	shardID := declareOwned(t, cluster, "kept")
 
 	cluster.stop("node3") // node3 loses everything and rejoins under a new id
 	cluster.fs["node3"] = vfs.NewStrictMem()
@@ -36,13 +29,7 @@ func TestANodeRestartsItsShardsAfterAnotherWasReplaced(t *testing.T) {
 	if err := cluster.node("node1").ReplaceReplica(replaceCtx, "node3", replacement); err != nil {
 		t.Fatalf("ReplaceReplica: %v", err)
 	}
-	options := cluster.startOptions("node3")
-	options.ReplicaID, options.Join = replacement, true
-	node3, err := Start(cluster.config, "node3", options)
-	if err != nil {
-		t.Fatalf("restart node3 joining: %v", err)
-	}
-	cluster.nodes["node3"] = node3
+	node3 := cluster.startJoining("node3", replacement)
 	waitFor(t, "node3 hosting the coordination shard under its new id", func() bool {
 		view, found := node3.Partition(shardID)
 		return found && view.State.Epoch >= 1 && view.Leader != ""
@@ -56,4 +43,33 @@ func TestANodeRestartsItsShardsAfterAnotherWasReplaced(t *testing.T) {
 			return found && view.State.Epoch >= 1 && view.Leader != ""
 		})
 	}
+}
+
+// declareOwned declares a three-replica queue through node1 and waits for
+// its owner; it returns the coordination shard of its partition.
+func declareOwned(t *testing.T, cluster *testCluster, name string) uint64 {
+	t.Helper()
+	ctx := testContext(t)
+	queue, _, err := cluster.node("node1").Declare(ctx, QueueDecl{Name: name, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.node("node1").WaitOwner(ctx, name, 0); err != nil {
+		t.Fatal(err)
+	}
+	return queue.Partitions[0].ShardID
+}
+
+// startJoining starts node id as the new Raft replica replacement, joining
+// (its data directory was lost and a peer replaced its replica).
+func (c *testCluster) startJoining(id string, replacement uint64) *Node {
+	c.t.Helper()
+	options := c.startOptions(id)
+	options.ReplicaID, options.Join = replacement, true
+	node, err := Start(c.config, id, options)
+	if err != nil {
+		c.t.Fatalf("restart %s joining: %v", id, err)
+	}
+	c.nodes[id] = node
+	return node
 }
