@@ -137,15 +137,22 @@ func (t *Transport) Close() error {
 
 func (t *Transport) accept() {
 	defer t.serving.Done()
+	var pause time.Duration
 	for {
 		conn, err := t.listener.Accept()
 		if err != nil {
-			var netErr net.Error
-			if errors.As(err, &netErr) && netErr.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
-			return // closed
+			// Out of descriptors or another passing failure: wait a
+			// little (5 ms doubling to 1 s) and accept again, as long as
+			// the transport is not closed.
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			t.logger.Warn("raft listener: accept failed; trying again", "err", err, "in", pause)
+			time.Sleep(pause)
+			continue
 		}
+		pause = 0
 		setKeepAlive(conn)
 		if !t.track(conn) {
 			_ = conn.Close()
