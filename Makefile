@@ -39,7 +39,7 @@ test-typescript:
 # corpora live in each package's testdata/fuzz or in the targets
 # themselves, and run as plain tests in make test.
 FUZZTIME ?= 10s
-FUZZ_PKGS := ./wire ./storage/log ./access ./cluster ./actors
+FUZZ_PKGS := ./wire ./storage/log ./access ./cluster ./cluster/rafttransport ./actors
 fuzz:
 	@for pkg in $(FUZZ_PKGS); do \
 		for target in $$($(GO) test $$pkg -list '^Fuzz' | grep '^Fuzz'); do \

@@ -304,3 +304,40 @@ func TestTheAcceptingSideUsesReloadedCertificates(t *testing.T) {
 	}
 	peer.expectTerm(t, 5)
 }
+
+// Whatever bytes arrive, the reader returns a frame or an error, never
+// panics, never allocates beyond the bound, and a frame it accepts is one
+// the writer would have written.
+func FuzzReadFrame(f *testing.F) {
+	var good bytes.Buffer
+	var head [headerBytes]byte
+	header{method: methodMessages, size: 3, bodyCRC: 0x352441c2}.encode(&head)
+	good.Write(head[:])
+	good.WriteString("abc")
+	f.Add(good.Bytes(), false)
+	f.Add(good.Bytes(), true)
+	f.Add([]byte{0, 0x64, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, false)
+	f.Fuzz(func(t *testing.T, data []byte, encrypted bool) {
+		client, server := net.Pipe()
+		defer server.Close()
+		go func() {
+			_, _ = client.Write(data)
+			client.Close()
+		}()
+		h, payload, err := readFrame(server, nil, encrypted)
+		if err != nil {
+			return
+		}
+		if uint64(len(payload)) != h.size || h.size > maxPayloadBytes {
+			t.Fatalf("accepted a frame of %d bytes announcing %d", len(payload), h.size)
+		}
+		var again bytes.Buffer
+		var check [headerBytes]byte
+		h.encode(&check)
+		again.Write(check[:])
+		again.Write(payload)
+		if !bytes.HasPrefix(data, again.Bytes()) {
+			t.Fatalf("accepted a frame the writer would not write: %x", data)
+		}
+	})
+}
