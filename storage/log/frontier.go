@@ -239,7 +239,10 @@ func (f *frontierState) freeze() (state *latchState, cut uint64, first bool) {
 	return f.latchState, f.ledger.durable, true
 }
 
-// publishLatch records the final latch error and wakes every watcher.
+// publishLatch records the final latch error, drops staged_next and
+// written_next to durable_next (nothing advances after the freeze, so
+// this is final) and wakes every watcher: whoever sees the latch sees the
+// frontiers it left, never a written frontier above the cut.
 func (f *frontierState) publishLatch(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -247,6 +250,7 @@ func (f *frontierState) publishLatch(err error) {
 		panic("log: latch published without a freeze or an error")
 	}
 	f.latchErr = err
+	f.staged, f.written, f.writtenBytes = f.ledger.durable, f.ledger.durable, f.ledger.durableBytes
 	f.notifyAllLocked()
 }
 
