@@ -165,6 +165,9 @@ func (s *State) claimPublished(offset uint64) {
 }
 
 // unclaim releases the claim an operation refused by the log had taken.
+// A leased message gets its lease timer back: while it was claimed, a look
+// at the next deadline or an expiry run may have dropped the timer as not
+// claimable, and without one the lease would never expire.
 func (s *State) unclaim(offset uint64) {
 	m := s.find(offset)
 	switch {
@@ -173,8 +176,11 @@ func (s *State) unclaim(offset uint64) {
 		m.claim = claimHandoff
 	default:
 		m.claim = claimNone
-		if m.status == statusReady {
+		switch m.status {
+		case statusReady:
 			s.bits.setBlocked(offset, false)
+		case statusLeased:
+			s.leaseTimers.push(m.timeMs, m.offset)
 		}
 	}
 }
