@@ -491,6 +491,15 @@ func (p *partition) becomeOwner(ctx actor.Context, state cluster.CoordState) {
 		r.epoch = state.Epoch
 		p.spawnLinks(ctx)
 	}
+	if r.fetch != nil {
+		// A catch-up this copy began as a replica (from the old owner, at
+		// the old epoch) ends here: the owner's history is the one the
+		// recovery chose. Left running it was refused by the sealed old
+		// owner again and again, and the queue stopped delivering.
+		p.core.logger.Info("the new owner drops a catch-up it began as a replica", "queue", p.home.name,
+			"source", r.fetch.source, "fetch_epoch", r.fetch.epoch, "epoch", state.Epoch)
+		r.fetch = nil
+	}
 	r.role, r.epoch, r.recoveryPID, r.recoveryStep = roleOwner, state.Epoch, nil, ""
 	r.fence = max(r.fence, state.Epoch)
 	p.recomputeQuorum(ctx)
