@@ -114,20 +114,7 @@ func (r *memTrial) finish() ClusterTrial {
 	time.Sleep(time.Second)
 	r.load.drain(90 * time.Second)
 	record := r.h.Record()
-	trial := CheckCluster(record, r.load.modes())
-	trial.EveryCopy = r.load.everyCopy()
-	for _, result := range trial.Results {
-		r.t.Logf("%s", result)
-		if result.Confirmed == 0 {
-			r.t.Errorf("queue %s: nothing was confirmed, so nothing was tested", result.Queue)
-		}
-	}
-	for _, failover := range trial.Failovers {
-		r.t.Logf("failover: %s", failover)
-	}
-	for _, err := range trial.Errs() {
-		r.t.Error(err)
-	}
+	trial := checkAndReport(r.t, record, r.load)
 	changes := r.load.ownerChanges()
 	for _, queue := range r.queues {
 		for _, change := range changes[queue] {

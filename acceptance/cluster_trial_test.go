@@ -310,20 +310,7 @@ func (r *trialRun) finish() ClusterTrial {
 		r.t.Errorf("%s: nothing was confirmed in the calm after the last fault", r.class)
 	}
 	record := r.h.Record()
-	trial := CheckCluster(record, r.load.modes())
-	trial.EveryCopy = r.load.everyCopy()
-	for _, result := range trial.Results {
-		r.t.Logf("%s", result)
-		if result.Confirmed == 0 {
-			r.t.Errorf("queue %s: nothing was confirmed, so nothing was tested", result.Queue)
-		}
-	}
-	for _, failover := range trial.Failovers {
-		r.t.Logf("failover: %s", failover)
-	}
-	for _, err := range trial.Errs() {
-		r.t.Error(err)
-	}
+	trial := checkAndReport(r.t, record, r.load)
 	r.checkOwnerChanges(record)
 	for _, exit := range r.c.takeSelfExits() {
 		r.t.Errorf("a node exited without the harness asking (the watcher restarted it): %s", exit)
@@ -508,3 +495,25 @@ func (r *trialRun) killPlan(n *procNode, role string, owner bool) faultPlan {
 
 // modeOf returns the mode of a trial queue.
 func (r *trialRun) modeOf(queue string) wire.Mode { return r.load.modes()[queue] }
+
+// checkAndReport runs the checker on a trial's record, logs each queue's
+// result and each failover, and fails the test on every error the checker
+// found and on a queue with nothing confirmed (nothing was tested).
+func checkAndReport(t *testing.T, record Record, load *clusterLoad) ClusterTrial {
+	t.Helper()
+	trial := CheckCluster(record, load.modes())
+	trial.EveryCopy = load.everyCopy()
+	for _, result := range trial.Results {
+		t.Logf("%s", result)
+		if result.Confirmed == 0 {
+			t.Errorf("queue %s: nothing was confirmed, so nothing was tested", result.Queue)
+		}
+	}
+	for _, failover := range trial.Failovers {
+		t.Logf("failover: %s", failover)
+	}
+	for _, err := range trial.Errs() {
+		t.Error(err)
+	}
+	return trial
+}
