@@ -220,7 +220,7 @@ func (r *recovery) claimed(ctx actor.Context, msg claimResult) {
 		r.note = "claim failed: " + msg.err.Error()
 		r.after(ctx, recoveryRetry)
 		return
-	case !msg.won && !claimLanded(msg.state, r.home.self, r.home.instance, r.expect):
+	case !msg.won:
 		r.fail(ctx, fmt.Sprintf("another claim of epoch %d won (owner %s)", msg.state.Epoch, msg.state.Owner))
 		return
 	}
@@ -378,7 +378,7 @@ func (r *recovery) activated(ctx actor.Context, msg activateResult) {
 		r.note = "activation failed: " + msg.err.Error()
 		r.after(ctx, recoveryRetry)
 		return
-	case !msg.won && !activationLanded(msg.state, r.home.self, r.home.instance, r.epoch, r.end):
+	case !msg.won:
 		r.fail(ctx, fmt.Sprintf("the activation of epoch %d was refused (the shard is at epoch %d, owner %s)",
 			r.epoch, msg.state.Epoch, msg.state.Owner))
 		return
@@ -387,28 +387,6 @@ func (r *recovery) activated(ctx actor.Context, msg activateResult) {
 	r.timeline.stage(r.core.now(), "activated", "", fmt.Sprintf("epoch %d from %d", r.epoch, r.end))
 	ctx.Send(r.partition, recoveryActivated{state: msg.state})
 	r.core.registry.stopActor(ctx, ctx.Self(), stopDone)
-}
-
-// claimLanded reports whether state shows this process's claim of the
-// epoch after expect, still recovering: a claim retried after a timeout
-// or a leader change may have applied on its first attempt (see
-// activationLanded).
-func claimLanded(state cluster.CoordState, self string, instance, expect uint64) bool {
-	return state.Epoch == expect+1 && state.Phase == cluster.PhaseRecovering && state.Owner == self &&
-		state.OwnerInstance == instance
-}
-
-// activationLanded reports whether state shows the activation of epoch
-// from firstOffset by this process in force. A proposal retried after a
-// timeout or a leader change may have applied on its first attempt; the
-// retry is then refused, and the refusal must not undo a recovery that
-// won (it did: the failed recovery stepped down, the next one claimed a
-// newer epoch, and under churn that went round tens of thousands of
-// times).
-func activationLanded(state cluster.CoordState, self string, instance, epoch, firstOffset uint64) bool {
-	n := len(state.History)
-	return state.Serving(self, instance) && state.Epoch == epoch && n > 0 &&
-		state.History[n-1] == cluster.HistoryEntry{Epoch: epoch, FirstOffset: firstOffset}
 }
 
 func (r *recovery) fail(ctx actor.Context, reason string) {

@@ -151,6 +151,27 @@ func (s *CoordState) claim(command coordCommand) bool {
 	return true
 }
 
+// inForce reports whether s shows command applied by the process that
+// proposed it: the claim of the epoch after the expected one (recovering,
+// or active at once for epoch 1), or the activation of its epoch from its
+// first offset. A proposal retried after a timeout or a leader change may
+// have applied on its first attempt; the retry is refused, and the
+// refusal must not undo it.
+func (s CoordState) inForce(command coordCommand) bool {
+	if s.Owner != command.Owner || s.OwnerInstance != command.Instance {
+		return false
+	}
+	switch command.Kind {
+	case coordClaim:
+		return s.Epoch == command.Epoch+1 && (s.Phase == PhaseRecovering || command.Epoch == 0)
+	case coordActivate:
+		n := len(s.History)
+		return s.Epoch == command.Epoch && s.Phase == PhaseActive && n > 0 &&
+			s.History[n-1] == HistoryEntry{Epoch: command.Epoch, FirstOffset: command.FirstOffset}
+	}
+	return false
+}
+
 func (s *CoordState) activate(command coordCommand) bool {
 	if command.Epoch != s.Epoch || s.Phase != PhaseRecovering || command.Owner != s.Owner ||
 		command.Instance != s.OwnerInstance {

@@ -127,7 +127,8 @@ func (n *Node) coordinate(ctx context.Context, shardID uint64, command coordComm
 		return CoordState{}, false, err
 	}
 	n.kickReconcile() // publish the new state to watchers at once
-	return state, result == claimAccepted, nil
+	// A refusal of a retried proposal whose first attempt applied is a win.
+	return state, result == claimAccepted || state.inForce(command), nil
 }
 
 // proposeCoordination proposes a command to a coordination shard and
