@@ -1,7 +1,7 @@
 package actors
 
 // A follower link ("queues/<name>/<part>/links/<node>"): the owner's side
-// of one follower, for one epoch. It carries out what its cluster.Link
+// of one follower, for one epoch. It carries out what its replication.Link
 // state machine asks: probe the follower when the peer link comes up, push
 // what the owner's log has written (read with ScanEncoded, from the tail
 // cache or the segment files), at most a window of bytes unacknowledged,
@@ -12,7 +12,7 @@ package actors
 // and wakes the link, so records are pushed as soon as the owner has
 // written them, before its own fsync; owner and follower fsyncs overlap.
 //
-// States: those of cluster.Link (unreachable, probing, in sync, catching
+// States: those of replication.Link (unreachable, probing, in sync, catching
 // up, latched, stale), plus the lifecycle phases every actor has; Stopping
 // ends the watch goroutine and unsubscribes from the peer link.
 //
@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/replication"
 	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,7 +65,7 @@ type followerLink struct {
 	node      string
 	log       *log.Log
 	shared    *linkShared
-	link      *cluster.Link
+	link      *replication.Link
 
 	// pushedRecords and pushedBytes count what this link pushed.
 	pushedRecords, pushedBytes prometheus.Counter
@@ -83,11 +83,11 @@ type followerLink struct {
 
 func newFollowerLink(entry *Entry, core *brokerCore, partition *actor.PID, queueName string, shardID uint64,
 	node string, epoch uint64, l *log.Log, shared *linkShared) *followerLink {
-	replication := core.metrics.replication
+	linkMetrics := core.metrics.replication
 	return &followerLink{entry: entry, core: core, partition: partition, shardID: shardID, node: node, log: l,
-		shared: shared, link: cluster.NewLink(node, epoch, cluster.DefaultLinkLimits),
-		pushedRecords: replication.pushedRecords.WithLabelValues(queueName),
-		pushedBytes:   replication.pushedBytes.WithLabelValues(queueName)}
+		shared: shared, link: replication.NewLink(node, epoch, replication.DefaultLinkLimits),
+		pushedRecords: linkMetrics.pushedRecords.WithLabelValues(queueName),
+		pushedBytes:   linkMetrics.pushedBytes.WithLabelValues(queueName)}
 }
 
 func (f *followerLink) Receive(ctx actor.Context) {
@@ -158,8 +158,8 @@ func (f *followerLink) startWatching(ctx actor.Context) {
 }
 
 // ownerLog is what the link's state machine needs of the owner's log now.
-func (f *followerLink) ownerLog() cluster.OwnerLog {
-	return cluster.OwnerLog{FirstOffset: f.log.FirstOffset(), Written: f.log.Frontiers().Written,
+func (f *followerLink) ownerLog() replication.OwnerLog {
+	return replication.OwnerLog{FirstOffset: f.log.FirstOffset(), Written: f.log.Frontiers().Written,
 		History: historyOf(f.log.EpochHistory())}
 }
 
@@ -222,22 +222,22 @@ func (f *followerLink) refused(ctx actor.Context, msg followerRefused) {
 	refusal := msg.refusal
 	f.refusals++
 	f.lastRefusal = fmt.Sprintf("last refusal %d: %s", refusal.Reason, refusal.Message)
-	history := make([]cluster.HistoryEntry, len(refusal.History))
+	history := make([]replication.HistoryEntry, len(refusal.History))
 	for i, entry := range refusal.History {
-		history[i] = cluster.HistoryEntry{Epoch: entry.Epoch, FirstOffset: entry.FirstOffset}
+		history[i] = replication.HistoryEntry{Epoch: entry.Epoch, FirstOffset: entry.FirstOffset}
 	}
-	action := f.link.OnRefused(cluster.Refusal{Epoch: refusal.Epoch, Instance: refusal.Instance,
-		Reason: cluster.RefusalReason(refusal.Reason), StagedNext: refusal.StagedNext, DurableNext: refusal.DurableNext,
+	action := f.link.OnRefused(replication.Refusal{Epoch: refusal.Epoch, Instance: refusal.Instance,
+		Reason: replication.RefusalReason(refusal.Reason), StagedNext: refusal.StagedNext, DurableNext: refusal.DurableNext,
 		History: history, Message: refusal.Message}, f.ownerLog())
 	f.report(ctx)
 	switch action {
-	case cluster.LinkStepDown:
+	case replication.LinkStepDown:
 		ctx.Send(f.partition, linkStale{node: f.node, epoch: refusal.Epoch})
-	case cluster.LinkPush:
+	case replication.LinkPush:
 		f.pushFrom(ctx)
-	case cluster.LinkProbeAtEnd:
+	case replication.LinkProbeAtEnd:
 		f.probe(ctx)
-	case cluster.LinkWait:
+	case replication.LinkWait:
 		f.armRetry(ctx, linkProbeRetry)
 	}
 }
@@ -259,20 +259,20 @@ func (f *followerLink) pushFrom(ctx actor.Context) {
 // keepalive.
 func (f *followerLink) retry(ctx actor.Context) {
 	switch f.link.State {
-	case cluster.LinkProbing, cluster.LinkLatched:
+	case replication.LinkProbing, replication.LinkLatched:
 		f.link.LinkUp()
 		f.probe(ctx)
-	case cluster.LinkPushing, cluster.LinkCatchingUp:
+	case replication.LinkPushing, replication.LinkCatchingUp:
 		// Only an idle link with nothing unacknowledged: a keepalive past
 		// what the follower holds would read as "you are behind".
-		if time.Since(f.lastPush) >= linkKeepalive && f.link.InFlightBytes() == 0 && f.link.State == cluster.LinkPushing {
+		if time.Since(f.lastPush) >= linkKeepalive && f.link.InFlightBytes() == 0 && f.link.State == replication.LinkPushing {
 			owner := f.ownerLog()
 			f.send(ctx, &wire.Push{Partition: f.shardID, Epoch: f.link.Epoch, StartOffset: f.link.Next,
 				PreviousEpoch: owner.PreviousEpoch(f.link.Next), CommittedNext: f.shared.committed.Load()})
 		}
 		f.maybePush(ctx)
 		f.armRetry(ctx, linkKeepalive)
-	case cluster.LinkUnreachable:
+	case replication.LinkUnreachable:
 		f.armRetry(ctx, linkProbeRetry)
 	}
 }

@@ -158,7 +158,7 @@ type partition struct {
 
 	// Cluster mode only (partition_cluster.go): the role and replication
 	// state, and what follower links share with the partition.
-	repl       *replication
+	repl       *clusterState
 	linkShared *linkShared
 
 	// modes is the mode-change bookkeeping (partition_mode.go).

@@ -52,6 +52,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/replication"
 	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/storage/queue"
 	"github.com/fibrilmq/fibril/storage/vfs"
@@ -94,8 +95,8 @@ func (r partitionRole) String() string {
 	return "role(?)"
 }
 
-// replication is a partition's cluster state, owned by its Receive.
-type replication struct {
+// clusterState is a partition's cluster state, owned by its Receive.
+type clusterState struct {
 	role  partitionRole
 	view  cluster.PartitionView
 	fence uint64 // the newest epoch sealed at or accepted (fence.go)
@@ -103,7 +104,7 @@ type replication struct {
 
 	// Owner and recovering: the follower links and what they report.
 	links     map[string]*actor.PID
-	followers map[string]cluster.ReplicaProgress
+	followers map[string]replication.ReplicaProgress
 	linkState map[string]string // state and reason, for info
 	committed uint64            // the quorum frontier at the queue's boundary
 	// installEnd is the chosen history's end while recovering: the epoch
@@ -141,7 +142,7 @@ type replication struct {
 	// epoch history once they are staged (replicaLogView).
 	appendsInFlight int
 	pendingEnd      uint64
-	pendingHistory  []cluster.HistoryEntry
+	pendingHistory  []replication.HistoryEntry
 	// sealsWaiting hold seals until appendsInFlight drains.
 	sealsWaiting []sealRequest
 	serving      bool
@@ -155,7 +156,7 @@ type (
 	// linkProgress is a follower link's report of its follower.
 	linkProgress struct {
 		node     string
-		progress cluster.ReplicaProgress
+		progress replication.ReplicaProgress
 		state    string
 	}
 	// linkStale says a follower is sealed at a newer epoch.
@@ -225,8 +226,8 @@ func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64
 func (p *partition) clusterOpened(ctx actor.Context, fence uint64) {
 	home := p.home.replication
 	if p.repl == nil {
-		p.repl = &replication{links: map[string]*actor.PID{},
-			followers: map[string]cluster.ReplicaProgress{}, linkState: map[string]string{}}
+		p.repl = &clusterState{links: map[string]*actor.PID{},
+			followers: map[string]replication.ReplicaProgress{}, linkState: map[string]string{}}
 	}
 	p.repl.role, p.repl.appendsInFlight = roleReplica, 0
 	p.repl.watchingSince, p.repl.watchingEpoch = time.Now(), 0

@@ -45,7 +45,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/replication"
 	"github.com/fibrilmq/fibril/storage/queue"
 	"github.com/fibrilmq/fibril/wire"
 )
@@ -353,11 +353,11 @@ func (p *partition) admittedMode() queue.Mode {
 
 // applyQuorumLimits gives the queue both quorum frontiers: W copies
 // written and W copies durable. It reports whether either moved.
-func (p *partition) applyQuorumLimits(followers []cluster.ReplicaProgress) bool {
+func (p *partition) applyQuorumLimits(followers []replication.ReplicaProgress) bool {
 	f := p.q.Log().Frontiers()
 	copies := p.home.replication.copies
-	written, writtenOK := cluster.Quorum{Copies: copies, Written: true}.Frontier(f.Written, followers)
-	durable, durableOK := cluster.Quorum{Copies: copies}.Frontier(f.Durable, followers)
+	written, writtenOK := replication.Quorum{Copies: copies, Written: true}.Frontier(f.Written, followers)
+	durable, durableOK := replication.Quorum{Copies: copies}.Frontier(f.Durable, followers)
 	beforeWritten, beforeDurable := p.q.ApplyLimits()
 	if !writtenOK {
 		written = beforeWritten

@@ -4,7 +4,7 @@ package actors
 // follower links, the quorum frontier they feed, admission, retention, and
 // the installation steps of a recovery.
 //
-// The quorum frontier (cluster.Quorum.Frontier) is the smaller of the
+// The quorum frontier (replication.Quorum.Frontier) is the smaller of the
 // owner's own position at the queue's boundary (written for a buffered
 // queue, durable for a durable one) and the (W-1)-th highest position of
 // the followers whose reports count. It is the queue's apply limit
@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/replication"
 	"github.com/fibrilmq/fibril/storage/queue"
 	"github.com/fibrilmq/fibril/wire"
 )
@@ -57,7 +57,7 @@ func (p *partition) spawnLinks(ctx actor.Context) {
 			panic(fmt.Errorf("actors: spawn the follower link of %s to %s: %w", p.home.name, replica, err))
 		}
 		r.links[replica] = pid
-		r.followers[replica] = cluster.ReplicaProgress{}
+		r.followers[replica] = replication.ReplicaProgress{}
 		r.linkState[replica] = "starting"
 	}
 }
@@ -98,8 +98,8 @@ func (p *partition) ownerPosition() uint64 {
 }
 
 // quorum is the partition's write threshold.
-func (p *partition) quorum() cluster.Quorum {
-	return cluster.Quorum{Copies: p.home.replication.copies, Written: p.appliedMode() == queue.Buffered}
+func (p *partition) quorum() replication.Quorum {
+	return replication.Quorum{Copies: p.home.replication.copies, Written: p.appliedMode() == queue.Buffered}
 }
 
 // recomputeQuorum moves the apply limit to the quorum frontier; it reports
@@ -109,7 +109,7 @@ func (p *partition) recomputeQuorum(ctx actor.Context) bool {
 	if p.q == nil || p.q.IsReplica() || (r.role != roleOwner && r.role != roleRecovering) {
 		return false
 	}
-	followers := make([]cluster.ReplicaProgress, 0, len(r.followers))
+	followers := make([]replication.ReplicaProgress, 0, len(r.followers))
 	floor := p.ownerPosition()
 	for _, progress := range r.followers {
 		followers = append(followers, progress)
@@ -147,11 +147,11 @@ func (p *partition) admitsPublishes() (bool, requestFailure) {
 		return false, requestFailure{code: wire.CodeNotOwner, message: fmt.Sprintf(
 			"queue %q is not served by this node (it is a %s here)", p.home.name, r.role)}
 	}
-	followers := make([]cluster.ReplicaProgress, 0, len(r.followers))
+	followers := make([]replication.ReplicaProgress, 0, len(r.followers))
 	for _, progress := range r.followers {
 		followers = append(followers, progress)
 	}
-	copies := cluster.CountingCopies(followers)
+	copies := replication.CountingCopies(followers)
 	if need := p.home.replication.copies; copies < need {
 		return false, requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
 			"queue %q has %d of the %d copies its policy needs reachable (%s); retry shortly",
@@ -208,7 +208,7 @@ func (p *partition) installPlan(ctx actor.Context, msg recoveryPlanned) {
 		return
 	}
 	r.epoch, r.installEnd, r.recoveryStep = msg.epoch, msg.plan.End, "installing"
-	own := slices.IndexFunc(msg.reports, func(report cluster.SealReport) bool { return report.Node == home.self })
+	own := slices.IndexFunc(msg.reports, func(report replication.SealReport) bool { return report.Node == home.self })
 	keep := msg.plan.Keep[own]
 	if end, _ := p.replicaLogView(); keep < end {
 		if err := p.q.TruncateAfter(keep); err != nil {

@@ -4,7 +4,7 @@ package actors
 // does with the pushes, page requests and seals that peer links hand it
 // (peer_inbound.go), and the fetch it runs when it lacks records.
 //
-// A push is decided by cluster.DecidePush over the replica's log and
+// A push is decided by replication.DecidePush over the replica's log and
 // fence: appended (after the fence is raised to a newer epoch, durably),
 // appended after cutting a divergent suffix, refused (older epoch,
 // disagreeing record), or answered "behind", which starts a fetch from the
@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/replication"
 	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/storage/queue"
 	"github.com/fibrilmq/fibril/wire"
@@ -84,10 +84,10 @@ type fetchState struct {
 }
 
 // historyOf converts a log's epoch history.
-func historyOf(epochs []log.EpochStart) []cluster.HistoryEntry {
-	out := make([]cluster.HistoryEntry, len(epochs))
+func historyOf(epochs []log.EpochStart) []replication.HistoryEntry {
+	out := make([]replication.HistoryEntry, len(epochs))
 	for i, entry := range epochs {
-		out[i] = cluster.HistoryEntry{Epoch: entry.Epoch, FirstOffset: entry.FirstOffset}
+		out[i] = replication.HistoryEntry{Epoch: entry.Epoch, FirstOffset: entry.FirstOffset}
 	}
 	return out
 }
@@ -104,7 +104,7 @@ func wireHistoryOf(epochs []log.EpochStart) []wire.EpochStart {
 // end and epoch history, counting the batches handed to the log that it
 // has not staged yet (the log stages them on its own goroutine, so its
 // frontiers lag the partition's appends).
-func (p *partition) replicaLogView() (end uint64, history []cluster.HistoryEntry) {
+func (p *partition) replicaLogView() (end uint64, history []replication.HistoryEntry) {
 	r := p.repl
 	if r.appendsInFlight == 0 {
 		l := p.q.Log()
@@ -123,7 +123,7 @@ func (p *partition) notePendingAppend(first uint64, records []byte, count int) {
 	}
 	for _, start := range log.EncodedEpochStarts(records, first) {
 		if len(history) == 0 || history[len(history)-1].Epoch != start.Epoch {
-			history = append(history, cluster.HistoryEntry{Epoch: start.Epoch, FirstOffset: start.FirstOffset})
+			history = append(history, replication.HistoryEntry{Epoch: start.Epoch, FirstOffset: start.FirstOffset})
 		}
 	}
 	r.appendsInFlight++
@@ -193,14 +193,14 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 		p.core.logger.Info("replica caught up; it takes pushes again", "queue", p.home.name, "at", end)
 		r.fetch = nil
 	}
-	follower := cluster.FollowerLog{FirstOffset: l.FirstOffset(), End: end, History: history, Fence: r.fence}
-	header := cluster.PushHeader{Epoch: push.Epoch, StartOffset: push.StartOffset, PreviousEpoch: push.PreviousEpoch}
-	action := cluster.DecidePush(follower, header)
+	follower := replication.FollowerLog{FirstOffset: l.FirstOffset(), End: end, History: history, Fence: r.fence}
+	header := replication.PushHeader{Epoch: push.Epoch, StartOffset: push.StartOffset, PreviousEpoch: push.PreviousEpoch}
+	action := replication.DecidePush(follower, header)
 	switch action {
-	case cluster.PushRefuseEpoch:
+	case replication.PushRefuseEpoch:
 		p.refusePush(msg, wire.RefusedEpoch, fmt.Sprintf("sealed at epoch %d", r.fence))
 		return
-	case cluster.PushRefuseOffset:
+	case replication.PushRefuseOffset:
 		p.refusePush(msg, wire.RefusedOffset, fmt.Sprintf("the push starts at %d after epoch %d; this log ends at %d",
 			push.StartOffset, push.PreviousEpoch, end))
 		return
@@ -211,11 +211,11 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 	}
 	r.ownerReply, r.ownerNode, r.ownerEpoch, r.ownerHeardAt = msg.reply, msg.from, push.Epoch, time.Now()
 	switch action {
-	case cluster.PushBehind:
+	case replication.PushBehind:
 		p.refusePush(msg, wire.RefusedBehind, fmt.Sprintf("this log ends at %d", end))
 		p.startFetch(ctx, &fetchState{source: msg.from, epoch: push.Epoch, next: end})
 		return
-	case cluster.PushCutThenAppend:
+	case replication.PushCutThenAppend:
 		if r.appendsInFlight > 0 {
 			// Cut only a log whose appends are all staged: refuse for now,
 			// the owner probes again.

@@ -3,7 +3,7 @@ package actors
 // The recovery of a partition ("queues/<name>/<part>/recovery"): run by
 // the node that leads the partition's coordination shard but is not its
 // serving owner (the owner died, paused, was cut off, or restarted as a
-// new instance). The plan is cluster/recovery.go's; this actor carries out
+// new instance). The plan is replication/recovery.go's; this actor carries out
 // its network and Raft steps, the partition its storage steps.
 //
 // States, in order:
@@ -45,6 +45,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/replication"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -76,8 +77,8 @@ type (
 	// recoveryPlanned gives the partition the plan to install.
 	recoveryPlanned struct {
 		epoch   uint64
-		plan    cluster.RecoveryPlan
-		reports []cluster.SealReport
+		plan    replication.RecoveryPlan
+		reports []replication.SealReport
 	}
 	// recoveryInstalled tells the recovery that W copies hold the history.
 	recoveryInstalled struct{ end uint64 }
@@ -148,7 +149,7 @@ type recovery struct {
 	state   recoveryState
 	epoch   uint64
 	needed  int
-	sealed  map[string]cluster.SealReport
+	sealed  map[string]replication.SealReport
 	pending map[uint64]string    // seal request id -> replica
 	sentAt  map[string]time.Time // the last seal sent to each replica
 	tickGen uint64
@@ -167,9 +168,9 @@ const sealGrace = 500 * time.Millisecond
 
 func newRecovery(entry *Entry, core *brokerCore, partition *actor.PID, home *replicaHome, expect uint64) *recovery {
 	return &recovery{entry: entry, core: core, partition: partition, home: home, expect: expect,
-		timeline: home.timeline, sealed: map[string]cluster.SealReport{}, pending: map[uint64]string{},
+		timeline: home.timeline, sealed: map[string]replication.SealReport{}, pending: map[uint64]string{},
 		refused: map[string]bool{},
-		sentAt:  map[string]time.Time{}, needed: cluster.SealsNeeded(len(home.replicas), home.copies)}
+		sentAt:  map[string]time.Time{}, needed: replication.SealsNeeded(len(home.replicas), home.copies)}
 }
 
 func (r *recovery) Receive(ctx actor.Context) {
@@ -260,11 +261,11 @@ func (r *recovery) answered(ctx actor.Context, msg peerAnswer) {
 			r.fail(ctx, fmt.Sprintf("%s is sealed at epoch %d, newer than %d", replica, frame.Epoch, r.epoch))
 			return
 		}
-		history := make([]cluster.HistoryEntry, len(frame.History))
+		history := make([]replication.HistoryEntry, len(frame.History))
 		for i, entry := range frame.History {
-			history[i] = cluster.HistoryEntry{Epoch: entry.Epoch, FirstOffset: entry.FirstOffset}
+			history[i] = replication.HistoryEntry{Epoch: entry.Epoch, FirstOffset: entry.FirstOffset}
 		}
-		r.sealed[replica] = cluster.SealReport{Node: replica, Instance: frame.Instance, FirstOffset: frame.FirstOffset,
+		r.sealed[replica] = replication.SealReport{Node: replica, Instance: frame.Instance, FirstOffset: frame.FirstOffset,
 			DurableNext: frame.DurableNext, History: history}
 		r.timeline.stage(r.core.now(), "sealed", replica, fmt.Sprintf("end %d", frame.DurableNext))
 	case *wire.ErrorFrame:
@@ -302,13 +303,13 @@ func (r *recovery) plan(ctx actor.Context) {
 	if _, own := r.sealed[r.home.self]; !own {
 		return
 	}
-	reports := make([]cluster.SealReport, 0, len(r.sealed))
+	reports := make([]replication.SealReport, 0, len(r.sealed))
 	for _, replica := range r.home.replicas {
 		if report, ok := r.sealed[replica]; ok {
 			reports = append(reports, report)
 		}
 	}
-	plan, err := cluster.Plan(reports, r.needed, r.home.self)
+	plan, err := replication.Plan(reports, r.needed, r.home.self)
 	if err != nil {
 		r.fail(ctx, err.Error())
 		return

@@ -35,6 +35,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fibrilmq/fibril/replication"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -71,21 +72,15 @@ func (p Phase) MarshalJSON() ([]byte, error) { return []byte(`"` + p.String() + 
 
 // CoordState is a partition's ownership record.
 type CoordState struct {
-	Epoch         uint64         `msgpack:"epoch" json:"epoch"`
-	Owner         string         `msgpack:"owner" json:"owner"`
-	OwnerInstance uint64         `msgpack:"owner_instance" json:"owner_instance"`
-	Phase         Phase          `msgpack:"phase" json:"phase"`
-	History       []HistoryEntry `msgpack:"history" json:"history"`
+	Epoch         uint64                     `msgpack:"epoch" json:"epoch"`
+	Owner         string                     `msgpack:"owner" json:"owner"`
+	OwnerInstance uint64                     `msgpack:"owner_instance" json:"owner_instance"`
+	Phase         Phase                      `msgpack:"phase" json:"phase"`
+	History       []replication.HistoryEntry `msgpack:"history" json:"history"`
 	// ClaimedUnixMs and ActivatedUnixMs time the current epoch (from the
 	// claimer's and activator's clocks), for the failover timeline.
 	ClaimedUnixMs   int64 `msgpack:"claimed_unix_ms" json:"claimed_unix_ms"`
 	ActivatedUnixMs int64 `msgpack:"activated_unix_ms" json:"activated_unix_ms"`
-}
-
-// HistoryEntry says that epoch Epoch's records start at FirstOffset.
-type HistoryEntry struct {
-	Epoch       uint64 `msgpack:"epoch" json:"epoch"`
-	FirstOffset uint64 `msgpack:"first_offset" json:"first_offset"`
 }
 
 // Serving reports whether instance of node is the serving owner.
@@ -146,7 +141,7 @@ func (s *CoordState) claim(command coordCommand) bool {
 		// there is nothing to recover.
 		s.Phase = PhaseActive
 		s.ActivatedUnixMs = command.UnixMs
-		s.History = append(s.History, HistoryEntry{Epoch: 1, FirstOffset: 0})
+		s.History = append(s.History, replication.HistoryEntry{Epoch: 1, FirstOffset: 0})
 	}
 	return true
 }
@@ -167,7 +162,7 @@ func (s CoordState) inForce(command coordCommand) bool {
 	case coordActivate:
 		n := len(s.History)
 		return s.Epoch == command.Epoch && s.Phase == PhaseActive && n > 0 &&
-			s.History[n-1] == HistoryEntry{Epoch: command.Epoch, FirstOffset: command.FirstOffset}
+			s.History[n-1] == replication.HistoryEntry{Epoch: command.Epoch, FirstOffset: command.FirstOffset}
 	}
 	return false
 }
@@ -182,7 +177,7 @@ func (s *CoordState) activate(command coordCommand) bool {
 	}
 	s.Phase = PhaseActive
 	s.ActivatedUnixMs = command.UnixMs
-	s.History = append(s.History, HistoryEntry{Epoch: s.Epoch, FirstOffset: command.FirstOffset})
+	s.History = append(s.History, replication.HistoryEntry{Epoch: s.Epoch, FirstOffset: command.FirstOffset})
 	return true
 }
 

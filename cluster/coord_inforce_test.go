@@ -1,18 +1,22 @@
 package cluster
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/fibrilmq/fibril/replication"
+)
 
 // A refused claim or activation whose first attempt applied is in force
 // for the process that proposed it; any other state is not.
 func TestARetriedCoordinationCommandCountsWhenItsFirstAttemptApplied(t *testing.T) {
 	claim := coordCommand{Kind: coordClaim, Owner: "node3", Instance: 42, Epoch: 7}
 	mine := CoordState{Epoch: 8, Phase: PhaseRecovering, Owner: "node3", OwnerInstance: 42,
-		History: []HistoryEntry{{Epoch: 7, FirstOffset: 90}}}
+		History: []replication.HistoryEntry{{Epoch: 7, FirstOffset: 90}}}
 	if !mine.inForce(claim) {
 		t.Fatal("the state shows this claim, but it was not counted as in force")
 	}
 	first := CoordState{Epoch: 1, Phase: PhaseActive, Owner: "node3", OwnerInstance: 42,
-		History: []HistoryEntry{{Epoch: 1, FirstOffset: 0}}}
+		History: []replication.HistoryEntry{{Epoch: 1, FirstOffset: 0}}}
 	if !first.inForce(coordCommand{Kind: coordClaim, Owner: "node3", Instance: 42, Epoch: 0}) {
 		t.Fatal("a first claim, active at once, was not counted as in force")
 	}
@@ -30,13 +34,13 @@ func TestARetriedCoordinationCommandCountsWhenItsFirstAttemptApplied(t *testing.
 
 	activation := coordCommand{Kind: coordActivate, Owner: "node3", Instance: 42, Epoch: 7, FirstOffset: 90}
 	landed := CoordState{Epoch: 7, Phase: PhaseActive, Owner: "node3", OwnerInstance: 42,
-		History: []HistoryEntry{{Epoch: 5, FirstOffset: 10}, {Epoch: 7, FirstOffset: 90}}}
+		History: []replication.HistoryEntry{{Epoch: 5, FirstOffset: 10}, {Epoch: 7, FirstOffset: 90}}}
 	if !landed.inForce(activation) {
 		t.Fatal("the state shows this activation in force, but it was not counted")
 	}
 	other := func(change func(*CoordState)) CoordState {
 		state := landed
-		state.History = append([]HistoryEntry(nil), landed.History...)
+		state.History = append([]replication.HistoryEntry(nil), landed.History...)
 		change(&state)
 		return state
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/replication"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -59,7 +60,7 @@ func TestCoordinationIsCompareAndSet(t *testing.T) {
 		t.Fatal("a second activation won")
 	}
 	want := CoordState{Epoch: 2, Owner: "node2", OwnerInstance: 22, Phase: PhaseActive,
-		History: []HistoryEntry{{Epoch: 1, FirstOffset: 0}, {Epoch: 2, FirstOffset: 42}}, ClaimedUnixMs: 1, ActivatedUnixMs: 2}
+		History: []replication.HistoryEntry{{Epoch: 1, FirstOffset: 0}, {Epoch: 2, FirstOffset: 42}}, ClaimedUnixMs: 1, ActivatedUnixMs: 2}
 	if !reflect.DeepEqual(state, want) {
 		t.Fatalf("state = %+v", state)
 	}

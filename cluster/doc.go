@@ -28,6 +28,8 @@
 // Receive: run them on their own goroutine and send the result back to the
 // actor as a message.
 //
-// Queue data never goes through Raft. Until replication lands, a queue
-// partition is served by its owner alone, and QueueInfo says so.
+// Queue data never goes through Raft: the owner pushes records to its
+// followers over peer links. The pure rules of that replication (the
+// quorum frontier, the follower link, the follower's push rules and the
+// recovery plan) live in package replication, which this package imports.
 package cluster

@@ -1,4 +1,4 @@
-package cluster
+package replication
 
 // The follower's rules for a push (docs/protocol.md 8.3), as one plain
 // decision over the follower's log and the push's header, so the replica

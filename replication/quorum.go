@@ -1,4 +1,4 @@
-package cluster
+package replication
 
 // The quorum frontier of a replicated queue partition: how far the
 // partition's records stand on the number of copies its policy names.

@@ -1,4 +1,4 @@
-package cluster
+package replication
 
 // Recovery decisions of failover, as plain functions over what the sealed
 // replicas reported (DESIGN.md, "Failover"; docs/protocol.md 8.5).

@@ -1,4 +1,4 @@
-package cluster
+package replication
 
 // Link is the owner's view of one follower of a partition: where the
 // follower's log stands, what to push it next, and whether its reports
