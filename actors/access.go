@@ -13,13 +13,31 @@ package actors
 // Authorization runs in the session, on every request, after the queue
 // name passed the naming rule:
 //
-//	declare (FDC1)          Declare; Publish on its dead_letter_queue too
-//	publish (FPB1)          Publish (a refused frame is negatively confirmed, whole)
-//	subscribe (FSB1)        Consume (settles and unsubscribe belong to the subscription)
-//	delete, purge           Admin
-//	get-queue-info          any permission on the queue (access.Store.Visible)
-//	list-queues             nothing; the list holds only the visible queues
-//	ping                    nothing
+//	hello (FHL1)                       the credential itself (authentication, above)
+//	declare (FDC1)                     Declare; Publish on its dead_letter_queue too
+//	publish (FPB1, FPB2)               Publish (a refused frame is negatively confirmed, whole)
+//	subscribe (FSB1)                   Consume
+//	ack, ack-sync, nack, release,      the subscription's: it must be this session's own,
+//	discard, unsubscribe               and it lives only while its user holds Consume
+//	(FAK1, FAK2, FNK1, FRL1, FDS1, FUS1)
+//	delete-queue (FDQ1), purge (FPG1)  Admin
+//	change-mode (FMC1)                 Admin
+//	get-queue-info (FIQ1)              any permission on the queue (access.Store.Visible)
+//	list-queues (FLQ1)                 nothing; the list holds only the visible queues
+//	ping, pong, error (FPI1, FPO1, FER1) nothing
+//
+// Every other frame kind is refused from a client on its header
+// (inbound.go: node-to-node and server frames), so the table covers
+// every request a session takes; TestEveryClientFrameHasAPermissionRule
+// fails when a kind the session decodes is missing from it.
+//
+// A reload re-checks what each live session holds (recheckAccess): a
+// revoked identity is closed, and a subscription whose user no longer
+// holds Consume on its queue is ended with forbidden. Requests the
+// session still holds (behind a declare or a delete, or waiting for a
+// queue to open in a cluster) are checked when they go on, so against the
+// permissions in force then; a request already handed to its queue
+// completes.
 //
 // A denial is answered forbidden (214), counted in
 // fibril_denials_total{operation}, and the connection stays. A revoked
@@ -28,7 +46,8 @@ package actors
 // happens (Broker.ReloadUsers sends every session usersReloaded).
 // Without Config.Users every request is allowed, and so is every request
 // of the node's own sessions (Broker.DialInternal: the HTTP endpoint's
-// actions, authorized by its own token).
+// actions, which the endpoint authorized before, against the same users
+// and permissions or its own token: admin/access.go).
 
 import (
 	"context"
@@ -36,6 +55,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/fibrilmq/fibril/access"
 	"github.com/fibrilmq/fibril/wire"
 )
@@ -127,15 +147,49 @@ func (s *session) visibleFilter() func(string) bool {
 	return func(queue string) bool { return users.Visible(identity, queue) }
 }
 
-// maybeRevoked closes the session when a reload revoked its identity.
-func (s *session) maybeRevoked() {
+// recheckAccess applies a reload to what the session holds: it closes
+// the session when its identity was revoked, and ends every subscription
+// whose user no longer holds Consume on its queue.
+func (s *session) recheckAccess(ctx actor.Context) {
 	users := s.core.config.Users
 	if users == nil || s.conn.settings.internal || !s.helloDone || s.closing {
 		return
 	}
 	if err := users.Revoked(s.identity); err != nil {
 		s.becomeRevoked(err)
+		return
 	}
+	ended := false
+	for _, subscription := range s.subscriptions {
+		err := users.Check(s.identity, access.Consume, subscription.queue)
+		if err == nil {
+			continue
+		}
+		s.core.metrics.denied(access.Consume.String())
+		s.endSubscription(ctx, subscription, requestFailure{code: wire.CodeForbidden,
+			message: err.Error() + " (the users file was reloaded)"})
+		ended = true
+	}
+	if ended {
+		s.publishSummary()
+	}
+}
+
+// endSubscription ends a subscription from the session's side: the client
+// learns it with subscription-ended (or, before subscribe-ok, its
+// subscribe is answered with the failure), and the partition is told to
+// drop it, releasing what it held. The partition's answer to that
+// unsubscribe carries no request id and is not passed on.
+func (s *session) endSubscription(ctx actor.Context, subscription *sessionSubscription, failure requestFailure) {
+	delete(s.subscriptions, subscription.id)
+	if subscription.ready {
+		s.push(&wire.SubscriptionEnded{SubscriptionID: subscription.id, Code: failure.code,
+			Message: fmt.Sprintf("subscription %d on queue %q ended: %s", subscription.id, subscription.queue,
+				failure.message)})
+	} else {
+		s.push(failure.frame(subscription.requestID)) // answers the subscribe, and gives its credit back
+	}
+	ctx.Send(subscription.partition, unsubscribeRequest{replyTo: ctx.Self(), subscriptionID: subscription.id})
 }
 
 // becomeRevoked closes a session whose credentials were revoked.

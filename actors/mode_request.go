@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/access"
 	"github.com/fibrilmq/fibril/storage/queue"
 	"github.com/fibrilmq/fibril/wire"
 )
@@ -26,8 +27,13 @@ import (
 // inChangeMode is a client's change-mode frame.
 type inChangeMode struct{ frame *wire.ChangeMode }
 
-// changeMode forwards a client's change-mode to the queue's partition.
+// changeMode forwards a client's change-mode to the queue's partition. It
+// needs Admin on the queue: a switch to buffered weakens what a confirm
+// promises for every publisher of the queue.
 func (s *session) changeMode(ctx actor.Context, msg inChangeMode) {
+	if ValidateQueueName(msg.frame.Queue) == nil && !s.permit(msg.frame.RequestID, access.Admin, msg.frame.Queue) {
+		return
+	}
 	if s.maybeClusterRoute(ctx, msg.frame.Queue, msg) {
 		return
 	}
