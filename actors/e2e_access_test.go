@@ -294,3 +294,84 @@ func TestDeclareWithADeadLetterQueueNeedsPublishThere(t *testing.T) {
 		t.Fatalf("declare naming a dead-letter queue without publish there: %+v", reply)
 	}
 }
+
+// writeUsersFileKeepingHashes is writeUsersFile with each user's token
+// hash given (by name), so a reload changes permissions without revoking.
+func writeUsersFileKeepingHashes(t *testing.T, path string, hashes map[string]string, users ...testUser) {
+	t.Helper()
+	var entries []string
+	for _, user := range users {
+		entries = append(entries, fmt.Sprintf(`{"name": %q, "token_hash": %q, "permissions": %s}`,
+			user.name, hashes[user.name], user.permissions))
+	}
+	data := `{"version": 1, "users": [` + strings.Join(entries, ",") + `]}`
+	if err := os.WriteFile(path+".tmp", []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A reload that takes consume away ends the live subscriptions it no
+// longer allows, with forbidden, and releases what they held; the user's
+// other subscriptions and its connection stay.
+func TestUsersReloadNarrowingPermissionsEndsSubscriptions(t *testing.T) {
+	bob := testUser{"bob", "bob-token-00000000001",
+		`[{"queues": "orders", "allow": ["publish", "consume"]}, {"queues": "billing", "allow": ["publish", "consume"]}]`}
+	root := tableUsers[0]
+	path := filepath.Join(t.TempDir(), "users.json")
+	hashes := map[string]string{}
+	for _, user := range []testUser{root, bob} {
+		hash, err := access.HashTokenWithParams(user.token, fastHash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes[user.name] = hash
+	}
+	writeUsersFileKeepingHashes(t, path, hashes, root, bob)
+	store, err := access.LoadStore(path, access.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startBroker(t, func(c *Config) { c.Users = store })
+	admin := connectAs(t, b, root.credential())
+	admin.mustDeclare("orders", wire.ModeBuffered, wire.QueueOptions{})
+	admin.mustDeclare("billing", wire.ModeBuffered, wire.QueueOptions{})
+	c := connectAs(t, b, bob.credential())
+	orders, billing := c.subscribe("orders", 4), c.subscribe("billing", 4)
+	c.mustConfirm("orders", wire.BoundaryWritten, "held")
+	held := c.deliveries(orders, 1)[0]
+
+	bob.permissions = `[{"queues": "orders", "allow": ["publish"]}, {"queues": "billing", "allow": ["publish", "consume"]}]`
+	writeUsersFileKeepingHashes(t, path, hashes, root, bob)
+	if err := b.ReloadUsers(); err != nil {
+		t.Fatal(err)
+	}
+	ended := c.waitFor("the end of the orders subscription", func(frame wire.Frame) bool {
+		notice, ok := frame.(*wire.SubscriptionEnded)
+		return ok && notice.SubscriptionID == orders
+	}).(*wire.SubscriptionEnded)
+	if ended.Code != wire.CodeForbidden || !strings.Contains(ended.Message, "orders") {
+		t.Fatalf("the orders subscription ended with %s %q, want forbidden naming the queue", ended.Code, ended.Message)
+	}
+	id := c.id()
+	c.send(&wire.AckSync{RequestID: id, Settle: wire.Settle{SubscriptionID: orders, DeliveryTags: []uint64{held.DeliveryTag}}})
+	if refusal, ok := c.reply(id).(*wire.ErrorFrame); !ok || refusal.Code != wire.CodeUnknownSubscription {
+		t.Fatalf("a settle on the ended subscription: %+v, want unknown_subscription", refusal)
+	}
+	info := waitForInfo(t, admin, "orders", func(info wire.QueueInfo) bool { return info.Leased == 0 })
+	if info.Ready != 1 {
+		t.Fatalf("orders after the subscription ended: %+v, want its message ready again", info)
+	}
+	if ok, code := tryOperation(c, "subscribe", "orders"); ok || code != wire.CodeForbidden {
+		t.Fatalf("a new subscribe to orders after the reload: allowed=%v code=%s, want forbidden", ok, code)
+	}
+	c.mustConfirm("billing", wire.BoundaryWritten, "still consumed")
+	if got := c.deliveries(billing, 1)[0]; string(got.Payload) != "still consumed" {
+		t.Fatalf("the billing subscription delivered %q", got.Payload)
+	}
+	if denied := b.Metrics().Denials("consume"); denied < 2 {
+		t.Fatalf("fibril_denials_total{operation=\"consume\"} = %v, want the ended subscription and the refused subscribe", denied)
+	}
+}

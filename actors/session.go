@@ -134,7 +134,7 @@ func (s *session) Receive(ctx actor.Context) {
 	case drainSession:
 		s.beginDrain()
 	case usersReloaded:
-		s.maybeRevoked()
+		s.recheckAccess(ctx)
 	default:
 		if s.closing {
 			s.returnCreditOf(msg)

@@ -267,5 +267,8 @@ func (s *session) forgetSubscription(subscription *sessionSubscription) {
 }
 
 func (s *session) unsubscribeAnswered(msg unsubscribeResult) {
+	if msg.requestID == 0 {
+		return // the session's own (endSubscription): the client was told already
+	}
 	s.answer(msg.requestID, msg.released, msg.failure)
 }
