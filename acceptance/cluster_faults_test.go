@@ -246,7 +246,7 @@ func TestClusterWipedNodeRejoins(t *testing.T) {
 	wipe := func(r *trialRun, n *procNode, role string, owner bool) faultPlan {
 		return faultPlan{name: "wipe the data dir of " + describe(n, role) + " and restart it", nodes: []*procNode{n},
 			touchesOwner: owner, expectsFailover: owner, outage: true, hold: r.downtime(),
-			apply: func() error { n.kill(); return os.RemoveAll(n.dataDir) }, heal: n.restart}
+			apply: n.killAndWipe, heal: n.restart}
 	}
 	runFaultClass(t, faultClass{
 		title: "9. wiped data dir rejoins", shortTrials: 1, soakTrials: 20, trialsVariable: "FIBRIL_CLUSTER_WIPE_TRIALS",
@@ -408,13 +408,13 @@ func TestClusterMixedSchedule(t *testing.T) {
 			n := r.pick(roles.followers)
 			return faultPlan{name: "wipe the data dir of " + describe(n, "follower") + " and restart it",
 				nodes: []*procNode{n}, outage: true, hold: r.downtime(),
-				apply: func() error { n.kill(); return os.RemoveAll(n.dataDir) }, heal: n.restart}
+				apply: n.killAndWipe, heal: n.restart}
 		}},
 		{name: "wipe owner", needsFailover: true, plan: func(r *trialRun, roles roleNodes) faultPlan {
 			n := roles.owner
 			return faultPlan{name: "wipe the data dir of " + describe(n, "owner") + " and restart it",
 				nodes: []*procNode{n}, touchesOwner: true, expectsFailover: true, outage: true, hold: r.downtime(),
-				apply: func() error { n.kill(); return os.RemoveAll(n.dataDir) }, heal: n.restart}
+				apply: n.killAndWipe, heal: n.restart}
 		}},
 	}
 	var pool []subcase

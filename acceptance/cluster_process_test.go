@@ -128,6 +128,10 @@ type procNode struct {
 	asked   bool // the harness asked it to exit
 	paused  bool
 	starts  int
+	// rejoinEmpty says the harness wiped the data dir on purpose: the
+	// next start passes --rejoin-empty (a node refuses to start on an
+	// empty data dir the cluster knows without it).
+	rejoinEmpty bool
 }
 
 func (n *procNode) clientAddress() string { return fmt.Sprintf("%s:%d", n.host, hostClientPort) }
@@ -292,8 +296,13 @@ func (n *procNode) launchLocked() (<-chan struct{}, error) {
 		return nil, err
 	}
 	fmt.Fprintf(logFile, "=== harness: start %d of %s at %s\n", n.starts, n.id, time.Now().Format(time.RFC3339Nano))
-	cmd := n.c.hosts.command(n.index, n.c.binary, "serve", "--config", n.c.config, "--node", n.id,
-		"--log-level", "info", "--http-allow-non-loopback", "--allow-insecure-listen")
+	args := []string{"serve", "--config", n.c.config, "--node", n.id,
+		"--log-level", "info", "--http-allow-non-loopback", "--allow-insecure-listen"}
+	if n.rejoinEmpty {
+		args = append(args, "--rejoin-empty")
+		n.rejoinEmpty = false // one start: from then on the data dir holds the node's identity
+	}
+	cmd := n.c.hosts.command(n.index, n.c.binary, args...)
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -432,14 +441,23 @@ func (n *procNode) restart() error {
 
 // wipe kills the node, removes its data dir and starts it again.
 func (n *procNode) wipe() error {
-	n.mu.Lock()
-	n.killLocked()
-	err := os.RemoveAll(n.dataDir)
-	n.mu.Unlock()
-	if err != nil {
+	if err := n.killAndWipe(); err != nil {
 		return err
 	}
 	return n.restart()
+}
+
+// killAndWipe kills the node and removes its data dir; its next start
+// passes --rejoin-empty.
+func (n *procNode) killAndWipe() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.killLocked()
+	if err := os.RemoveAll(n.dataDir); err != nil {
+		return err
+	}
+	n.rejoinEmpty = true
+	return nil
 }
 
 // stop asks for a clean shutdown and returns the exit status's error.

@@ -11,17 +11,33 @@ package actors
 //   - an empty data directory asks its peers what their catalog records
 //     about it (FXQ1), answering their own questions meanwhile with
 //     "not initialised" (a new cluster's nodes start one after another).
-//     If a peer has an initialised catalog, this node lost its data: it
-//     picks a new replica id, writes it to the identity file marked
-//     pending, asks that peer to replace its old one (FXR1), rewrites the
-//     file without the mark once the peer answers, and starts joining. A
-//     start that finds the mark asks again under the same id (the peer
-//     may have gone on after this node gave up; cluster/replace.go makes
-//     a rerun finish the job), so one lost data directory never leaves
-//     two new ids in the shards. If every peer says the catalog is not
-//     initialised, the cluster is new and it starts as an initial member
-//     under the id derived from its node id. A node that reaches no peer
-//     within the deadline does not start (unless it is the only node).
+//     If a peer has an initialised catalog, the cluster knows this node
+//     and its data is not where the config says: the volume that holds
+//     it is not mounted, the config names the wrong path, or the data is
+//     lost. The node refuses to start (ErrEmptyDataDir) unless it was
+//     told that its data is lost (IdentityOptions.RejoinEmpty, `fibril
+//     serve --rejoin-empty`): a new replica that silently took the place
+//     of a copy whose disk is merely missing would throw that copy away.
+//     Told so, it picks a new replica id, writes it to the identity file
+//     marked pending, asks that peer to replace its old one (FXR1),
+//     rewrites the file without the mark once the peer answers, and
+//     starts joining. A start that finds the mark asks again under the
+//     same id without being told again (the peer may have gone on after
+//     this node gave up; cluster/replace.go makes a rerun finish the job),
+//     so one lost data directory never leaves two new ids in the shards.
+//     If every peer says the catalog is not initialised, the cluster is
+//     new and it starts as an initial member under the id derived from
+//     its node id. A node that reaches no peer within the deadline does
+//     not start (unless it is the only node).
+//
+// One initialised catalog is no sign of lost data: that of a cluster
+// formed while this node was starting. Its peers could decide the cluster
+// was new only once this node had answered them "not initialised", so
+// when every peer has answered and each one that answers "initialised"
+// asked this node during this start, the node held nothing the cluster
+// knows of, and it joins as a new replica without being told. A peer
+// whose initialised answer comes without its question refuses the start
+// at once.
 
 import (
 	"context"
@@ -32,6 +48,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,6 +65,23 @@ const identityProbeInterval = 300 * time.Millisecond
 
 // ErrIdentityUndecided is returned when an empty node reached no peer.
 var ErrIdentityUndecided = errors.New("actors: cannot tell a new cluster from one this node lost its data in")
+
+// ErrEmptyDataDir is returned when a node starts on an empty data
+// directory that the cluster's catalog knows, without being told that its
+// data is lost (IdentityOptions.RejoinEmpty).
+var ErrEmptyDataDir = errors.New("actors: the data directory is empty but the cluster knows this node")
+
+// IdentityOptions are how PrepareClusterIdentity may decide.
+type IdentityOptions struct {
+	// Logger receives the decision's warnings; nil: slog.Default().
+	Logger *slog.Logger
+	// RejoinEmpty says the node's data is lost for good: on an empty data
+	// directory that the cluster knows it rejoins as a new replica, which
+	// copies every partition it replicates from the other nodes. Without
+	// it such a start is refused (ErrEmptyDataDir). It has no effect on a
+	// data directory that holds an identity or Raft state.
+	RejoinEmpty bool
+}
 
 // nodeIdentity is the identity file's content.
 type nodeIdentity struct {
@@ -67,13 +101,15 @@ type ClusterIdentity struct {
 	ReplicaID uint64
 	Join      bool
 	// Decided says how: "identity file", "existing raft state", "new
-	// cluster" or "rejoined after losing its data (replaced by <node>)".
+	// cluster", "rejoined after losing its data (replaced by <node>)" or
+	// "joined the cluster its peers formed while it started (replaced by
+	// <node>)".
 	Decided string
 }
 
 // PrepareClusterIdentity decides the Raft identity node nodeID of config
 // starts with; see the file comment. It blocks until decided or ctx ends.
-func PrepareClusterIdentity(ctx context.Context, config *cluster.Config, nodeID string, logger *slog.Logger) (ClusterIdentity, error) {
+func PrepareClusterIdentity(ctx context.Context, config *cluster.Config, nodeID string, options IdentityOptions) (ClusterIdentity, error) {
 	self, err := config.Node(nodeID)
 	if err != nil {
 		return ClusterIdentity{}, err
@@ -105,11 +141,13 @@ func PrepareClusterIdentity(ctx context.Context, config *cluster.Config, nodeID 
 	if err != nil {
 		return ClusterIdentity{}, err
 	}
+	logger := options.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	prober := &identityProber{config: config, self: self, logger: logger, peerTLS: peerTLS, path: path, identity: peerIdentity{
-		clusterID: config.Cluster.DeploymentID, nodeID: nodeID, instance: cluster.NewReplicaID(), secret: secret}}
+	prober := &identityProber{config: config, self: self, logger: logger, peerTLS: peerTLS, path: path,
+		rejoinEmpty: options.RejoinEmpty, askedBy: map[string]bool{}, identity: peerIdentity{
+			clusterID: config.Cluster.DeploymentID, nodeID: nodeID, instance: cluster.NewReplicaID(), secret: secret}}
 	if found { // pending: a replacement was asked for and never answered
 		prober.pendingReplicaID = stored.ReplicaID
 	}
@@ -189,6 +227,13 @@ type identityProber struct {
 	// start and never answered (0: none): this start asks again under it,
 	// and never decides the cluster is new.
 	pendingReplicaID uint64
+	// rejoinEmpty is IdentityOptions.RejoinEmpty.
+	rejoinEmpty bool
+
+	mu sync.Mutex
+	// askedBy names the peers that asked this node about itself during
+	// this start (answerAsUndecided), each answered "not initialised".
+	askedBy map[string]bool
 }
 
 type memberAnswer struct {
@@ -208,6 +253,7 @@ func (p *identityProber) run(ctx context.Context) (ClusterIdentity, error) {
 		answering.Wait()
 	}()
 	answered := map[string]bool{}
+	initialized := map[string]wire.Member{} // the peers that answered "initialised", with their answer
 	for {
 		for _, result := range p.askAll(ctx) {
 			if result.err != nil {
@@ -215,10 +261,15 @@ func (p *identityProber) run(ctx context.Context) (ClusterIdentity, error) {
 			}
 			answered[result.peer] = true
 			if result.answer.Initialized {
-				return p.rejoin(ctx, result.peer)
+				initialized[result.peer] = result.answer
 			}
 		}
-		if len(answered) == len(p.config.Nodes)-1 && p.pendingReplicaID == 0 {
+		if len(initialized) > 0 {
+			decided, identity, err := p.decideKnown(ctx, initialized, len(answered) == len(p.config.Nodes)-1)
+			if decided {
+				return identity, err
+			}
+		} else if len(answered) == len(p.config.Nodes)-1 && p.pendingReplicaID == 0 {
 			return ClusterIdentity{ReplicaID: p.self.ReplicaID(), Decided: "new cluster"}, nil
 		}
 		select {
@@ -232,6 +283,41 @@ func (p *identityProber) run(ctx context.Context) (ClusterIdentity, error) {
 		case <-time.After(identityProbeInterval):
 		}
 	}
+}
+
+// decideKnown decides what a node does once peers answered that their
+// catalog is initialised (see the file comment): rejoin when told to or
+// when a replacement is pending, join when the cluster was formed while
+// this node started (allAnswered: every peer has answered during this
+// start), refuse when a peer knew the cluster without having asked this
+// node. decided is false while it cannot tell yet.
+func (p *identityProber) decideKnown(ctx context.Context, initialized map[string]wire.Member, allAnswered bool) (
+	decided bool, identity ClusterIdentity, err error) {
+	peers := make([]string, 0, len(initialized))
+	for peer := range initialized {
+		peers = append(peers, peer)
+	}
+	slices.Sort(peers)
+	if p.rejoinEmpty || p.pendingReplicaID != 0 {
+		identity, err = p.rejoin(ctx, peers[0], "rejoined after losing its data")
+		return true, identity, err
+	}
+	p.mu.Lock()
+	unasked := slices.DeleteFunc(slices.Clone(peers), func(peer string) bool { return p.askedBy[peer] })
+	p.mu.Unlock()
+	switch {
+	case len(unasked) > 0:
+		answer := initialized[unasked[0]]
+		return true, ClusterIdentity{}, fmt.Errorf("%w: node %s's data directory %s is empty, yet node %s's catalog "+
+			"knows it (as replica %d): its data is not where the config says. Likely causes: the volume that holds "+
+			"it is not mounted, or data_dir names the wrong path; fix that and start the node again. Only if its data "+
+			"is lost for good, let it rejoin as a new replica that copies its queues from the other nodes",
+			ErrEmptyDataDir, p.self.ID, p.self.DataDir, unasked[0], answer.ReplicaID)
+	case !allAnswered:
+		return false, ClusterIdentity{}, nil // a peer that has not answered may know the cluster from before
+	}
+	identity, err = p.rejoin(ctx, peers[0], "joined the cluster its peers formed while it started")
+	return true, identity, err
 }
 
 // askAll asks every peer at once and collects the answers.
@@ -323,8 +409,9 @@ func (p *identityProber) ask(ctx context.Context, peer cluster.NodeConfig, reque
 }
 
 // rejoin asks peer to replace this node's replica with a new id, or with
-// the pending one, recorded in the identity file before it asks.
-func (p *identityProber) rejoin(ctx context.Context, peer string) (ClusterIdentity, error) {
+// the pending one, recorded in the identity file before it asks; how says
+// why, for the decision's record.
+func (p *identityProber) rejoin(ctx context.Context, peer, how string) (ClusterIdentity, error) {
 	peerConfig, err := p.config.Node(peer)
 	if err != nil {
 		return ClusterIdentity{}, err
@@ -337,7 +424,7 @@ func (p *identityProber) rejoin(ctx context.Context, peer string) (ClusterIdenti
 			return ClusterIdentity{}, fmt.Errorf("actors: record the new replica id before asking for it: %w", err)
 		}
 		p.logger.Warn("this node's data directory is empty but the cluster exists: rejoining as a new replica",
-			"replaced_by", peer, "replica_id", replicaID)
+			"replaced_by", peer, "replica_id", replicaID, "data_dir", p.self.DataDir, "reason", how)
 	} else {
 		p.logger.Warn("asking again for the replacement an earlier start asked for and never heard done",
 			"replaced_by", peer, "replica_id", replicaID)
@@ -349,7 +436,7 @@ func (p *identityProber) rejoin(ctx context.Context, peer string) (ClusterIdenti
 	if answer.ReplicaID != replicaID {
 		return ClusterIdentity{}, fmt.Errorf("actors: %s recorded replica id %d, not %d", peer, answer.ReplicaID, replicaID)
 	}
-	return ClusterIdentity{ReplicaID: replicaID, Join: true, Decided: "rejoined after losing its data (replaced by " + peer + ")"}, nil
+	return ClusterIdentity{ReplicaID: replicaID, Join: true, Decided: how + " (replaced by " + peer + ")"}, nil
 }
 
 // answerAsUndecided answers other empty nodes' questions while this one
@@ -375,7 +462,7 @@ func (p *identityProber) answerAsUndecided(listener net.Listener) *sync.WaitGrou
 				defer conn.Close()
 				var certificateRefusal error
 				known := peerKnownAndCertified(conn, *p.config, p.self.ID, &certificateRefusal)
-				_, reader, err := acceptHandshake(conn, p.identity, known)
+				remote, reader, err := acceptHandshake(conn, p.identity, known)
 				if err != nil {
 					return
 				}
@@ -395,6 +482,11 @@ func (p *identityProber) answerAsUndecided(listener net.Listener) *sync.WaitGrou
 					if query.Decode(body) != nil {
 						return
 					}
+					// Recorded before the answer leaves: a peer that decides
+					// the cluster is new on it has asked by then.
+					p.mu.Lock()
+					p.askedBy[remote.NodeID] = true
+					p.mu.Unlock()
 					_ = writeAndFlush(writer, &wire.Member{RequestID: query.RequestID})
 				}
 			}()

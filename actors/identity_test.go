@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/client"
 	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/wire"
 )
 
 // A node that rejoined after losing its data restarts from its identity
@@ -30,7 +32,7 @@ func TestIdentityFileKeepsJoined(t *testing.T) {
 		if err := writeIdentity(path, nodeIdentity{NodeID: "node1", ReplicaID: 77, Joined: joined}); err != nil {
 			t.Fatal(err)
 		}
-		identity, err := PrepareClusterIdentity(context.Background(), config, "node1", nil)
+		identity, err := PrepareClusterIdentity(context.Background(), config, "node1", IdentityOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +58,7 @@ func TestIdentityFileFormats(t *testing.T) {
 	if err := os.WriteFile(path, []byte(`{"node_id":"node1","replica_id":77,"joined":true}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	identity, err := PrepareClusterIdentity(context.Background(), config, "node1", nil)
+	identity, err := PrepareClusterIdentity(context.Background(), config, "node1", IdentityOptions{})
 	if err != nil || identity.ReplicaID != 77 || !identity.Join {
 		t.Fatalf("an identity file without the pending mark: %+v, %v", identity, err)
 	}
@@ -69,7 +71,7 @@ func TestIdentityFileFormats(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if identity, err := PrepareClusterIdentity(ctx, config, "node1", nil); !errors.Is(err, ErrIdentityUndecided) ||
+	if identity, err := PrepareClusterIdentity(ctx, config, "node1", IdentityOptions{}); !errors.Is(err, ErrIdentityUndecided) ||
 		!strings.Contains(err.Error(), "88") {
 		t.Fatalf("a pending identity without peers decided %+v, %v", identity, err)
 	}
@@ -81,6 +83,8 @@ func TestIdentityFileFormats(t *testing.T) {
 // at its next start, and every shard ends with three voting members, each
 // a running node. Before the pending id, the second start asked under
 // another id and both new ids could be voting members of the same shards.
+// Only the first start is told that the data is lost: the pending mark
+// is the second's warrant.
 func TestInterruptedReplacementEndsWithThreeMembers(t *testing.T) {
 	c := startBrokerCluster(t, 3)
 	ctx := testContext(t)
@@ -116,7 +120,7 @@ func TestInterruptedReplacementEndsWithThreeMembers(t *testing.T) {
 	firstCtx, giveUp := context.WithCancel(ctx)
 	gaveUp := make(chan error, 1)
 	go func() {
-		_, err := PrepareClusterIdentity(firstCtx, &effective, "node1", c.logger)
+		_, err := PrepareClusterIdentity(firstCtx, &effective, "node1", IdentityOptions{Logger: c.logger, RejoinEmpty: true})
 		gaveUp <- err
 	}()
 	var firstReplicaID uint64
@@ -132,7 +136,9 @@ func TestInterruptedReplacementEndsWithThreeMembers(t *testing.T) {
 		t.Logf("the first start gave up: %v", err)
 	}
 
-	identity, err := PrepareClusterIdentity(ctx, &effective, "node1", c.logger)
+	// The second start is not told again: the pending mark says the
+	// first one was.
+	identity, err := PrepareClusterIdentity(ctx, &effective, "node1", IdentityOptions{Logger: c.logger})
 	if err != nil {
 		t.Fatalf("second start: %v", err)
 	}
@@ -172,5 +178,85 @@ func TestInterruptedReplacementEndsWithThreeMembers(t *testing.T) {
 	initialized, recorded, err := c.members["node3"].node.CatalogMember("node1")
 	if err != nil || !initialized || recorded != node.ReplicaID() {
 		t.Fatalf("the catalog records node1 as %d (%v, %v); it runs as %d", recorded, initialized, err, node.ReplicaID())
+	}
+}
+
+// A node whose data directory is empty while the cluster knows it (an
+// unmounted volume, a wrong path, or data lost for good) does not start
+// on it unless told that its data is lost: the refusal comes at once,
+// names the directory and the likely causes and writes nothing there.
+// Told so, it rejoins as a new replica and catches up on a queue it
+// replicated before.
+func TestEmptyDataDirOfAKnownNodeIsRefusedUnlessTold(t *testing.T) {
+	c := startBrokerCluster(t, 3)
+	ctx := testContext(t)
+	name := "kept-while-away"
+	owner, followers := c.declareServed(name, client.QueueConfig{Mode: client.ModeDurable, Policy: "majority_durable"})
+	confirmedPayloads(t, ctx, c.dialSDKHome(owner, "publisher"), name, "m", 20)
+	emptied := followers[1]
+	dataDir := c.members[emptied].config.DataDir
+	c.stop(emptied)
+	if err := os.RemoveAll(dataDir); err != nil {
+		t.Fatal(err)
+	}
+	effective := c.config.WithDefaults() // as the fibril command passes it
+	refuseCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	started := time.Now()
+	identity, err := PrepareClusterIdentity(refuseCtx, &effective, emptied, IdentityOptions{Logger: c.logger})
+	if !errors.Is(err, ErrEmptyDataDir) {
+		t.Fatalf("a start on the emptied data dir decided %+v, %v", identity, err)
+	}
+	if took := time.Since(started); took > 10*time.Second {
+		t.Fatalf("the refusal took %v: it waited instead of refusing at once", took)
+	}
+	for _, part := range []string{dataDir, "not mounted", "wrong path", "lost for good"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Fatalf("the refusal does not say %q: %v", part, err)
+		}
+	}
+	if _, err := os.Stat(dataDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused start created or wrote its data dir: %v", err)
+	}
+
+	identity, err = PrepareClusterIdentity(ctx, &effective, emptied, IdentityOptions{Logger: c.logger, RejoinEmpty: true})
+	if err != nil {
+		t.Fatalf("a start told to rejoin: %v", err)
+	}
+	if !identity.Join || !strings.HasPrefix(identity.Decided, "rejoined after losing its data") {
+		t.Fatalf("a start told to rejoin decided %+v", identity)
+	}
+	node, err := cluster.Start(c.config, emptied, cluster.StartOptions{Logger: c.logger, ReplicaID: identity.ReplicaID, Join: true})
+	if err != nil {
+		t.Fatalf("start %s joining: %v", emptied, err)
+	}
+	c.members[emptied].node = node
+	c.startBroker(emptied)
+	waitUntil(t, emptied+" catches up as a new replica", func() bool {
+		replica, ok := replicaOf(c.copyAt(owner, name), emptied)
+		return ok && replica.State == "in sync" && c.copyAt(emptied, name).DurableNext == c.copyAt(owner, name).DurableNext
+	})
+}
+
+// The decision on initialised answers: a peer that knows the cluster
+// without having asked this node refuses the start; when every peer that
+// knows it asked (its peers formed it while this node started), the node
+// waits until every peer has answered before it joins.
+func TestIdentityDecisionOnInitialisedAnswers(t *testing.T) {
+	dir := t.TempDir()
+	config := &cluster.Config{Nodes: []cluster.NodeConfig{
+		{ID: "node1", DataDir: filepath.Join(dir, "node1")},
+		{ID: "node2", DataDir: filepath.Join(dir, "node2")},
+		{ID: "node3", DataDir: filepath.Join(dir, "node3")},
+	}}
+	prober := &identityProber{config: config, self: config.Nodes[2], askedBy: map[string]bool{"node1": true}}
+	known := map[string]wire.Member{"node1": {Initialized: true, ReplicaID: 5}}
+	if decided, identity, err := prober.decideKnown(context.Background(), known, false); decided || err != nil {
+		t.Fatalf("with node2 silent and node1 having asked, decided %v: %+v, %v", decided, identity, err)
+	}
+	known["node2"] = wire.Member{Initialized: true, ReplicaID: 7}
+	decided, _, err := prober.decideKnown(context.Background(), known, true)
+	if !decided || !errors.Is(err, ErrEmptyDataDir) || !strings.Contains(err.Error(), "node2") {
+		t.Fatalf("node2 knows the cluster and never asked: decided %v, %v", decided, err)
 	}
 }

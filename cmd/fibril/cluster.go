@@ -9,9 +9,10 @@ package main
 //
 // Start order: the node's Raft identity (actors.PrepareClusterIdentity: a
 // node with an empty data directory asks its peers whether it is new or
-// lost its data), the cluster node (Raft host and catalog), then the
-// broker on top of it; shutdown runs the other way round, so the broker
-// stops proposing before Raft closes.
+// lost its data; one whose data the cluster knows refuses to start unless
+// --rejoin-empty says the data is lost for good), the cluster node (Raft
+// host and catalog), then the broker on top of it; shutdown runs the
+// other way round, so the broker stops proposing before Raft closes.
 
 import (
 	"context"
@@ -38,10 +39,13 @@ var clusterOwnedFlags = map[string]string{
 	"sync-interval": "cluster.background_sync_interval",
 }
 
-// checkClusterFlags refuses --config without --node (and the reverse) and
-// single-node flags the config replaces.
+// checkClusterFlags refuses --config without --node (and the reverse),
+// --rejoin-empty without them, and single-node flags the config replaces.
 func checkClusterFlags(set *flag.FlagSet, f serveFlags) error {
 	if f.configFile == "" && f.nodeID == "" {
+		if f.rejoinEmpty {
+			return errors.New("--rejoin-empty is for a node of a cluster: it goes with --config and --node")
+		}
 		return nil
 	}
 	if f.configFile == "" || f.nodeID == "" {
@@ -80,7 +84,12 @@ func maybeStartClusterNode(config *actors.Config, flags serveFlags, logger *slog
 	routeStandardLog(logger)
 	identityCtx, cancel := context.WithTimeout(context.Background(), identityDecisionTimeout)
 	defer cancel()
-	identity, err := actors.PrepareClusterIdentity(identityCtx, clusterConfig, flags.nodeID, logger)
+	identity, err := actors.PrepareClusterIdentity(identityCtx, clusterConfig, flags.nodeID,
+		actors.IdentityOptions{Logger: logger, RejoinEmpty: flags.rejoinEmpty})
+	if errors.Is(err, actors.ErrEmptyDataDir) {
+		return nil, fmt.Errorf("%w: start it once with --rejoin-empty (docs/operations.md, \"A cluster node "+
+			"whose data directory is empty\")", err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -36,6 +37,9 @@ type clusterProcess struct {
 	dataDir                        string
 	cmd                            *exec.Cmd
 	stderr                         *lockedBuffer
+	// rejoinEmpty starts the node with --rejoin-empty (its data dir was
+	// wiped on purpose).
+	rejoinEmpty bool
 }
 
 type binaryCluster struct {
@@ -150,6 +154,9 @@ func (c *binaryCluster) launch(node *clusterProcess) func() {
 	c.t.Helper()
 	node.stderr = &lockedBuffer{buffer: &bytes.Buffer{}}
 	args := []string{"serve", "--config", c.configFile, "--node", node.id}
+	if node.rejoinEmpty {
+		args = append(args, "--rejoin-empty")
+	}
 	node.cmd = exec.Command(c.binary, args...)
 	node.cmd.Stderr = node.stderr
 	if dir := os.Getenv("FIBRIL_TEST_NODE_LOGS"); dir != "" {
@@ -480,10 +487,12 @@ func roundAll(samples []time.Duration) []time.Duration {
 	return out
 }
 
-// A node whose data directory is wiped while it is down comes back as a
-// new Raft replica: it finds the cluster through its peers, a peer
-// replaces its old replica, and it follows the catalog again (it sees a
-// queue declared while it was gone) and serves.
+// A node whose data directory is wiped while it is down does not start
+// on it by itself: it exits 1 with a message that names the directory,
+// the likely causes and the flag. Started with --rejoin-empty it comes
+// back as a new Raft replica: it finds the cluster through its peers, a
+// peer replaces its old replica, and it follows the catalog again (it
+// sees a queue declared while it was gone) and serves.
 func TestBinaryClusterNodeWithAWipedDataDirRejoins(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binaries")
@@ -514,6 +523,23 @@ func TestBinaryClusterNodeWithAWipedDataDirRejoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	runCtl(c.node("node1"), "declare", "while-away")
+	refusedCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	refused := exec.CommandContext(refusedCtx, c.binary, "serve", "--config", c.configFile, "--node", wiped.id)
+	output, err := refused.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("node3 on its empty data dir without --rejoin-empty: %v, want exit status 1; output:\n%s", err, output)
+	}
+	for _, part := range []string{wiped.dataDir, "not mounted", "wrong path", "--rejoin-empty"} {
+		if !strings.Contains(string(output), part) {
+			t.Fatalf("the refusal does not say %q:\n%s", part, output)
+		}
+	}
+	if entries, err := os.ReadDir(wiped.dataDir); err == nil && len(entries) > 0 {
+		t.Fatalf("the refused start wrote into the data dir: %v", entries)
+	}
+	wiped.rejoinEmpty = true
 	c.start(wiped)
 	if !strings.Contains(wiped.stderr.String(), "rejoining as a new replica") {
 		t.Fatalf("node3 did not say it rejoins; stderr:\n%s", wiped.stderr.String())

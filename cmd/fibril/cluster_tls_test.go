@@ -61,17 +61,17 @@ func TestBinaryClusterOverMutualTLS(t *testing.T) {
 		wait()
 	}
 	// Every node decided its identity with its peers over TLS: a new
-	// cluster, or, for a node that started after two others had formed it
-	// (a loaded machine), a rejoin as a new replica. Both need the TLS
-	// links; a refused handshake decides nothing and the node exits.
+	// cluster, or, for a node whose peers formed it while it started (a
+	// loaded machine), a join as a new replica. Both need the TLS links; a
+	// refused handshake decides nothing and the node exits.
 	decided := 0
 	for _, node := range nodes {
 		log := node.stderr.String()
 		switch {
-		case strings.Contains(log, "new cluster"):
+		case strings.Contains(log, "decided=\"new cluster\""):
 			decided++
-		case strings.Contains(log, "rejoined after losing its data"):
-			t.Logf("%s started after its peers had formed the cluster and rejoined as a new replica", node.id)
+		case strings.Contains(log, "joined the cluster its peers formed while it started"):
+			t.Logf("%s's peers formed the cluster while it started; it joined as a new replica", node.id)
 		default:
 			t.Fatalf("%s did not decide its identity with its peers:\n%s", node.id, log)
 		}

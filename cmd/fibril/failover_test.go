@@ -359,6 +359,7 @@ func TestBinaryFailoverOwnerWithAWipedDataDirLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	next, _ := c.servingNode(name, c.others(owner)...)
+	owner.rejoinEmpty = true // the data is lost for good
 	c.start(owner)
 	waitFor(t, owner.id+" catches up and rejoins in sync", 30*time.Second, func() bool {
 		status, ok := serves(next, name)

@@ -80,9 +80,12 @@ type serveFlags struct {
 	data, listen, http string
 	syncInterval       time.Duration
 	configFile, nodeID string
-	recordTrace        string
-	logLevel           string
-	maxBodyBytes       uint
+	// rejoinEmpty lets a cluster node whose data is lost for good rejoin
+	// on an empty data directory as a new replica (cluster.go).
+	rejoinEmpty  bool
+	recordTrace  string
+	logLevel     string
+	maxBodyBytes uint
 	// Node-wide storage budgets.
 	tailCacheBytes   int64
 	openSegmentFiles int
@@ -107,6 +110,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 		"background sync interval of every queue log; 0 turns it off and leaves syncing to the OS")
 	set.StringVar(&f.configFile, "config", "", "cluster config file (cluster mode)")
 	set.StringVar(&f.nodeID, "node", "", "this node's id in the cluster config (cluster mode)")
+	set.BoolVar(&f.rejoinEmpty, "rejoin-empty", false,
+		"cluster mode: this node's data is lost for good; on an empty data directory the cluster knows, rejoin as a new replica "+
+			"that copies its queues from the other nodes (without it such a start is refused)")
 	set.StringVar(&f.recordTrace, "record-trace", "", "record every client frame to this trace file")
 	set.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	set.UintVar(&f.maxBodyBytes, "max-body-bytes", wire.DefaultMaxBodyBytes, "largest frame body accepted")
