@@ -476,12 +476,18 @@ func (l *clusterLoad) awaitOutcomes(timeout time.Duration, queues ...string) {
 // confirmedSince counts the confirms received so far (for progress checks).
 func (l *clusterLoad) confirmedSoFar() int64 { return l.confirmed.Load() }
 
+// stopPublishingAndWait stops publishing and waits until every publish
+// handed to the SDK has its outcome (each ends by its publish timeout).
+func (l *clusterLoad) stopPublishingAndWait() {
+	l.stopPublishingMu.Do(func() { close(l.stopPublishing) })
+	l.publishing.Wait()
+}
+
 // drain stops publishing and waits until every queue holds nothing ready,
 // leased or delayed three reads in a row, with the consumers acking.
 func (l *clusterLoad) drain(timeout time.Duration) {
 	l.t.Helper()
-	l.stopPublishingMu.Do(func() { close(l.stopPublishing) })
-	l.publishing.Wait()
+	l.stopPublishingAndWait()
 	deadline := time.Now().Add(timeout)
 	quiet := 0
 	var last []string

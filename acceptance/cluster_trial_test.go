@@ -63,7 +63,8 @@ func trialTraffic() clusterLoadConfig {
 		pauseEvery: 200 * time.Millisecond, pauseFor: 150 * time.Millisecond}
 }
 
-// startTrial runs steps 1-3 of the file comment.
+// startTrial runs steps 1-3 of the file comment. The queues placed are
+// traffic.queues when it names any, else clusterQueueSpecs.
 func startTrial(t *testing.T, hosts *netHosts, class string, random *rand.Rand, options procClusterOptions,
 	traffic clusterLoadConfig) *trialRun {
 	t.Helper()
@@ -80,7 +81,11 @@ func startTrial(t *testing.T, hosts *netHosts, class string, random *rand.Rand, 
 		}
 	}
 	target := candidates[random.IntN(len(candidates))]
-	placed := r.placeQueuesOn(target, clusterQueueSpecs)
+	specs := traffic.queues
+	if len(specs) == 0 {
+		specs = clusterQueueSpecs
+	}
+	placed := r.placeQueuesOn(target, specs)
 	traffic.queues, traffic.addresses = placed, c.addresses()
 	for _, q := range placed {
 		r.queues = append(r.queues, q.name)
