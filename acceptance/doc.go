@@ -40,6 +40,12 @@
 // clusters on crash-simulating filesystems for power loss and corruption
 // (cluster_memory_test.go); two publishers and two competing consumers
 // (cluster_load_test.go) on both modes at a majority and at every copy.
+// Compound schedules bring the next kill or pause while the cluster still
+// recovers from the last (cluster_compound_test.go), two soak classes
+// measure how long a paused or cut-off owner takes to be replaced
+// (cluster_failover_time_test.go), and both keep a timeline of every
+// node's view of their queue that a failed trial dumps
+// (cluster_timeline_test.go).
 // The sub-cases that need a new owner to take over sit behind the
 // replicationAndFailover switch (cluster_switch_test.go), on since
 // replication and failover are merged; TestExactlyOnceAcrossFailover
