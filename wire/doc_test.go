@@ -61,7 +61,7 @@ func tagTableMarkdown() string {
 	out.WriteString("| tag | frame | sent by | hot path |\n|---|---|---|---|\n")
 	hot := map[Tag]bool{TagPublish: true, TagConfirm: true, TagPublishIdempotent: true, TagConfirmIdempotent: true, TagDeliver: true,
 		TagAck: true, TagNack: true, TagRelease: true, TagDiscard: true, TagPush: true,
-		TagProgress: true, TagProgressWritten: true, TagPage: true}
+		TagProgress: true, TagProgressWritten: true, TagPage: true, TagPageAfter: true}
 	for _, k := range kinds {
 		mark := ""
 		if hot[k.tag] {

@@ -94,8 +94,10 @@ const (
 	TagPushRefused       Tag = 'F'<<24 | 'Q'<<16 | 'N'<<8 | '1' // FQN1 node (follower to owner)
 	TagFetch             Tag = 'F'<<24 | 'Q'<<16 | 'F'<<8 | '1' // FQF1 node (asks a source for records)
 	TagPage              Tag = 'F'<<24 | 'Q'<<16 | 'G'<<8 | '1' // FQG1 node (answers a fetch)
+	TagPageAfter         Tag = 'F'<<24 | 'Q'<<16 | 'G'<<8 | '2' // FQG2 node (answers a fetch, with the epoch of the record before)
 	TagSeal              Tag = 'F'<<24 | 'Q'<<16 | 'S'<<8 | '1' // FQS1 node (recovery to a replica)
 	TagSealed            Tag = 'F'<<24 | 'Q'<<16 | 'T'<<8 | '1' // FQT1 node (answers a seal)
+	TagSealedVote        Tag = 'F'<<24 | 'Q'<<16 | 'T'<<8 | '2' // FQT2 node (answers a seal, saying whether the seal counts)
 	TagPeerHello         Tag = 'F'<<24 | 'X'<<16 | 'H'<<8 | '1' // FXH1 node (opens a peer link)
 	TagPeerChallenge     Tag = 'F'<<24 | 'X'<<16 | 'C'<<8 | '1' // FXC1 node (answers a peer hello)
 	TagPeerAuth          Tag = 'F'<<24 | 'X'<<16 | 'A'<<8 | '1' // FXA1 node (completes the handshake)
@@ -183,8 +185,10 @@ var kinds = []kind{
 	{TagPushRefused, "push-refused", sentByNode, func() Frame { return new(PushRefused) }},
 	{TagFetch, "fetch", sentByNode, func() Frame { return new(Fetch) }},
 	{TagPage, "page", sentByNode, func() Frame { return new(Page) }},
+	{TagPageAfter, "page-after", sentByNode, func() Frame { return new(PageAfter) }},
 	{TagSeal, "seal", sentByNode, func() Frame { return new(Seal) }},
 	{TagSealed, "sealed", sentByNode, func() Frame { return new(Sealed) }},
+	{TagSealedVote, "sealed-vote", sentByNode, func() Frame { return new(SealedVote) }},
 	{TagPeerHello, "peer-hello", sentByNode, func() Frame { return new(PeerHello) }},
 	{TagPeerChallenge, "peer-challenge", sentByNode, func() Frame { return new(PeerChallenge) }},
 	{TagPeerAuth, "peer-auth", sentByNode, func() Frame { return new(PeerAuth) }},

@@ -129,6 +129,8 @@ func FuzzDecodeFetch(f *testing.F)             { fuzzDecoder(f, TagFetch) }
 func FuzzDecodePage(f *testing.F)              { fuzzDecoder(f, TagPage) }
 func FuzzDecodeSeal(f *testing.F)              { fuzzDecoder(f, TagSeal) }
 func FuzzDecodeSealed(f *testing.F)            { fuzzDecoder(f, TagSealed) }
+func FuzzDecodeSealedVote(f *testing.F)        { fuzzDecoder(f, TagSealedVote) }
+func FuzzDecodePageAfter(f *testing.F)         { fuzzDecoder(f, TagPageAfter) }
 func FuzzDecodePeerHello(f *testing.F)         { fuzzDecoder(f, TagPeerHello) }
 func FuzzDecodePeerChallenge(f *testing.F)     { fuzzDecoder(f, TagPeerChallenge) }
 func FuzzDecodePeerAuth(f *testing.F)          { fuzzDecoder(f, TagPeerAuth) }

@@ -221,18 +221,27 @@ func (*Sealed) Tag() Tag { return TagSealed }
 
 func (f *Sealed) Encode(dst []byte) []byte {
 	dst, start := beginFrame(dst, TagSealed)
+	dst = f.appendFields(dst)
+	return endFrame(dst, start)
+}
+
+func (f *Sealed) appendFields(dst []byte) []byte {
 	dst = appendU64(dst, f.RequestID)
 	dst = appendU64(dst, f.Partition)
 	dst = appendU64(dst, f.Epoch)
 	dst = appendU64(dst, f.Instance)
 	dst = appendU64(dst, f.DurableNext)
 	dst = appendU64(dst, f.FirstOffset)
-	dst = appendEpochHistory(dst, f.History)
-	return endFrame(dst, start)
+	return appendEpochHistory(dst, f.History)
 }
 
 func (f *Sealed) Decode(body []byte) error {
 	d := newDecoder(TagSealed, body)
+	f.decodeFields(&d)
+	return d.finish()
+}
+
+func (f *Sealed) decodeFields(d *decoder) {
 	f.RequestID = d.nonZeroU64("request_id")
 	f.Partition = d.nonZeroU64("partition")
 	f.Epoch = d.nonZeroU64("epoch")
@@ -245,6 +254,33 @@ func (f *Sealed) Decode(body []byte) error {
 		d.failf("first_offset", "%d is past durable_next %d", f.FirstOffset, f.DurableNext)
 	}
 	f.History = d.epochHistory(f.History)
+}
+
+// SealedVote (FQT2) is a sealed answer (FQT1) that also says whether the
+// seal counts toward the recovery's E-W+1 (docs/cluster.md, "A copy earns
+// its vote"): Incomplete is set by a copy that opened empty (a new, wiped
+// or missing directory, or a damaged copy set aside) and has not since
+// caught up past a committed frontier its owner reported; it may lack
+// records it acknowledged. A recovery takes its seal (the copy is fenced)
+// but neither counts it nor chooses its history.
+type SealedVote struct {
+	Sealed
+	Incomplete bool
+}
+
+func (*SealedVote) Tag() Tag { return TagSealedVote }
+
+func (f *SealedVote) Encode(dst []byte) []byte {
+	dst, start := beginFrame(dst, TagSealedVote)
+	dst = f.Sealed.appendFields(dst)
+	dst = appendBool(dst, f.Incomplete)
+	return endFrame(dst, start)
+}
+
+func (f *SealedVote) Decode(body []byte) error {
+	d := newDecoder(TagSealedVote, body)
+	f.Sealed.decodeFields(&d)
+	f.Incomplete = d.boolean("incomplete")
 	return d.finish()
 }
 

@@ -319,18 +319,27 @@ func (*Page) Tag() Tag { return TagPage }
 
 func (f *Page) Encode(dst []byte) []byte {
 	dst, start := beginFrame(dst, TagPage)
+	dst = f.appendFields(dst)
+	return endFrame(dst, start)
+}
+
+func (f *Page) appendFields(dst []byte) []byte {
 	dst = appendU64(dst, f.RequestID)
 	dst = appendU64(dst, f.Partition)
 	dst = appendU64(dst, f.FromOffset)
 	dst = appendU64(dst, f.FirstOffset)
 	dst = appendU64(dst, f.EndOffset)
 	dst = appendU32(dst, f.RecordCount)
-	dst = appendBytes(dst, "records", f.Records)
-	return endFrame(dst, start)
+	return appendBytes(dst, "records", f.Records)
 }
 
 func (f *Page) Decode(body []byte) error {
 	d := newDecoder(TagPage, body)
+	f.decodeFields(&d)
+	return d.finish()
+}
+
+func (f *Page) decodeFields(d *decoder) {
 	f.RequestID = d.nonZeroU64("request_id")
 	f.Partition = d.nonZeroU64("partition")
 	f.FromOffset = d.u64("from_offset")
@@ -343,6 +352,32 @@ func (f *Page) Decode(body []byte) error {
 		d.off = recordsAt
 		d.failf("records", "record_count %d does not match %d record bytes", f.RecordCount, len(f.Records))
 	}
+}
+
+// PageAfter (FQG2) is a page (FQG1) that also names the epoch of the
+// source's record before FromOffset (0 when FromOffset is the source's
+// first offset or 0). The asker appends the records only when its own
+// record before FromOffset has that epoch: the log-matching check a push
+// makes with its previous_epoch, so a fetch never grows a log that
+// disagrees with its source below the point it fetches from.
+type PageAfter struct {
+	Page
+	PreviousEpoch uint64
+}
+
+func (*PageAfter) Tag() Tag { return TagPageAfter }
+
+func (f *PageAfter) Encode(dst []byte) []byte {
+	dst, start := beginFrame(dst, TagPageAfter)
+	dst = f.Page.appendFields(dst)
+	dst = appendU64(dst, f.PreviousEpoch)
+	return endFrame(dst, start)
+}
+
+func (f *PageAfter) Decode(body []byte) error {
+	d := newDecoder(TagPageAfter, body)
+	f.Page.decodeFields(&d)
+	f.PreviousEpoch = d.u64("previous_epoch")
 	return d.finish()
 }
 

@@ -307,6 +307,12 @@ func (g *generator) frame(tag Tag) Frame {
 		}
 		return &Page{RequestID: g.id(), Partition: g.id(), FromOffset: g.u64(), FirstOffset: g.u64(),
 			EndOffset: g.u64(), RecordCount: count, Records: records}
+	case TagPageAfter:
+		page := g.frame(TagPage).(*Page)
+		return &PageAfter{Page: *page, PreviousEpoch: g.u64()}
+	case TagSealedVote:
+		sealed := g.frame(TagSealed).(*Sealed)
+		return &SealedVote{Sealed: *sealed, Incomplete: g.rng.Intn(2) == 0}
 	case TagSeal:
 		return &Seal{RequestID: g.id(), Partition: g.id(), Epoch: g.id(), Owner: g.text(2)}
 	case TagSealed:
