@@ -6,11 +6,16 @@ package admin
 //     address or "localhost" (any port). A browser page from another site
 //     that rebinds its DNS name to 127.0.0.1 sends its own name and is
 //     refused, so it cannot read the endpoint.
-//  2. Token: with Options.Token set, a write needs it, and with
-//     ProtectReads every request does. It is accepted as
+//  2. Credential: on a node with a users file (UsersNode), every request
+//     but the static assets and /healthz's status needs the HTTP token or
+//     a user's token whose permissions allow it (credentials.go).
+//     Otherwise: with Options.Token set, a write needs it, and with
+//     ProtectReads every request does. The token is accepted as
 //     "Authorization: Bearer <token>" or as the password of HTTP Basic (any
 //     user name), so a browser can prompt for it and then send it with the
-//     dashboard's own requests.
+//     dashboard's own requests. Without a users file and without a token
+//     (a loopback node in development), requests pass, except the one
+//     write that can weaken durability (settings.go).
 //  3. Origin: a write whose Origin header names another site than the Host
 //     it was sent to is refused, whatever the token, so a page elsewhere
 //     cannot make a logged-in browser change settings.
@@ -21,6 +26,7 @@ import (
 	"bytes"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"net"
 	"net/url"
 	"strings"
@@ -29,22 +35,25 @@ import (
 )
 
 // maybeAdmit applies the access rules and answers the request itself when
-// they refuse it; it reports whether the handler may run.
-func (s *Server) maybeAdmit(ctx *fasthttp.RequestCtx, write bool) bool {
+// they refuse it; it reports whether the handler may run. needs is what
+// a user's credential must allow (rule 2, with a users file).
+func (s *Server) maybeAdmit(ctx *fasthttp.RequestCtx, write bool, needs need) bool {
 	if s.loopback && !hostIsLoopback(string(ctx.Host())) {
 		writeError(ctx, fasthttp.StatusForbidden,
 			"host %q is not a loopback address; this endpoint answers only requests addressed to loopback",
 			clip(string(ctx.Host())))
 		return false
 	}
-	if s.options.Token != "" && (write || s.options.ProtectReads) &&
-		!tokenMatches(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization), s.options.Token) {
-		challenge := `Bearer realm="fibril admin"`
-		if wantsHTML(ctx) {
-			challenge = `Basic realm="fibril admin", charset="UTF-8"`
+	if users := s.users(); users != nil {
+		if needs.public && s.options.ProtectReads {
+			needs = nodeWide
 		}
-		ctx.Response.Header.Set(fasthttp.HeaderWWWAuthenticate, challenge)
-		writeError(ctx, fasthttp.StatusUnauthorized, "this request needs the admin token (Authorization: Bearer <token>)")
+		if !s.admitUser(ctx, users, needs) {
+			return false
+		}
+	} else if s.options.Token != "" && (write || s.options.ProtectReads) &&
+		!tokenMatches(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization), s.options.Token) {
+		s.challenge(ctx, errors.New("this request needs the admin token (Authorization: Bearer <token>)"))
 		return false
 	}
 	if write && !sameOrigin(string(ctx.Request.Header.Peek(fasthttp.HeaderOrigin)), string(ctx.Host())) {

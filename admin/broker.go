@@ -23,6 +23,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/fibrilmq/fibril/access"
 	"github.com/fibrilmq/fibril/actors"
 	"github.com/fibrilmq/fibril/wire"
 )
@@ -41,6 +42,11 @@ type BrokerNode struct {
 func NewBrokerNode(broker *actors.Broker) *BrokerNode {
 	return &BrokerNode{broker: broker, createdAt: broker.Config().Clock()}
 }
+
+// Users implements UsersNode: the broker's users file, if it has one. A
+// reload (SIGHUP) changes the Store in place, so the endpoint checks each
+// request against the users in force.
+func (n *BrokerNode) Users() *access.Store { return n.broker.Config().Users }
 
 // brokerQueueSyncer is the explicit-sync method the adapter uses when the
 // broker has it.

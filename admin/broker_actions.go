@@ -47,7 +47,8 @@ const internalAddress = "node-internal"
 // dialSelf connects the SDK to the broker.
 func (n *BrokerNode) dialSelf(ctx context.Context) (*client.Client, error) {
 	// The node's own in-process connection: no TLS, no token check, every
-	// permission (the HTTP endpoint's access rules authorized the action).
+	// permission (the HTTP endpoint's access rules authorized the action,
+	// against the users file when the node has one: credentials.go).
 	// A redirect to another node of a cluster dials it over TCP with the
 	// shared token, as a client would.
 	options := client.Options{Addresses: []string{internalAddress}, ClientName: "fibril-admin",

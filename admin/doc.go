@@ -30,10 +30,14 @@
 // unsynced_records count what reached the OS, durable_next what an fsync
 // covered; a durable field never carries written progress.
 //
-// Access: the endpoint binds to loopback by default. When Options.Token is
-// set, writes (PUT, POST) need it as "Authorization: Bearer <token>" (or as
-// the password of HTTP Basic, so a browser can prompt for it); with
-// Options.ProtectReads, reads need it too, /healthz and /metrics included.
+// Access: the endpoint binds to loopback by default. On a node with a
+// users file (UsersNode), every request but the static assets and
+// /healthz's status needs the HTTP token or a user's "<user>:<token>"
+// whose permissions allow it (credentials.go). Otherwise, when
+// Options.Token is set, writes (PUT, POST) need it as "Authorization:
+// Bearer <token>" (or as the password of HTTP Basic, so a browser can
+// prompt for it); with Options.ProtectReads, reads need it too, /healthz
+// and /metrics included.
 // While bound to loopback the endpoint also refuses requests whose Host
 // header names anything but a loopback address (a page served from a
 // rebound DNS name cannot read it), and refuses writes whose Origin is

@@ -120,7 +120,15 @@ type healthView struct {
 	// Unowned: partitions this node replicates that no node serves now
 	// (cluster only; omitted when there are none).
 	Unowned []FencedPartition `json:"unowned,omitempty"`
+	// Hidden says why the lists are left out: on a node with a users
+	// file, only a credential that may read the whole node sees which
+	// queues are fenced; the status and code are the same for everyone.
+	Hidden string `json:"hidden,omitempty"`
 }
+
+// healthHidden is healthView.Hidden when the names are left out.
+const healthHidden = "queue names and errors need a credential that may read the whole node (the HTTP token, " +
+	"or a user with admin on \"*\")"
 
 // handleHealth answers 200 when the node serves every partition and 503
 // otherwise, naming each fenced partition with its error, and in a cluster
@@ -141,6 +149,9 @@ func (s *Server) handleHealth(ctx *fasthttp.RequestCtx, _ string) {
 		view.Status, status = "fenced", fasthttp.StatusServiceUnavailable
 	case len(view.Unowned) > 0:
 		view.Status, status = "unowned", fasthttp.StatusServiceUnavailable
+	}
+	if !s.healthNamesShown(ctx) {
+		view = healthView{Status: view.Status, Fenced: []FencedPartition{}, Hidden: healthHidden}
 	}
 	writeJSON(ctx, status, view)
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fibrilmq/fibril/access"
 	"github.com/valyala/fasthttp"
 )
 
@@ -18,9 +19,13 @@ import (
 // parameter, empty for endpoints without one.
 type handler func(ctx *fasthttp.RequestCtx, queue string)
 
-// endpoint is one path's handlers by method. GET handlers also serve HEAD.
+// endpoint is one path's handlers by method, and what a user's
+// credential must allow to reach them on a node with a users file
+// (credentials.go; the zero need is node-wide). GET handlers also serve
+// HEAD.
 type endpoint struct {
 	get, put, post handler
+	needs          need
 }
 
 // allowed lists the methods the endpoint serves, for 405 answers.
@@ -57,7 +62,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	default:
 		write = true // unknown methods are treated as writes for access checks
 	}
-	if !s.maybeAdmit(ctx, write) {
+	if !s.maybeAdmit(ctx, write, route.needs) {
 		return
 	}
 	if !found {
@@ -102,36 +107,37 @@ func (s *Server) resolve(path string) (endpoint, string, bool) {
 	case "/api/cluster/overview":
 		return endpoint{get: s.handleClusterOverview}, "", true
 	case "/healthz":
-		return endpoint{get: s.handleHealth}, "", true
+		return endpoint{get: s.handleHealth, needs: need{public: true}}, "", true
 	case "/metrics":
 		return endpoint{get: s.handleMetrics}, "", true
 	}
 	if file, ok := strings.CutPrefix(path, "/assets/"); ok {
-		return endpoint{get: s.handleAsset}, file, true
+		return endpoint{get: s.handleAsset, needs: need{public: true}}, file, true
 	}
 	if name, ok := strings.CutPrefix(path, "/queues/"); ok && name != "" && !strings.Contains(name, "/") {
-		return endpoint{get: s.handleQueuePage}, name, true
+		return endpoint{get: s.handleQueuePage, needs: visibleQueue(name)}, name, true
 	}
 	rest, ok := strings.CutPrefix(path, "/api/queues/")
 	if !ok || rest == "" {
 		return endpoint{}, "", false
 	}
 	name, action, hasAction := strings.Cut(rest, "/")
+	admin := onQueue(name, access.Admin)
 	switch {
 	case !hasAction:
-		return endpoint{get: s.handleQueue}, name, true
+		return endpoint{get: s.handleQueue, needs: visibleQueue(name)}, name, true
 	case action == "sync":
-		return endpoint{post: s.handleQueueSync}, name, true
+		return endpoint{post: s.handleQueueSync, needs: admin}, name, true
 	case action == "reopen":
-		return endpoint{post: s.handleQueueReopen}, name, true
+		return endpoint{post: s.handleQueueReopen, needs: admin}, name, true
 	case action == "mode":
-		return endpoint{post: s.handleQueueMode}, name, true
+		return endpoint{post: s.handleQueueMode, needs: admin}, name, true
 	case action == "purge":
-		return endpoint{post: s.handleQueuePurge}, name, true
+		return endpoint{post: s.handleQueuePurge, needs: admin}, name, true
 	case action == "delete":
-		return endpoint{post: s.handleQueueDelete}, name, true
+		return endpoint{post: s.handleQueueDelete, needs: admin}, name, true
 	case action == "peek":
-		return endpoint{post: s.handleQueuePeek}, name, true
+		return endpoint{post: s.handleQueuePeek, needs: onQueue(name, access.Consume)}, name, true
 	}
 	return endpoint{}, "", false
 }

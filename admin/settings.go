@@ -8,7 +8,9 @@ package admin
 //
 // Changing it needs the HTTP token even on loopback: a longer interval
 // (or 0) weakens durability, and any local user can reach a loopback
-// port. Without a token configured, the PUT is refused.
+// port. Without a token configured, the PUT is refused, unless the node
+// has a users file: then a user with admin on the pattern "*" may too
+// (credentials.go).
 //
 // The interval must be a whole number of milliseconds (every report gives it
 // in milliseconds, and 0 there means off) and at most MaxSyncInterval.
@@ -51,7 +53,7 @@ var ErrDurabilityWriteNeedsToken = errors.New("this setting can weaken durabilit
 	"start it with --http-token-file FILE (or $FIBRIL_HTTP_TOKEN) and send Authorization: Bearer <token>")
 
 func (s *Server) handlePutSyncInterval(ctx *fasthttp.RequestCtx, _ string) {
-	if s.options.Token == "" { // with a token, maybeAdmit has checked it
+	if s.options.Token == "" && s.users() == nil { // with either, maybeAdmit has checked the credential
 		writeError(ctx, fasthttp.StatusForbidden, "%v", ErrDurabilityWriteNeedsToken)
 		return
 	}
