@@ -42,7 +42,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -328,6 +330,7 @@ func (r *compoundRun) finish() ClusterTrial {
 	r.t.Logf("%s: %d faults; confirmed %d, delivered %d, lost %d (confirmed, never delivered), unexpected %d, "+
 		"unflagged duplicates %d", r.class, r.faults, tally.confirmed, tally.delivered, len(tally.lost), unexpected, unflagged)
 	if len(tally.lost) > 0 {
+		r.writeLost(record, tally.lost)
 		r.t.Errorf("%s: %d confirmed messages were not delivered within %v of the drain with every node up "+
 			"(first: %v)", r.class, len(tally.lost), compoundDrainTimeout, tally.lost[:min(10, len(tally.lost))])
 	}
@@ -335,6 +338,13 @@ func (r *compoundRun) finish() ClusterTrial {
 		r.t.Errorf("a node exited without the harness asking (the watcher restarted it): %s", exit)
 	}
 	r.timeline.close()
+	if !r.t.Failed() {
+		// What the timeline shows judges nothing, but a replica shown in
+		// sync far behind is worth seeing in a trial that passed too.
+		for _, finding := range r.timeline.digest() {
+			r.t.Logf("timeline (not judged): %s", finding)
+		}
+	}
 	r.load.close()
 	r.c.stopAll()
 	return trial
@@ -414,6 +424,29 @@ func (r *compoundRun) tally() drainTally {
 		}
 	}
 	return out
+}
+
+// writeLost writes every confirmed id never delivered to lost.txt in the
+// trial's directory, with its send and confirm times from the trial's
+// start, so they can be looked for in the copies' segment files.
+func (r *compoundRun) writeLost(record Record, lost []string) {
+	missing := map[string]bool{}
+	for _, id := range lost {
+		missing[id] = true
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "confirmed, never delivered: id, sent and confirmed (s from the trial's start), boundary\n")
+	for _, p := range record.Publishes {
+		if missing[p.ID] {
+			fmt.Fprintf(&b, "%s %.3f %.3f %s\n", p.ID, p.Sent.Sub(r.start).Seconds(), p.At.Sub(r.start).Seconds(), p.Boundary)
+		}
+	}
+	path := filepath.Join(r.c.dir, "lost.txt")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		r.t.Logf("lost ids: %v", err)
+		return
+	}
+	r.t.Logf("the lost ids, with their send and confirm times: %s", path)
 }
 
 // awaitConfirmedDelivered waits until every confirmed id was delivered and

@@ -453,7 +453,7 @@ func reportFailedTrial(t *testing.T, c *procCluster, tl *timeline) {
 	}
 	if artifacts := flag.Lookup("test.artifacts"); artifacts != nil && artifacts.Value.String() == "true" {
 		dir := t.ArtifactDir()
-		files := []string{path, c.config}
+		files := []string{path, c.config, filepath.Join(c.dir, "lost.txt")} // lost.txt when a trial wrote one
 		for _, n := range c.nodes {
 			files = append(files, n.logPath)
 		}
