@@ -18,7 +18,10 @@ package actors
 //	          settles are refused with code fenced and the reason; the queue
 //	          stays fenced until it is reopened (reopenQueue, from
 //	          Broker.ReopenQueue: the open carries out the log's pending
-//	          cut) or the node restarts. Other queues are unaffected.
+//	          cut) or the node restarts. Other queues are unaffected. A
+//	          cluster copy stops owning or recovering at once and hands
+//	          the partition on (partition_handover.go): its clients are
+//	          told not_owner and go to the copy that takes it over.
 //	stopping  Stopping ran: what it owed is answered (a delete: the queue is
 //	          gone; a shutdown or a restart above it: unavailable), the
 //	          queue closes on a goroutine; every later message is answered
@@ -163,6 +166,10 @@ type partition struct {
 
 	// modes is the mode-change bookkeeping (partition_mode.go).
 	modes modeState
+
+	// handover is what a fenced cluster partition keeps while it hands
+	// the partition on (partition_handover.go).
+	handover handoverState
 }
 
 type pendingPublish struct {
@@ -324,7 +331,7 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 		p.core.logger.Warn("deleted queue's appends did not finish in time; it stops without them", "queue", p.home.name)
 		p.stopDeleted(ctx)
 	default:
-		if p.receiveMode(ctx, message) || p.receiveCluster(ctx, message) {
+		if p.receiveFenced(ctx, message) || p.receiveMode(ctx, message) || p.receiveCluster(ctx, message) {
 			return
 		}
 		p.core.logger.Error("partition got an unexpected message", "queue", p.home.name,
@@ -438,7 +445,10 @@ func (p *partition) spawnStorageActors(ctx actor.Context, handle *logHandle, not
 	p.handle = handle
 }
 
-// becomeFenced stops serving after a storage failure.
+// becomeFenced stops serving after a storage failure. A cluster copy
+// also stops owning or recovering and hands the partition on to a healthy
+// copy (partition_handover.go); what it owed is answered there, with
+// not_owner, so its clients go to the new owner.
 func (p *partition) becomeFenced(ctx actor.Context, cause error) {
 	if p.state == partitionFenced {
 		return
@@ -450,6 +460,8 @@ func (p *partition) becomeFenced(ctx actor.Context, cause error) {
 	}
 	p.core.metrics.fencedQueues.Add(1)
 	p.core.logger.Error("queue fenced", "queue", p.home.name, "err", cause)
+	p.handover = handoverState{}
+	p.handOverFenced(ctx, cause)
 	failure := p.fencedFailure()
 	p.refuseOwed(ctx, failure)
 	p.home.subscribers.endAll(ctx, failure)

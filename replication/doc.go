@@ -19,8 +19,12 @@
 //     sealed replicas' reports, and what every other replica keeps.
 //   - HistoryEntry (history.go): one epoch's first offset, the unit of the
 //     epoch histories that logs, seals and the coordination shard share.
+//   - DecideRole and Successors (roles.go): what a copy may be once its
+//     storage failed (a fenced copy never owns, recovers or keeps the
+//     coordination leadership) and whom it hands the leadership to.
 //
 // The actor shells (today in actors/: follower_link.go, partition_quorum.go,
-// partition_replica.go, recovery.go) own these values and carry out what
-// they decide: reads, appends, cuts, frames and Raft proposals.
+// partition_replica.go, partition_handover.go, recovery.go) own these
+// values and carry out what they decide: reads, appends, cuts, frames and
+// Raft proposals.
 package replication

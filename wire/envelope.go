@@ -98,6 +98,8 @@ const (
 	TagSeal              Tag = 'F'<<24 | 'Q'<<16 | 'S'<<8 | '1' // FQS1 node (recovery to a replica)
 	TagSealed            Tag = 'F'<<24 | 'Q'<<16 | 'T'<<8 | '1' // FQT1 node (answers a seal)
 	TagSealedVote        Tag = 'F'<<24 | 'Q'<<16 | 'T'<<8 | '2' // FQT2 node (answers a seal, saying whether the seal counts)
+	TagSnapshotRequest   Tag = 'F'<<24 | 'Q'<<16 | 'H'<<8 | '1' // FQH1 node (asks a source for its snapshot)
+	TagSnapshot          Tag = 'F'<<24 | 'Q'<<16 | 'I'<<8 | '1' // FQI1 node (answers a snapshot request)
 	TagPeerHello         Tag = 'F'<<24 | 'X'<<16 | 'H'<<8 | '1' // FXH1 node (opens a peer link)
 	TagPeerChallenge     Tag = 'F'<<24 | 'X'<<16 | 'C'<<8 | '1' // FXC1 node (answers a peer hello)
 	TagPeerAuth          Tag = 'F'<<24 | 'X'<<16 | 'A'<<8 | '1' // FXA1 node (completes the handshake)
@@ -189,6 +191,8 @@ var kinds = []kind{
 	{TagSeal, "seal", sentByNode, func() Frame { return new(Seal) }},
 	{TagSealed, "sealed", sentByNode, func() Frame { return new(Sealed) }},
 	{TagSealedVote, "sealed-vote", sentByNode, func() Frame { return new(SealedVote) }},
+	{TagSnapshotRequest, "snapshot-request", sentByNode, func() Frame { return new(SnapshotRequest) }},
+	{TagSnapshot, "snapshot", sentByNode, func() Frame { return new(Snapshot) }},
 	{TagPeerHello, "peer-hello", sentByNode, func() Frame { return new(PeerHello) }},
 	{TagPeerChallenge, "peer-challenge", sentByNode, func() Frame { return new(PeerChallenge) }},
 	{TagPeerAuth, "peer-auth", sentByNode, func() Frame { return new(PeerAuth) }},

@@ -131,6 +131,8 @@ func FuzzDecodeSeal(f *testing.F)              { fuzzDecoder(f, TagSeal) }
 func FuzzDecodeSealed(f *testing.F)            { fuzzDecoder(f, TagSealed) }
 func FuzzDecodeSealedVote(f *testing.F)        { fuzzDecoder(f, TagSealedVote) }
 func FuzzDecodePageAfter(f *testing.F)         { fuzzDecoder(f, TagPageAfter) }
+func FuzzDecodeSnapshotRequest(f *testing.F)   { fuzzDecoder(f, TagSnapshotRequest) }
+func FuzzDecodeSnapshot(f *testing.F)          { fuzzDecoder(f, TagSnapshot) }
 func FuzzDecodePeerHello(f *testing.F)         { fuzzDecoder(f, TagPeerHello) }
 func FuzzDecodePeerChallenge(f *testing.F)     { fuzzDecoder(f, TagPeerChallenge) }
 func FuzzDecodePeerAuth(f *testing.F)          { fuzzDecoder(f, TagPeerAuth) }

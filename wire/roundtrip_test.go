@@ -313,6 +313,14 @@ func (g *generator) frame(tag Tag) Frame {
 	case TagSealedVote:
 		sealed := g.frame(TagSealed).(*Sealed)
 		return &SealedVote{Sealed: *sealed, Incomplete: g.rng.Intn(2) == 0}
+	case TagSnapshotRequest:
+		return &SnapshotRequest{RequestID: g.id(), Partition: g.id(), Epoch: g.id()}
+	case TagSnapshot:
+		snapshot := g.blob(64)
+		if snapshot == nil {
+			snapshot = []byte{0}
+		}
+		return &Snapshot{RequestID: g.id(), Partition: g.id(), FirstOffset: g.u64(), History: g.history(), Snapshot: snapshot}
 	case TagSeal:
 		return &Seal{RequestID: g.id(), Partition: g.id(), Epoch: g.id(), Owner: g.text(2)}
 	case TagSealed:

@@ -344,6 +344,19 @@ var layouts = map[Tag][]field{
 			u64("epoch", "not 0"), u64("first_offset", "the epoch's first record")),
 		boolean("incomplete", "the copy opened empty and has not caught up since: its seal does not count"),
 	},
+	TagSnapshotRequest: {
+		requestID(),
+		u64("partition", "the partition's coordination shard id; not 0"),
+		u64("epoch", "the asker's epoch; not 0"),
+	},
+	TagSnapshot: {
+		replyID(),
+		u64("partition", "the partition's coordination shard id; not 0"),
+		u64("first_offset", "the source's first retained offset"),
+		list16("history", "the source log's epoch history, epochs and first offsets increasing",
+			u64("epoch", "not 0"), u64("first_offset", "the epoch's first record")),
+		byteString("snapshot", "the source's newest published snapshot file, checksum included; not empty"),
+	},
 	TagPeerHello:     peerIdentity(),
 	TagPeerChallenge: append(peerIdentity(), byteString("proof", "32 bytes: HMAC-SHA-256 of the handshake (acceptor label)")),
 	TagPeerAuth: {
