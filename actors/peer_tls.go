@@ -88,17 +88,9 @@ func checkPeerCertificate(conn net.Conn, nodeID string, config cluster.Config) e
 	if err != nil {
 		return fmt.Errorf("%w: %q is not a peer in the cluster config", errPeerRefused, nodeID)
 	}
-	state := secured.ConnectionState()
-	if len(state.VerifiedChains) == 0 || len(state.VerifiedChains[0]) == 0 {
-		return fmt.Errorf("%w: %s presented no verified certificate", errPeerRefused, nodeID)
-	}
-	host := node.PeerAddress
-	if split, _, err := net.SplitHostPort(host); err == nil {
-		host = split
-	}
-	if err := state.VerifiedChains[0][0].VerifyHostname(host); err != nil {
-		return fmt.Errorf("%w: the certificate of the dialer that says it is %s names %v, not %s (the host of %s's peer_address)",
-			errPeerRefused, nodeID, tlsconfig.PeerNames(state), host, nodeID)
+	if err := tlsconfig.VerifyPeerHost(secured.ConnectionState(), node.PeerAddress); err != nil {
+		return fmt.Errorf("%w: the certificate of the dialer that says it is %s is not for the host of its peer_address %s: %w",
+			errPeerRefused, nodeID, node.PeerAddress, err)
 	}
 	return nil
 }

@@ -207,7 +207,11 @@ func (n *Node) nodeHostConfig(options StartOptions) config.NodeHostConfig {
 	}
 	transport := options.TransportFactory
 	if transport == nil && !options.BuiltinRaftTransport { // TCP on raft_address, with the peer links' TLS
-		transport = &rafttransport.Factory{TLS: n.peerTLS, Logger: n.logger}
+		var peers []string // with TLS, an accepted connection must be from one of them
+		for _, node := range n.config.Nodes {
+			peers = append(peers, node.RaftAddress)
+		}
+		transport = &rafttransport.Factory{TLS: n.peerTLS, Peers: peers, Logger: n.logger}
 	}
 	var mutualTLS bool
 	var caFile, certFile, keyFile string

@@ -7,8 +7,9 @@ package tlsconfig
 // end holds it. TLS 1.3 only: both ends are Fibril nodes.
 //
 // Identity: the CA says "a node of this cluster"; which node is for the
-// peer handshake to say, and PeerNames gives the verified names of the
-// other end's certificate for it to compare with.
+// peer handshake to say, and VerifyPeerHost checks that the other end's
+// verified certificate is issued for the host of the node it says it is
+// (PeerNames lists the names it carries).
 //
 // Reload: ServerConfig answers each handshake with the material in force
 // (certificate and CA), and ClientConfig's certificate is taken at each
@@ -169,6 +170,24 @@ func PeerNames(state tls.ConnectionState) []string {
 		names = append(names, leaf.Subject.CommonName)
 	}
 	return names
+}
+
+// VerifyPeerHost checks that the verified certificate of the other end of
+// a link names the host of address (a host:port, or a bare host) as a
+// DNS name or an IP address: the check a dialer makes of the server
+// name, made by the accepting end of a link between nodes once the other
+// end says which node it is. The error wraps ErrCertificateName and lists
+// the names the certificate carries; a link without a verified
+// certificate fails too.
+func VerifyPeerHost(state tls.ConnectionState, address string) error {
+	host := hostOf(address)
+	if len(state.VerifiedChains) == 0 || len(state.VerifiedChains[0]) == 0 {
+		return fmt.Errorf("%w: the other end presented no verified certificate", ErrCertificateName)
+	}
+	if err := state.VerifiedChains[0][0].VerifyHostname(host); err != nil {
+		return fmt.Errorf("%w: it names %v, not %s", ErrCertificateName, PeerNames(state), host)
+	}
+	return nil
 }
 
 // hostOf returns the host of a host:port address, or the address itself.

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -46,8 +47,16 @@ const (
 
 // Factory builds the node's Transport for dragonboat. TLS nil means
 // plain TCP; Logger nil means slog.Default().
+//
+// Peers are the Raft addresses of the cluster's nodes (host:port). With
+// TLS and Peers, the accepting side checks who a connection is, as peer
+// links do (docs/security.md): the dialer's verified certificate must
+// name the host of one of them, and each message batch's source address
+// must be one of those whose host it names; otherwise the connection
+// ends. Empty Peers check nothing beyond the CA.
 type Factory struct {
 	TLS    *tlsconfig.Node
+	Peers  []string
 	Logger *slog.Logger
 }
 
@@ -63,6 +72,7 @@ func (f *Factory) Create(nodeHost config.NodeHostConfig, messages raftio.Message
 	return &Transport{
 		listenAddress: nodeHost.GetListenAddress(),
 		tls:           f.TLS,
+		peers:         slices.Clone(f.Peers),
 		messages:      messages,
 		chunks:        chunks,
 		logger:        logger.With("component", "raft-transport"),
@@ -87,6 +97,7 @@ func ValidAddress(address string) bool {
 type Transport struct {
 	listenAddress string
 	tls           *tlsconfig.Node
+	peers         []string // the nodes' Raft addresses; identity.go
 	messages      raftio.MessageHandler
 	chunks        raftio.ChunkHandler
 	logger        *slog.Logger
@@ -199,6 +210,11 @@ func (t *Transport) serve(raw net.Conn) {
 		}
 		conn = tlsConn
 	}
+	claims, err := t.certifiedAddresses(conn)
+	if err != nil {
+		t.logger.Warn("raft connection refused", "remote", raw.RemoteAddr().String(), "err", err)
+		return
+	}
 	var buf []byte
 	for {
 		if err := readMagic(conn); err != nil {
@@ -220,20 +236,25 @@ func (t *Transport) serve(raw net.Conn) {
 		if cap(payload) <= 4<<20 {
 			buf = payload[:0] // keep a modest buffer for the next frame
 		}
-		if !t.deliver(h.method, payload) {
+		if !t.deliver(h.method, payload, claims, raw.RemoteAddr().String()) {
 			return
 		}
 	}
 }
 
 // deliver hands one payload to dragonboat; false ends the connection (an
-// undecodable payload, or a chunk dragonboat refused).
-func (t *Transport) deliver(method uint16, payload []byte) bool {
+// undecodable payload, a batch from an address the connection's
+// certificate is not for, or a chunk dragonboat refused).
+func (t *Transport) deliver(method uint16, payload []byte, claims addressClaims, remote string) bool {
 	switch method {
 	case methodMessages:
 		var batch pb.MessageBatch
 		if err := batch.Unmarshal(payload); err != nil {
 			t.logger.Warn("raft connection ended: undecodable message batch", "err", err)
+			return false
+		}
+		if err := claims.check(batch.SourceAddress); err != nil {
+			t.logger.Warn("raft connection ended", "remote", remote, "err", err)
 			return false
 		}
 		t.messages(batch)

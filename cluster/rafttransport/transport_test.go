@@ -2,6 +2,7 @@ package rafttransport
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"net"
@@ -26,8 +27,13 @@ type receiver struct {
 
 func startReceiver(t *testing.T, address string, tls *tlsconfig.Node) *receiver {
 	t.Helper()
+	return startReceiverOf(t, address, &Factory{TLS: tls})
+}
+
+// startReceiverOf is startReceiver with the whole factory given.
+func startReceiverOf(t *testing.T, address string, factory *Factory) *receiver {
+	t.Helper()
 	r := &receiver{batches: make(chan pb.MessageBatch, 64), chunks: make(chan pb.Chunk, 64)}
-	factory := &Factory{TLS: tls}
 	r.transport = factory.Create(config.NodeHostConfig{RaftAddress: address},
 		func(batch pb.MessageBatch) { r.batches <- batch },
 		func(chunk pb.Chunk) bool { r.chunks <- chunk; return true }).(*Transport)
@@ -244,6 +250,102 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatalf("a plain-text peer got a batch through: %+v", got)
 	case <-time.After(300 * time.Millisecond):
 	}
+}
+
+// With Peers, the accepting side checks who a connection is, as peer
+// links do: a certificate of the cluster CA that names the host of no
+// node's Raft address is refused, and a node's connection may send
+// batches only from its own address.
+func TestMutualTLSChecksTheNodesIdentity(t *testing.T) {
+	ca := tlstest.NewCA(t, t.TempDir(), "cluster")
+	address := freeAddress(t)
+	peers := []string{"node-a.test:7440", "node-b.test:7440"} // only their hosts are checked, never dialled
+	peer := startReceiverOf(t, address, &Factory{TLS: tlsNode(t, ca, "peer"), Peers: peers})
+	fromB := func(term uint64, source string) pb.MessageBatch {
+		b := batch(term)
+		b.SourceAddress = source
+		return b
+	}
+
+	nodeB := startReceiver(t, freeAddress(t), issuedNode(t, ca, "node-b.test"))
+	conn, err := nodeB.transport.GetConnection(t.Context(), address)
+	if err != nil {
+		t.Fatalf("dial with node-b's certificate: %v", err)
+	}
+	if err := conn.SendMessageBatch(fromB(1, "node-b.test:7440")); err != nil {
+		t.Fatal(err)
+	}
+	peer.expectTerm(t, 1)
+	_ = conn.SendMessageBatch(fromB(2, "node-a.test:7440")) // node-b speaking as node-a
+	conn.Close()
+	select {
+	case got := <-peer.batches:
+		t.Fatalf("a batch claiming another node's address got through: %+v", got)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	intruder := startReceiver(t, freeAddress(t), issuedNode(t, ca, "intruder.test"))
+	if conn, err := intruder.transport.GetConnection(t.Context(), address); err == nil {
+		_ = conn.SendMessageBatch(fromB(3, "node-b.test:7440"))
+		conn.Close()
+	}
+	select {
+	case got := <-peer.batches:
+		t.Fatalf("a certificate of the cluster CA for no node got a batch through: %+v", got)
+	case <-time.After(300 * time.Millisecond):
+	}
+	claims, err := peer.transport.certifiedAddresses(tlsClientOf(t, ca, address, "intruder.test"))
+	if !errors.Is(err, ErrNotAPeer) || !errors.Is(err, tlsconfig.ErrCertificateName) || claims != nil {
+		t.Fatalf("the intruder's certificate: %v, %v; want ErrNotAPeer naming the certificate's names", claims, err)
+	}
+}
+
+// tlsClientOf is the accepting end of a TLS connection to address whose
+// dialer presents a certificate of ca for dnsName, for checks on it.
+func tlsClientOf(t *testing.T, ca *tlstest.CA, address, dnsName string) net.Conn {
+	t.Helper()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close()
+	server, client := tlsNode(t, ca, "acceptor-"+dnsName), issuedNode(t, ca, dnsName)
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		raw, err := listener.Accept()
+		if err != nil {
+			accepted <- nil
+			return
+		}
+		conn := tls.Server(raw, server.ServerConfig())
+		if conn.HandshakeContext(t.Context()) != nil {
+			accepted <- nil
+			return
+		}
+		accepted <- conn
+	}()
+	dialled, err := client.DialContext(t.Context(), "tcp", listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dialled.Close() })
+	conn := <-accepted
+	if conn == nil {
+		t.Fatal("the test handshake failed")
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// issuedNode is a node whose certificate names dnsName only.
+func issuedNode(t *testing.T, ca *tlstest.CA, dnsName string) *tlsconfig.Node {
+	t.Helper()
+	files := ca.Issue(t, dnsName, tlstest.IssueOptions{DNSNames: []string{dnsName}, IPs: []net.IP{}})
+	node, err := tlsconfig.NewNode(tlsconfig.NodeSettings{CAFile: ca.CertFile, CertFile: files.CertFile, KeyFile: files.KeyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node
 }
 
 // Close ends every goroutine the transport started, the watchers of its
