@@ -152,6 +152,9 @@ func (c *brokerCore) listenForPeers() error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
+	for _, warning := range config.SecretWarnings() {
+		c.logger.Warn("cluster secret", "warning", warning)
+	}
 	self, err := config.Node(node.ID())
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)

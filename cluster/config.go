@@ -418,6 +418,24 @@ func validateAddress(address string) error {
 	return nil
 }
 
+// SecretWarnings returns what is allowed but unwise about where the
+// cluster secret comes from: a SecretFile that its group or others may
+// read (whoever reads it can prove to be a node on the peer links). A
+// node logs each at start. A file that cannot be read is PeerSecret's
+// error, not a warning.
+func (c *Config) SecretWarnings() []string {
+	path := c.Cluster.SecretFile
+	if path == "" {
+		return nil
+	}
+	info, err := os.Stat(path)
+	if err != nil || info.Mode().Perm()&0o044 == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("cluster.secret_file %s may be read by its group or others (mode %04o): whoever reads it "+
+		"can open peer links as a node; chmod go-r %s", path, info.Mode().Perm(), path)}
+}
+
 // PeerSecret returns the cluster secret: Secret, or SecretFile's content
 // without its trailing newline.
 func (c *Config) PeerSecret() ([]byte, error) {

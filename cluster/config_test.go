@@ -224,3 +224,33 @@ func assertConfigError(t *testing.T, err error, field, text string) {
 		t.Fatalf("error %q; want it to name %q and say %q", err, field, text)
 	}
 }
+
+// A secret file its group or others may read is a warning naming the
+// file and the fix; one only its owner reads is not, and neither is a
+// secret given inline.
+func TestSecretFileReadableByOthersWarns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cluster-secret")
+	if err := os.WriteFile(path, []byte("a-secret-of-sixteen-bytes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config := Config{Cluster: ClusterSettings{SecretFile: path}}
+	if warnings := config.SecretWarnings(); len(warnings) != 0 {
+		t.Fatalf("a 0600 secret file: %v", warnings)
+	}
+	for _, mode := range []os.FileMode{0o640, 0o604, 0o644} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		warnings := config.SecretWarnings()
+		if len(warnings) != 1 || !strings.Contains(warnings[0], path) || !strings.Contains(warnings[0], "chmod go-r") {
+			t.Fatalf("a secret file of mode %04o: %v", mode, warnings)
+		}
+		if secret, err := config.PeerSecret(); err != nil || string(secret) != "a-secret-of-sixteen-bytes" {
+			t.Fatalf("the secret is still read: %q, %v", secret, err)
+		}
+	}
+	inline := Config{Cluster: ClusterSettings{Secret: "a-secret-of-sixteen-bytes"}}
+	if warnings := inline.SecretWarnings(); len(warnings) != 0 {
+		t.Fatalf("an inline secret: %v", warnings)
+	}
+}
