@@ -15,7 +15,7 @@ package actors
 // with not_owner, stops its follower links, whose keepalives would keep
 // vouching for it, and stops its recovery. From then on it is a replica
 // that refuses pushes and seals. Whenever it finds itself leading the
-// coordination shard it hands the leadership to a healthy replica
+// coordination shard it hands the leadership to a reachable replica
 // (replication.Successors, asking each in turn), and looks again after
 // handoverRetry while it still leads.
 //
@@ -25,7 +25,9 @@ package actors
 // Sent: partitionNotServing (manager).
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"time"
 
@@ -159,18 +161,23 @@ func (p *partition) handOffLeadership(ctx actor.Context) {
 	if time.Since(h.transferredAt) >= handoverRetry {
 		var candidates []replication.Successor
 		for _, replica := range home.replicas {
-			if replica == home.self {
-				continue
+			if replica != home.self && !p.core.peerUnreachable(replica) {
+				candidates = append(candidates, replication.Successor{Node: replica, Reachable: true,
+					Progress: h.progress[replica]})
 			}
-			candidates = append(candidates, replication.Successor{Node: replica, Reachable: !p.core.peerUnreachable(replica),
-				Progress: h.progress[replica]})
 		}
+		// With no replica reachable there is nobody to hand it to: the
+		// next look tries again.
 		if order := replication.Successors(candidates); len(order) > 0 {
 			target := order[h.transfers%len(order)]
 			h.transfers++
 			h.transferredAt = time.Now()
-			p.core.logger.Info("a fenced copy hands the coordination leadership on", "queue", p.home.name,
-				"to", target, "attempt", h.transfers)
+			level := slog.LevelDebug
+			if h.transfers == 1 {
+				level = slog.LevelInfo // the first of a fence; the rest repeat it every handoverRetry
+			}
+			p.core.logger.Log(context.Background(), level, "a fenced copy hands the coordination leadership on",
+				"queue", p.home.name, "to", target, "attempt", h.transfers)
 			node, shardID := home.node, home.shardID
 			go func() { _ = node.TransferLeadership(shardID, target) }()
 		}
