@@ -63,6 +63,14 @@ type Health struct {
 	// Unowned lists, in a cluster, the queues this node replicates that no
 	// node serves now, as this node sees it (cluster_health.go).
 	Unowned []QueueHealth
+	// Stuck lists, in a cluster, the queues this node owns whose quorum
+	// frontier has not reached records written more than commitStuckAfter
+	// ago: their confirms and deliveries cannot move (partition_commit.go).
+	Stuck []QueueHealth
+	// Lagging lists, in a cluster, the followers of queues this node owns
+	// whose link is stalled, catching up or down: the queue may still
+	// serve on the other copies, so they do not make the node unhealthy.
+	Lagging []QueueHealth
 	// Sessions is the number of open client sessions.
 	Sessions int64
 	// Restarts counts actor restarts since start.
@@ -266,9 +274,11 @@ func (b *Broker) Health() Health {
 		if info.Fenced {
 			health.Queues = append(health.Queues, QueueHealth{Name: info.Name, Error: info.FenceError})
 		}
+		health.Stuck = append(health.Stuck, stuckQueues(info)...)
+		health.Lagging = append(health.Lagging, laggingReplicas(info)...)
 	}
 	health.Unowned = b.unownedQueues()
-	health.OK = health.Fatal == "" && len(health.Queues) == 0 && len(health.Unowned) == 0
+	health.OK = health.Fatal == "" && len(health.Queues) == 0 && len(health.Unowned) == 0 && len(health.Stuck) == 0
 	return health
 }
 

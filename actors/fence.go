@@ -7,8 +7,19 @@ package actors
 // earlier declaration of the same queue name (deleted and declared again
 // while this node was down) is recognised and removed before it is opened.
 //
-// Format of <partition dir>/fence: 20 bytes, the shard id and the epoch as
-// big-endian u64s and the CRC-32C of those 16 bytes as a big-endian u32.
+// The fence also says whether the copy is incomplete (replication's
+// FollowerLog.Incomplete): it was created empty (a new directory, one
+// lost and made again, a damaged copy set aside) and has not yet caught up
+// past a committed frontier an owner of the active epoch reported. Such a
+// copy may lack records it once acknowledged, so its seal does not count
+// (docs/cluster.md, "A copy earns its vote"); the flag is cleared, durably,
+// once it has caught up.
+//
+// Format of <partition dir>/fence: 24 bytes, the shard id and the epoch as
+// big-endian u64s, a big-endian u32 of flags (bit 0: incomplete; the other
+// bits are 0) and the CRC-32C of those 20 bytes as a big-endian u32. A
+// 20-byte file is the earlier format (no flags: complete), with its CRC
+// over the first 16 bytes.
 // It is written to fence.tmp, synced, renamed over fence, and the
 // directory synced, so the file always holds a whole old or a whole new
 // fence. A missing file is fence 0 of no shard (a partition writes it when
@@ -26,15 +37,19 @@ import (
 )
 
 const (
-	fenceFileName    = "fence"
-	fenceTmpFileName = "fence.tmp"
-	fenceFileBytes   = 20
+	fenceFileName           = "fence"
+	fenceTmpFileName        = "fence.tmp"
+	fenceFileBytes          = 24
+	fenceFileBytesUnflagged = 20 // the earlier format, without flags
+	fenceFlagIncomplete     = 1 << 0
 )
 
 // fenceRecord is what the fence file holds.
 type fenceRecord struct {
 	shardID uint64
 	epoch   uint64
+	// incomplete: the copy opened empty and has not caught up since.
+	incomplete bool
 }
 
 // errFenceDamaged is returned for a fence file that does not check out.
@@ -49,7 +64,7 @@ func readFence(fs vfs.FS, dir string) (record fenceRecord, exists bool, err erro
 	if err != nil || !exists {
 		return fenceRecord{}, false, err
 	}
-	if size != fenceFileBytes {
+	if size != fenceFileBytes && size != fenceFileBytesUnflagged {
 		return fenceRecord{}, true, fmt.Errorf("%w: %s has %d bytes", errFenceDamaged, name, size)
 	}
 	file, err := fs.Open(name)
@@ -57,14 +72,23 @@ func readFence(fs vfs.FS, dir string) (record fenceRecord, exists bool, err erro
 		return fenceRecord{}, true, err
 	}
 	defer file.Close()
-	var data [fenceFileBytes]byte
-	if _, err := file.ReadAt(data[:], 0); err != nil {
+	data := make([]byte, size)
+	if _, err := file.ReadAt(data, 0); err != nil {
 		return fenceRecord{}, true, err
 	}
-	if crc32.Checksum(data[:16], fenceTable) != binary.BigEndian.Uint32(data[16:]) {
+	covered := data[:size-4]
+	if crc32.Checksum(covered, fenceTable) != binary.BigEndian.Uint32(data[size-4:]) {
 		return fenceRecord{}, true, fmt.Errorf("%w: %s fails its checksum", errFenceDamaged, name)
 	}
-	return fenceRecord{shardID: binary.BigEndian.Uint64(data[:8]), epoch: binary.BigEndian.Uint64(data[8:16])}, true, nil
+	record = fenceRecord{shardID: binary.BigEndian.Uint64(data[:8]), epoch: binary.BigEndian.Uint64(data[8:16])}
+	if size == fenceFileBytes {
+		flags := binary.BigEndian.Uint32(data[16:20])
+		if flags&^fenceFlagIncomplete != 0 {
+			return fenceRecord{}, true, fmt.Errorf("%w: %s has unknown flags %#x", errFenceDamaged, name, flags)
+		}
+		record.incomplete = flags&fenceFlagIncomplete != 0
+	}
+	return record, true, nil
 }
 
 // writeFence records the fence, durably.
@@ -72,7 +96,10 @@ func writeFence(fs vfs.FS, dir string, record fenceRecord) error {
 	var data [fenceFileBytes]byte
 	binary.BigEndian.PutUint64(data[:8], record.shardID)
 	binary.BigEndian.PutUint64(data[8:16], record.epoch)
-	binary.BigEndian.PutUint32(data[16:], crc32.Checksum(data[:16], fenceTable))
+	if record.incomplete {
+		binary.BigEndian.PutUint32(data[16:20], fenceFlagIncomplete)
+	}
+	binary.BigEndian.PutUint32(data[20:], crc32.Checksum(data[:20], fenceTable))
 	temporary := path.Join(dir, fenceTmpFileName)
 	file, err := fs.Create(temporary)
 	if err != nil {

@@ -42,6 +42,9 @@ const (
 	// linkKeepalive is how often an idle, in-sync link pushes a keepalive
 	// that moves the follower's committed frontier.
 	linkKeepalive = 500 * time.Millisecond
+	// linkObserveInterval is how often a counting link looks at its
+	// follower's progress (replication.Link.Observe).
+	linkObserveInterval = 250 * time.Millisecond
 )
 
 // Messages of a follower link.
@@ -55,6 +58,9 @@ type (
 // links for the pushes' committed_next).
 type linkShared struct {
 	committed atomic.Uint64
+	// writtenBoundary says the queue's boundary is written (buffered), for
+	// the links' health (replication.Link.Observe).
+	writtenBoundary atomic.Bool
 }
 
 type followerLink struct {
@@ -79,6 +85,8 @@ type followerLink struct {
 	// refusals counts the follower's refusals; lastRefusal is the newest.
 	refusals    uint64
 	lastRefusal string
+	// reported is the last report sent to the partition.
+	reported *linkProgress
 }
 
 func newFollowerLink(entry *Entry, core *brokerCore, partition *actor.PID, queueName string, shardID uint64,
@@ -163,10 +171,20 @@ func (f *followerLink) ownerLog() replication.OwnerLog {
 		History: historyOf(f.log.EpochHistory())}
 }
 
-// report tells the partition how the follower counts now.
+// report tells the partition how the follower counts now, unless nothing
+// it would say changed since the last report (the periodic observation
+// calls it four times a second).
 func (f *followerLink) report(ctx actor.Context) {
-	ctx.Send(f.partition, linkProgress{node: f.node, progress: f.link.Progress(),
-		state: f.link.State.String() + reasonSuffix(f.link.Reason)})
+	now := time.Now()
+	health := f.link.Observe(f.ownerLog(), now, f.shared.writtenBoundary.Load())
+	retention, holds := f.link.RetentionHold(now)
+	report := linkProgress{node: f.node, progress: f.link.Progress(), state: health.Text, admits: health.Admits,
+		stalled: health.Stalled, lagRecords: health.LagRecords, retention: retention, holdsRetention: holds}
+	if f.reported != nil && *f.reported == report {
+		return
+	}
+	f.reported = &report
+	ctx.Send(f.partition, report)
 }
 
 // probe sends a keepalive push at the owner's end: the follower answers
@@ -255,9 +273,10 @@ func (f *followerLink) pushFrom(ctx actor.Context) {
 	f.maybePush(ctx)
 }
 
-// retry re-probes a link that waits, and sends an idle in-sync follower a
-// keepalive.
+// retry re-probes a link that waits, sends an idle in-sync follower a
+// keepalive, and observes the follower (so a stall shows within a second).
 func (f *followerLink) retry(ctx actor.Context) {
+	defer f.report(ctx)
 	switch f.link.State {
 	case replication.LinkProbing, replication.LinkLatched:
 		f.link.LinkUp()
@@ -271,7 +290,7 @@ func (f *followerLink) retry(ctx actor.Context) {
 				PreviousEpoch: owner.PreviousEpoch(f.link.Next), CommittedNext: f.shared.committed.Load()})
 		}
 		f.maybePush(ctx)
-		f.armRetry(ctx, linkKeepalive)
+		f.armRetry(ctx, linkObserveInterval)
 	case replication.LinkUnreachable:
 		f.armRetry(ctx, linkProbeRetry)
 	}

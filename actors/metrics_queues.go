@@ -45,6 +45,7 @@ type queueStateCollector struct {
 	dedupEntries, dedupEvictedEarly   *prometheus.Desc
 	mode, modeRevision, modePending   *prometheus.Desc
 	modePendingSeconds, replicaMode   *prometheus.Desc
+	commitWait, replicaAdmits         *prometheus.Desc
 }
 
 func newQueueStateCollector(m *Metrics) *queueStateCollector {
@@ -72,8 +73,13 @@ func newQueueStateCollector(m *Metrics) *queueStateCollector {
 			"Records a replica is behind the owner at the queue's boundary (emitted once replication reports progress).",
 			"replica"),
 		copies: desc("fibril_queue_copies",
-			"Copies (owner included) that hold every confirmed message at the boundary; reported by the owner.",
+			"Copies (owner included) that hold every confirmed message at the boundary and keep up: a follower stalled, catching up or unreachable is not counted; reported by the owner.",
 			"boundary"),
+		commitWait: desc("fibril_queue_commit_wait_seconds",
+			"How long the oldest record the owner holds at the queue's boundary has waited for the quorum frontier; it grows while confirms and deliveries are stuck. Reported by the owner."),
+		replicaAdmits: desc("fibril_queue_replica_in_sync",
+			"1 while a follower's link keeps up (in sync or pushing); 0 while it is stalled, catching up, probing, unreachable or latched. Reported by the owner.",
+			"replica"),
 		dedupEntries: desc("fibril_queue_dedup_entries",
 			"Keys the queue's deduplication table holds (producer pairs and publisher-given message ids); only for queues with a dedup window."),
 		dedupEvictedEarly: desc("fibril_queue_dedup_evicted_early_total",
@@ -96,7 +102,7 @@ func (c *queueStateCollector) setSource(read func() []wire.QueueInfo) { c.source
 func (c *queueStateCollector) Describe(descs chan<- *prometheus.Desc) {
 	for _, desc := range []*prometheus.Desc{c.ready, c.leased, c.delayed, c.consumers, c.unsyncedRecords,
 		c.unsyncedBytes, c.lastSync, c.fenced, c.latched, c.info, c.replicaLag, c.copies, c.dedupEntries, c.dedupEvictedEarly,
-		c.mode, c.modeRevision, c.modePending, c.modePendingSeconds, c.replicaMode} {
+		c.mode, c.modeRevision, c.modePending, c.modePendingSeconds, c.replicaMode, c.commitWait, c.replicaAdmits} {
 		descs <- desc
 	}
 }
@@ -129,6 +135,12 @@ func (c *queueStateCollector) Collect(metrics chan<- prometheus.Metric) {
 		if info.WrittenOn != 0 {
 			gauge(c.copies, float64(info.WrittenOn), name, "written")
 			gauge(c.copies, float64(info.DurableOn), name, "durable")
+			gauge(c.commitWait, float64(info.CommitWaitMs)/1000, name)
+			for _, replica := range info.Replicas {
+				if isFollowerState(replica.State) {
+					gauge(c.replicaAdmits, boolGauge(followerKeepsUp(replica.State)), name, replica.Node)
+				}
+			}
 		}
 		gauge(c.mode, 1, name, info.Mode.String(), "applied")
 		gauge(c.mode, 1, name, info.Desired().String(), "desired")

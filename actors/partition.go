@@ -192,8 +192,8 @@ type pendingPurge struct {
 type openAttempt struct {
 	done   chan struct{} // closed when Open returned
 	q      *queue.Queue
-	handle *logHandle // the queue's log seam, once the log opened
-	fence  uint64     // a cluster partition's fence (fence.go)
+	handle *logHandle  // the queue's log seam, once the log opened
+	fence  fenceRecord // a cluster partition's fence (fence.go)
 	err    error
 }
 

@@ -40,7 +40,7 @@ package actors
 // again only through a recovery.
 //
 // Messages taken here: coordinationView (manager); linkProgress, linkStale
-// (follower links); recoveryPlanned, recoveryActivated, recoveryFailed
+// (follower links); recoveryPlanned, recoveryFailed
 // (recovery child); the replica's messages (partition_replica.go). Sent:
 // partitionServing, partitionNotServing (manager).
 
@@ -101,11 +101,32 @@ type clusterState struct {
 	view  cluster.PartitionView
 	fence uint64 // the newest epoch sealed at or accepted (fence.go)
 	epoch uint64 // the epoch this partition owns or recovers
+	// incomplete says this copy opened empty and has not caught up past a
+	// committed frontier since (fence.go): its seal does not count.
+	// completeAt is the durable end that makes it complete (0: not known
+	// yet), from the last push of the active epoch's owner.
+	incomplete    bool
+	completeAt    uint64
+	completeKnown bool
+	// confirmed says the coordination shard records that the partition
+	// confirms (cluster.CoordState.Confirmed); confirming that the owner
+	// proposed it and waits (partition_quorum.go confirmedRecorded).
+	confirmed, confirming bool
+	// fetchDiverged says a catch-up page did not agree with this log
+	// below its end (replication.PageAgrees): the next push behind the
+	// end is refused with the history, so the owner finds the divergence.
+	fetchDiverged bool
 
 	// Owner and recovering: the follower links and what they report.
 	links     map[string]*actor.PID
 	followers map[string]replication.ReplicaProgress
-	linkState map[string]string // state and reason, for info
+	// commitWait times how long written records wait for the quorum
+	// frontier (partition_commit.go).
+	commitWait commitWait
+	// linkReports is each follower link's last report: its state for
+	// operators, whether it counts toward admission, what it holds of
+	// retention.
+	linkReports map[string]linkProgress
 	committed uint64            // the quorum frontier at the queue's boundary
 	// installEnd is the chosen history's end while recovering: the epoch
 	// activates once W copies hold it. promoted is set once this node's
@@ -113,6 +134,7 @@ type clusterState struct {
 	installEnd   uint64
 	promoted     bool
 	installed    bool
+	activated    cluster.CoordState // the recovery's epoch, as the shard activated it
 	recoveryPID  *actor.PID
 	recoveryStep string
 
@@ -153,11 +175,19 @@ type clusterState struct {
 type (
 	// coordinationView is the manager's latest view of the partition.
 	coordinationView struct{ view cluster.PartitionView }
-	// linkProgress is a follower link's report of its follower.
+	// linkProgress is a follower link's report of its follower: its
+	// counted progress, its state for operators (replication.LinkHealth),
+	// whether it counts toward admission, and the durable position it
+	// holds the owner's retention at (holdsRetention false: none).
 	linkProgress struct {
-		node     string
-		progress replication.ReplicaProgress
-		state    string
+		node           string
+		progress       replication.ReplicaProgress
+		state          string
+		admits         bool
+		stalled        bool
+		lagRecords     uint64
+		retention      uint64
+		holdsRetention bool
 	}
 	// linkStale says a follower is sealed at a newer epoch.
 	linkStale struct {
@@ -174,16 +204,18 @@ func (p *partition) isReplicated() bool { return p.home.replication != nil }
 // shard holds an earlier declaration of the queue's name: it is removed
 // first (queue names are reused across deletes; shard ids never are). A
 // partition opened for the first time records its shard in a fence of
-// epoch 0. It returns the fence's epoch.
+// epoch 0, marked incomplete: a directory made now holds nothing, whether
+// the partition is new or this node lost what it held (fence.go). It
+// returns the fence.
 func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64, options queue.Options,
-	logOptions log.Options, clock queue.Clock, open ...queue.OpenOption) (*queue.Queue, uint64, error) {
+	logOptions log.Options, clock queue.Clock, open ...queue.OpenOption) (*queue.Queue, fenceRecord, error) {
 	fence, exists, err := readFence(fs, dir)
 	if err != nil {
-		return nil, 0, fmt.Errorf("read the replica's fence: %w", err)
+		return nil, fenceRecord{}, fmt.Errorf("read the replica's fence: %w", err)
 	}
 	if exists && fence.shardID != shardID {
 		if err := removeQueueFiles(fs, dataDir, name, unique); err != nil {
-			return nil, 0, fmt.Errorf("remove the files of an earlier declaration (shard %d) of the name: %w", fence.shardID, err)
+			return nil, fenceRecord{}, fmt.Errorf("remove the files of an earlier declaration (shard %d) of the name: %w", fence.shardID, err)
 		}
 		fence, exists = fenceRecord{}, false
 	}
@@ -193,41 +225,43 @@ func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64
 		// hold its history. A damaged one is set aside (never deleted) and
 		// the replica starts empty behind the same fence, so it catches up
 		// through the pull path instead of leaving the partition a copy
-		// short for good. Its seal reports an empty log, which no recovery
-		// chooses over a copy that holds the history.
+		// short for good. It is incomplete: it lost records it may have
+		// acknowledged, so its seal counts for nothing until it caught up.
 		damaged := fmt.Sprintf("%s.damaged-%d", dir, unique)
 		if moveErr := moveFiles(fs, dir, damaged); moveErr != nil {
-			return nil, 0, fmt.Errorf("%w (and setting the damaged copy aside failed: %v)", err, moveErr)
+			return nil, fenceRecord{}, fmt.Errorf("%w (and setting the damaged copy aside failed: %v)", err, moveErr)
 		}
 		if q, err = queue.OpenReplica(dir, options, logOptions, clock, open...); err != nil {
-			return nil, 0, err
+			return nil, fenceRecord{}, err
 		}
-		fence.shardID = shardID // the same fence epoch: the new copy refuses what the old one refused
+		// The same fence epoch: the new copy refuses what the old one refused.
+		fence.shardID, fence.incomplete = shardID, true
 		if err := writeFence(fs, dir, fence); err != nil {
 			_ = q.Close()
-			return nil, 0, fmt.Errorf("record the replica's fence after setting its damaged copy aside: %w", err)
+			return nil, fenceRecord{}, fmt.Errorf("record the replica's fence after setting its damaged copy aside: %w", err)
 		}
 		exists = true
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, fenceRecord{}, err
 	}
 	if !exists {
-		if err := writeFence(fs, dir, fenceRecord{shardID: shardID}); err != nil {
+		fence = fenceRecord{shardID: shardID, incomplete: true}
+		if err := writeFence(fs, dir, fence); err != nil {
 			_ = q.Close()
-			return nil, 0, fmt.Errorf("record the replica's fence: %w", err)
+			return nil, fenceRecord{}, fmt.Errorf("record the replica's fence: %w", err)
 		}
 	}
-	return q, fence.epoch, nil
+	return q, fence, nil
 }
 
 // clusterOpened runs when a cluster partition's queue opened (as a
 // replica): it takes its fence and its role from the current view.
-func (p *partition) clusterOpened(ctx actor.Context, fence uint64) {
+func (p *partition) clusterOpened(ctx actor.Context, fence fenceRecord) {
 	home := p.home.replication
 	if p.repl == nil {
 		p.repl = &clusterState{links: map[string]*actor.PID{},
-			followers: map[string]replication.ReplicaProgress{}, linkState: map[string]string{}}
+			followers: map[string]replication.ReplicaProgress{}, linkReports: map[string]linkProgress{}}
 	}
 	p.repl.role, p.repl.appendsInFlight = roleReplica, 0
 	p.repl.watchingSince, p.repl.watchingEpoch = time.Now(), 0
@@ -235,7 +269,8 @@ func (p *partition) clusterOpened(ctx actor.Context, fence uint64) {
 		defer p.seal(ctx, seal) // its appends ended with the old queue
 	}
 	p.repl.sealsWaiting = nil
-	p.repl.fence = max(p.repl.fence, fence, p.q.Epoch())
+	p.repl.fence = max(p.repl.fence, fence.epoch, p.q.Epoch())
+	p.repl.incomplete = fence.incomplete
 	if view, ok := home.node.Partition(home.shardID); ok {
 		p.followView(ctx, view)
 	}
@@ -275,8 +310,13 @@ func (p *partition) receiveCluster(ctx actor.Context, message any) bool {
 		}
 	case recoveryPlanned:
 		p.installPlan(ctx, msg)
-	case recoveryActivated:
-		p.becomeOwner(ctx, msg.state)
+	case confirmedResult:
+		p.confirmedAnswered(ctx, msg)
+	case confirmedRetry:
+		p.repl.confirming = false
+		if p.recomputeQuorum(ctx) {
+			p.advance(ctx)
+		}
 	case recoveryFailed:
 		p.recoveryFailed(ctx, msg)
 	case recheckCoordination:
@@ -301,6 +341,7 @@ func (p *partition) maybeReplicationAdvance(ctx actor.Context) {
 		return
 	}
 	p.recomputeQuorum(ctx)
+	p.maybeFinishInstall(ctx)
 }
 
 // refuseUnlessOwner answers a client's request with not_owner when this
@@ -353,16 +394,10 @@ func (p *partition) addClusterInfo(info *wire.QueueInfo) {
 		}
 		progress := r.followers[replica]
 		info.Replicas = append(info.Replicas, wire.ReplicaInfo{Node: replica, WrittenNext: progress.WrittenNext,
-			DurableNext: progress.DurableNext, State: r.linkState[replica]})
+			DurableNext: progress.DurableNext, State: r.linkReports[replica].state})
 	}
-	for _, replica := range info.Replicas {
-		if max(replica.WrittenNext, replica.DurableNext) >= info.CommittedNext {
-			info.WrittenOn++
-		}
-		if replica.DurableNext >= info.CommittedNext {
-			info.DurableOn++
-		}
-	}
+	p.countCopiesAtTheFrontier(info)
+	info.CommitWaitMs = uint64(r.commitWait.wait(time.Now(), r.committed).Milliseconds())
 }
 
 // followView applies a coordination view: the role follows who leads and
@@ -503,6 +538,7 @@ func (p *partition) becomeOwner(ctx actor.Context, state cluster.CoordState) {
 	}
 	r.role, r.epoch, r.recoveryPID, r.recoveryStep = roleOwner, state.Epoch, nil, ""
 	r.fence = max(r.fence, state.Epoch)
+	p.becomeComplete() // an owner holds its epoch's history
 	p.recomputeQuorum(ctx)
 	p.maybeAnnounceServing(ctx)
 	p.advance(ctx)

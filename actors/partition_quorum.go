@@ -13,17 +13,22 @@ package actors
 // and a confirm stands on W copies at the queue's boundary. It never moves
 // back.
 //
-// Admission: while fewer than W copies count (a follower is unreachable,
-// latched, restarting), the owner refuses new publishes with unavailable
-// (211): they are not appended, so the refusal is honest. Publishes
+// Admission: while fewer than W copies count toward it (a follower is
+// unreachable, latched, restarting, catching up, or stalled past
+// replication.LinkLimits.AdmitStallMax), the owner refuses new publishes
+// with unavailable (211): they are not appended, so the refusal is honest. Publishes
 // appended before stay pending until the quorum returns (or the owner
 // steps down, which answers them outcome_unknown).
 //
 // Retention: compaction never removes records above the lowest durable
-// position among the followers (queue.SetRetentionFloor), so a follower
-// that comes back can always be caught up from the owner's files.
+// position a follower holds (queue.SetRetentionFloor,
+// replication.Link.RetentionHold): a counting follower's, and the last one
+// of a follower that stopped counting less than RetentionHoldMax ago, so a
+// follower that comes back within that bound is caught up from the
+// owner's files, and one gone for good does not fill the owner's disk.
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -58,7 +63,7 @@ func (p *partition) spawnLinks(ctx actor.Context) {
 		}
 		r.links[replica] = pid
 		r.followers[replica] = replication.ReplicaProgress{}
-		r.linkState[replica] = "starting"
+		r.linkReports[replica] = linkProgress{node: replica, state: "starting", holdsRetention: true}
 	}
 }
 
@@ -70,8 +75,9 @@ func (p *partition) stopLinks(ctx actor.Context) {
 		delete(r.links, replica)
 	}
 	clear(r.followers)
-	clear(r.linkState)
+	clear(r.linkReports)
 	r.committed = 0
+	r.commitWait.reset()
 }
 
 // followerReported takes a follower link's report.
@@ -80,11 +86,12 @@ func (p *partition) followerReported(ctx actor.Context, msg linkProgress) {
 	if _, ours := r.links[msg.node]; !ours {
 		return // a link of an earlier epoch, already stopped
 	}
-	r.followers[msg.node], r.linkState[msg.node] = msg.progress, msg.state
+	r.followers[msg.node], r.linkReports[msg.node] = msg.progress, msg
 	p.maybeAnnounceServing(ctx)
 	if p.recomputeQuorum(ctx) {
 		p.advance(ctx)
 	}
+	p.maybeFinishInstall(ctx)
 }
 
 // ownerPosition is the owner's own position at the queue's boundary (of
@@ -110,34 +117,122 @@ func (p *partition) recomputeQuorum(ctx actor.Context) bool {
 		return false
 	}
 	followers := make([]replication.ReplicaProgress, 0, len(r.followers))
-	floor := p.ownerPosition()
 	for _, progress := range r.followers {
 		followers = append(followers, progress)
-		floor = min(floor, progress.DurableNext)
 	}
-	p.q.SetRetentionFloor(floor)
+	p.q.SetRetentionFloor(p.retentionFloor())
+	p.linkShared.writtenBoundary.Store(p.appliedMode() == queue.Buffered)
 	frontier, ok := p.quorum().Frontier(p.ownerPosition(), followers)
+	if r.role == roleRecovering && r.promoted && !r.installed && ok && frontier >= r.installEnd {
+		r.installed = true // maybeFinishInstall serves
+	}
+	if !p.confirmedRecorded(ctx, ok && frontier > 0) {
+		r.commitWait.note(time.Now(), p.ownerPosition(), r.committed)
+		return false // nothing applies before the shard knows the partition confirms
+	}
 	moved := ok && frontier > r.committed
 	if moved {
 		r.committed = frontier
 		p.linkShared.committed.Store(frontier)
 	}
+	r.commitWait.note(time.Now(), p.ownerPosition(), r.committed)
 	// Each record applies below the quorum frontier of its own mode's
 	// boundary, a mode revision below the durable one (partition_mode.go).
 	if p.applyQuorumLimits(followers) {
 		moved = true
 	}
-	if r.role == roleRecovering && r.promoted && !r.installed && ok && frontier >= r.installEnd {
-		r.installed = true
-		if r.recoveryPID != nil {
-			ctx.Send(r.recoveryPID, recoveryInstalled{end: r.installEnd})
-		}
-	}
 	return moved
 }
 
+// confirmedRecorded reports whether the coordination shard records that
+// the partition confirms (cluster.CoordState.Confirmed): before its first
+// quorum frontier applies, the owner records it, once in the partition's
+// life, so that a recovery knows whether a copy that opened empty can have
+// lost a confirmed record. needed says a frontier is ready to apply; the
+// proposal runs on a goroutine and its answer (confirmedResult) recomputes
+// the quorum.
+func (p *partition) confirmedRecorded(ctx actor.Context, needed bool) bool {
+	r := p.repl
+	if r.confirmed || r.view.State.Confirmed {
+		r.confirmed = true
+		return true
+	}
+	if !needed || r.confirming {
+		return false
+	}
+	r.confirming = true
+	node, shardID, epoch := p.home.replication.node, p.home.replication.shardID, r.epoch
+	self, system := ctx.Self(), ctx.ActorSystem()
+	go func() {
+		proposeCtx, cancel := context.WithTimeout(context.Background(), recoveryRaftTimeout)
+		defer cancel()
+		state, won, err := node.RecordConfirmed(proposeCtx, shardID, epoch)
+		system.Root.Send(self, confirmedResult{epoch: epoch, confirmed: won || state.Confirmed, err: err})
+	}()
+	return false
+}
+
+// confirmedResult answers confirmedRecorded's proposal.
+type confirmedResult struct {
+	epoch     uint64
+	confirmed bool
+	err       error
+}
+
+// confirmedAnswered takes the proposal's answer: on success the quorum
+// frontier applies; otherwise it is proposed again at the next recompute
+// (after recoveryRetry, so a shard without a leader is not hammered).
+func (p *partition) confirmedAnswered(ctx actor.Context, msg confirmedResult) {
+	r := p.repl
+	if msg.confirmed {
+		r.confirmed, r.confirming = true, false
+		if p.recomputeQuorum(ctx) {
+			p.advance(ctx)
+		}
+		p.maybeFinishInstall(ctx)
+		return
+	}
+	if msg.err != nil {
+		p.core.logger.Warn("could not record that the partition confirms; retrying", "queue", p.home.name,
+			"epoch", msg.epoch, "err", msg.err)
+	}
+	self, system := ctx.Self(), ctx.ActorSystem()
+	time.AfterFunc(recoveryRetry, func() { system.Root.Send(self, confirmedRetry{}) })
+}
+
+// confirmedRetry recomputes the quorum after a failed confirmedRecorded
+// proposal, which proposes again.
+type confirmedRetry struct{}
+
+// maybeFinishInstall makes a recovering partition the owner once W copies
+// hold the chosen history (its epoch is already active in the shard).
+func (p *partition) maybeFinishInstall(ctx actor.Context) {
+	r := p.repl
+	if r.role != roleRecovering || !r.installed {
+		return
+	}
+	p.home.replication.timeline.stage(p.core.now(), "installed", "",
+		fmt.Sprintf("end %d on %d copies", r.installEnd, p.home.replication.copies))
+	p.becomeOwner(ctx, r.activated)
+}
+
+// retentionFloor is the lowest durable position a follower holds the
+// owner's retention at (replication.Link.RetentionHold): counting
+// followers at their durable position, one that stopped counting at its
+// last one for a bounded time; never above the owner's own position.
+func (p *partition) retentionFloor() uint64 {
+	floor := p.ownerPosition()
+	for _, report := range p.repl.linkReports {
+		if report.holdsRetention {
+			floor = min(floor, report.retention)
+		}
+	}
+	return floor
+}
+
 // admitsPublishes reports whether the owner may append new publishes: it
-// serves and at least W copies count. failure says why not.
+// serves and at least W copies count toward admission (a follower catching
+// up or stalled does not). failure says why not.
 func (p *partition) admitsPublishes() (bool, requestFailure) {
 	if !p.isReplicated() {
 		return true, requestFailure{}
@@ -147,11 +242,12 @@ func (p *partition) admitsPublishes() (bool, requestFailure) {
 		return false, requestFailure{code: wire.CodeNotOwner, message: fmt.Sprintf(
 			"queue %q is not served by this node (it is a %s here)", p.home.name, r.role)}
 	}
-	followers := make([]replication.ReplicaProgress, 0, len(r.followers))
-	for _, progress := range r.followers {
-		followers = append(followers, progress)
+	copies := 1
+	for _, report := range r.linkReports {
+		if report.admits {
+			copies++
+		}
 	}
-	copies := replication.CountingCopies(followers)
 	if need := p.home.replication.copies; copies < need {
 		return false, requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
 			"queue %q has %d of the %d copies its policy needs reachable (%s); retry shortly",
@@ -162,8 +258,8 @@ func (p *partition) admitsPublishes() (bool, requestFailure) {
 
 // replicaStates names each follower's state, for messages.
 func (p *partition) replicaStates() string {
-	names := make([]string, 0, len(p.repl.linkState))
-	for node := range p.repl.linkState {
+	names := make([]string, 0, len(p.repl.linkReports))
+	for node := range p.repl.linkReports {
 		names = append(names, node)
 	}
 	slices.Sort(names)
@@ -172,7 +268,7 @@ func (p *partition) replicaStates() string {
 		if i > 0 {
 			text += ", "
 		}
-		text += node + " " + p.repl.linkState[node]
+		text += node + " " + p.repl.linkReports[node].state
 	}
 	return text
 }
@@ -200,14 +296,16 @@ func (p *partition) startRecovery(ctx actor.Context) {
 		"old_owner", r.view.State.Owner)
 }
 
-// installPlan installs the chosen history on this node: cut what diverges,
-// fetch what is missing from the chosen replica, then promote.
+// installPlan installs the chosen history on this node, once the shard
+// activated the recovery's epoch: cut what diverges, fetch what is missing
+// from the chosen replica, then promote.
 func (p *partition) installPlan(ctx actor.Context, msg recoveryPlanned) {
 	r, home := p.repl, p.home.replication
 	if r.role != roleRecovering {
 		return
 	}
-	r.epoch, r.installEnd, r.recoveryStep = msg.epoch, msg.plan.End, "installing"
+	r.recoveryPID = nil // it stopped once it handed the plan over
+	r.epoch, r.installEnd, r.recoveryStep, r.activated = msg.epoch, msg.plan.End, "installing", msg.state
 	own := slices.IndexFunc(msg.reports, func(report replication.SealReport) bool { return report.Node == home.self })
 	keep := msg.plan.Keep[own]
 	if end, _ := p.replicaLogView(); keep < end {
@@ -238,10 +336,12 @@ func (p *partition) installFetched(ctx actor.Context) {
 		return
 	}
 	r.fence, r.promoted = max(r.fence, r.epoch), true
+	p.becomeComplete() // it holds the chosen history
 	home.timeline.stage(p.core.now(), "promoted", home.self, fmt.Sprintf("epoch %d", r.epoch))
 	p.spawnLinks(ctx)
 	p.recomputeQuorum(ctx)
 	p.advance(ctx)
+	p.maybeFinishInstall(ctx)
 }
 
 // recoveryFailed puts the partition back to being a replica; a new view

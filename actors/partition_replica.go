@@ -23,9 +23,11 @@ package actors
 // once it is close.
 //
 // A seal raises the fence to the seal's epoch (durably), syncs everything
-// written (log.Seal, on a goroutine) and answers with the durable end and
-// the epoch history. A replica that is latched or not open answers an
-// error (it does not count as sealed).
+// written (log.Seal, on a goroutine) and answers (FQT2) with the durable
+// end, the epoch history and whether this copy is incomplete (fence.go:
+// it opened empty and has not caught up since, so its seal does not
+// count). A replica that is latched or not open answers an error (it does
+// not count as sealed).
 
 import (
 	"context"
@@ -35,6 +37,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/cluster"
 	"github.com/fibrilmq/fibril/replication"
 	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/storage/queue"
@@ -182,18 +185,12 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 			"source", r.fetch.source, "fetch_epoch", r.fetch.epoch, "owner", msg.from, "epoch", push.Epoch)
 		r.fetch = nil
 	}
-	if r.fetch != nil && !r.fetch.recovery && push.Epoch >= r.fence {
-		if push.StartOffset != end || r.fetch.appending || r.fetch.requestID != 0 {
-			r.ownerReply, r.ownerNode, r.ownerEpoch, r.ownerHeardAt = msg.reply, msg.from, push.Epoch, time.Now()
-			p.refusePush(msg, wire.RefusedBehind, fmt.Sprintf("catching up: fetching from %d", r.fetch.next))
-			return
-		}
-		// The owner pushes from this log's end and no page is in flight:
-		// the catch-up is over, the push path takes it from here.
-		p.core.logger.Info("replica caught up; it takes pushes again", "queue", p.home.name, "at", end)
-		r.fetch = nil
-	}
-	follower := replication.FollowerLog{FirstOffset: l.FirstOffset(), End: end, History: history, Fence: r.fence}
+	catchingUp := r.fetch != nil && !r.fetch.recovery
+	follower := replication.FollowerLog{FirstOffset: l.FirstOffset(), End: end, History: history, Fence: r.fence,
+		CatchingUp: catchingUp, PageInFlight: catchingUp && (r.fetch.appending || r.fetch.requestID != 0),
+		Incomplete: r.incomplete, Diverged: r.fetchDiverged}
+	activeFrom, active := p.epochActive(push.Epoch)
+	follower.EpochActive = active
 	header := replication.PushHeader{Epoch: push.Epoch, StartOffset: push.StartOffset, PreviousEpoch: push.PreviousEpoch}
 	action := replication.DecidePush(follower, header)
 	switch action {
@@ -204,16 +201,39 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 		p.refusePush(msg, wire.RefusedOffset, fmt.Sprintf("the push starts at %d after epoch %d; this log ends at %d",
 			push.StartOffset, push.PreviousEpoch, end))
 		return
+	case replication.PushWaitForActivation:
+		p.refusePush(msg, wire.RefusedUnknown, fmt.Sprintf(
+			"waiting to see epoch %d activated in the coordination shard before cutting or, as an incomplete copy, appending",
+			push.Epoch))
+		return
 	}
 	if !p.raiseFence(ctx, push.Epoch) {
 		p.refusePush(msg, wire.RefusedLatched, "the replica could not record its fence")
 		return
 	}
 	r.ownerReply, r.ownerNode, r.ownerEpoch, r.ownerHeardAt = msg.reply, msg.from, push.Epoch, time.Now()
+	if active {
+		// What makes an incomplete copy complete: the committed frontier
+		// the active epoch's owner reports, and at least that epoch's start.
+		r.completeAt, r.completeKnown = max(push.CommittedNext, activeFrom), true
+	}
+	if catchingUp && action != replication.PushBehind {
+		// A push at this log's end with no page in flight, or a cut the
+		// owner asks for: the catch-up is over, the push path takes over.
+		p.core.logger.Info("replica ends its catch-up; it takes pushes again", "queue", p.home.name, "at", end,
+			"action", action.String())
+		r.fetch = nil
+	}
 	switch action {
 	case replication.PushBehind:
-		p.refusePush(msg, wire.RefusedBehind, fmt.Sprintf("this log ends at %d", end))
-		p.startFetch(ctx, &fetchState{source: msg.from, epoch: push.Epoch, next: end})
+		message := fmt.Sprintf("this log ends at %d", end)
+		if catchingUp {
+			message = fmt.Sprintf("catching up: fetching from %d", r.fetch.next)
+		}
+		p.refusePush(msg, wire.RefusedBehind, message)
+		if !catchingUp {
+			p.startFetch(ctx, &fetchState{source: msg.from, epoch: push.Epoch, next: end})
+		}
 		return
 	case replication.PushCutThenAppend:
 		if r.appendsInFlight > 0 {
@@ -227,6 +247,13 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 			p.maybeFence(ctx, err)
 			return
 		}
+	case replication.PushAppend:
+		// The record before the push agrees with the owner's: by log
+		// matching so does everything below it.
+		r.fetchDiverged = false
+	}
+	if action == replication.PushCutThenAppend {
+		r.fetchDiverged = false
 	}
 	if push.RecordCount == 0 {
 		p.reportProgress(true)
@@ -306,6 +333,7 @@ func (p *partition) reportProgress(forced bool) {
 	if r == nil || r.role != roleReplica || r.ownerReply == nil || p.q == nil {
 		return
 	}
+	p.maybeBecomeComplete()
 	f := p.q.Log().Frontiers()
 	if !forced && r.reported == [2]uint64{f.Durable, f.Written} {
 		return
@@ -330,12 +358,65 @@ func (p *partition) raiseFence(ctx actor.Context, epoch uint64) bool {
 	if epoch <= r.fence {
 		return true
 	}
-	if err := writeFence(p.core.config.FS, p.home.dir, fenceRecord{shardID: p.home.replication.shardID, epoch: epoch}); err != nil {
+	if err := p.writeReplicaFence(epoch, r.incomplete); err != nil {
 		p.core.logger.Error("could not record the replica's fence", "queue", p.home.name, "epoch", epoch, "err", err)
 		return false
 	}
 	r.fence = epoch
 	return true
+}
+
+// epochActive reports whether this node's view of the coordination shard
+// shows epoch as the current epoch, activated, and from which offset its
+// records start.
+func (p *partition) epochActive(epoch uint64) (firstOffset uint64, active bool) {
+	home := p.home.replication
+	view, ok := home.node.Partition(home.shardID)
+	if !ok || view.State.Phase != cluster.PhaseActive || view.State.Epoch != epoch || len(view.State.History) == 0 {
+		return 0, false
+	}
+	return view.State.History[len(view.State.History)-1].FirstOffset, true
+}
+
+// writeReplicaFence records the fence with this copy's completeness.
+func (p *partition) writeReplicaFence(epoch uint64, incomplete bool) error {
+	return writeFence(p.core.config.FS, p.home.dir,
+		fenceRecord{shardID: p.home.replication.shardID, epoch: epoch, incomplete: incomplete})
+}
+
+// maybeBecomeComplete clears the incomplete mark once this copy's durable
+// end reached the committed frontier the active epoch's owner reported
+// (and that epoch's first offset): it then holds every record a confirm
+// can have stood on, and its seal counts again.
+func (p *partition) maybeBecomeComplete() {
+	r := p.repl
+	if r == nil || !r.incomplete || !r.completeKnown || p.q == nil {
+		return
+	}
+	if p.q.Log().Frontiers().Durable < r.completeAt {
+		return
+	}
+	if err := p.writeReplicaFence(r.fence, false); err != nil {
+		p.core.logger.Warn("could not record that the copy caught up", "queue", p.home.name, "err", err)
+		return
+	}
+	r.incomplete = false
+	p.core.logger.Info("the copy caught up past the committed frontier; its seal counts again", "queue", p.home.name,
+		"at", r.completeAt)
+}
+
+// becomeComplete marks a copy that holds a recovery's chosen history (or
+// serves the first epoch of a partition) as complete.
+func (p *partition) becomeComplete() {
+	r := p.repl
+	if !r.incomplete {
+		return
+	}
+	if err := p.writeReplicaFence(r.fence, false); err != nil {
+		p.core.logger.Warn("could not record that the copy is complete", "queue", p.home.name, "err", err)
+		return
+	}
+	r.incomplete = false
 }
 
 // seal answers FQS1: fence, sync, report.
@@ -396,9 +477,10 @@ func (p *partition) sealFinished(ctx actor.Context, msg sealFinished) {
 	if p.q != nil {
 		first = min(p.q.Log().FirstOffset(), msg.state.End)
 	}
-	_ = msg.request.reply.sendFrame(&wire.Sealed{RequestID: seal.RequestID, Partition: seal.Partition,
-		Epoch: p.repl.fence, Instance: p.home.replication.instance, DurableNext: msg.state.End,
-		FirstOffset: first, History: wireHistoryOf(msg.state.Epochs)})
+	_ = msg.request.reply.sendFrame(&wire.SealedVote{Sealed: wire.Sealed{RequestID: seal.RequestID,
+		Partition: seal.Partition, Epoch: p.repl.fence, Instance: p.home.replication.instance,
+		DurableNext: msg.state.End, FirstOffset: first, History: wireHistoryOf(msg.state.Epochs)},
+		Incomplete: p.repl.incomplete})
 }
 
 // servePage answers FQF1 from this copy's log, on a goroutine.
@@ -423,14 +505,19 @@ func (p *partition) servePage(ctx actor.Context, msg pageRequest) {
 	}()
 }
 
-// readPage reads one page of records from l.
+// readPage reads one page of records from l, with the epoch of the
+// record before them (FQG2), so the asker can check that its log agrees.
 func readPage(l *log.Log, shardID uint64, fetch wire.Fetch) wire.Frame {
 	maxRecords := int(min(fetch.MaxRecords, fetchPageRecords))
 	maxBytes := int(min(fetch.MaxBytes, fetchPageBytes))
-	page := &wire.Page{RequestID: fetch.RequestID, Partition: shardID, FromOffset: fetch.FromOffset,
-		FirstOffset: l.FirstOffset(), EndOffset: l.Frontiers().Written}
+	after := &wire.PageAfter{Page: wire.Page{RequestID: fetch.RequestID, Partition: shardID,
+		FromOffset: fetch.FromOffset, FirstOffset: l.FirstOffset(), EndOffset: l.Frontiers().Written}}
+	page := &after.Page
+	if fetch.FromOffset > page.FirstOffset {
+		after.PreviousEpoch = replication.EpochAt(historyOf(l.EpochHistory()), fetch.FromOffset-1)
+	}
 	if fetch.FromOffset < page.FirstOffset || fetch.FromOffset >= page.EndOffset {
-		return page
+		return after
 	}
 	var records []byte
 	count := 0
@@ -454,7 +541,7 @@ func readPage(l *log.Log, shardID uint64, fetch wire.Fetch) wire.Frame {
 			Message: fmt.Sprintf("reading records from %d: %v", fetch.FromOffset, err)}
 	}
 	page.RecordCount, page.Records = uint32(count), records
-	return page
+	return after
 }
 
 // startFetch begins fetching (unless a fetch already runs).
@@ -515,13 +602,45 @@ func (p *partition) fetchAnswered(ctx actor.Context, msg peerAnswer) {
 		p.repl.ownerHeardAt = time.Now() // a catching-up replica hears its owner through pages
 	}
 	switch frame := msg.frame.(type) {
+	case *wire.PageAfter:
+		if !p.pageAgrees(ctx, frame) {
+			return
+		}
+		p.pageArrived(ctx, &frame.Page)
 	case *wire.Page:
-		p.pageArrived(ctx, frame)
+		p.pageArrived(ctx, frame) // a node of an earlier version: no previous epoch to check
 	case *wire.ErrorFrame:
 		p.core.logger.Info("a fetch was refused", "queue", p.home.name, "source", fetch.source,
 			"code", frame.Code.String(), "message", frame.Message)
 		p.retryFetchLater(ctx)
 	}
+}
+
+// pageAgrees checks a page against this log (replication.PageAgrees). A
+// page that disagrees ends the fetch: a catch-up leaves the owner to find
+// the divergence from this copy's refusal (fetchDiverged), a recovery's
+// transfer fails (the chosen history should extend what this node kept).
+func (p *partition) pageAgrees(ctx actor.Context, page *wire.PageAfter) bool {
+	r, fetch := p.repl, p.repl.fetch
+	if page.RecordCount == 0 && page.EndOffset <= page.FromOffset {
+		return true // caught up, or the source lacks what is asked: nothing to append
+	}
+	end, history := p.replicaLogView()
+	follower := replication.FollowerLog{FirstOffset: p.q.Log().FirstOffset(), End: end, History: history}
+	if replication.PageAgrees(follower, page.FromOffset, page.PreviousEpoch) {
+		return true
+	}
+	p.core.logger.Warn("a fetched page does not agree with this log below its end; the fetch stops",
+		"queue", p.home.name, "source", fetch.source, "from", page.FromOffset, "source_previous_epoch", page.PreviousEpoch,
+		"own_previous_epoch", replication.EpochAt(history, max(page.FromOffset, 1)-1), "end", end)
+	r.fetch = nil
+	if fetch.recovery {
+		p.recoveryFailed(ctx, recoveryFailed{reason: fmt.Sprintf(
+			"the chosen history from %s does not agree with this copy at %d", fetch.source, page.FromOffset)})
+		return false
+	}
+	r.fetchDiverged = true
+	return false
 }
 
 func (p *partition) pageArrived(ctx actor.Context, page *wire.Page) {

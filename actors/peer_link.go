@@ -137,8 +137,9 @@ type (
 		node    string
 		refusal wire.PushRefused // History and Message are copies
 	}
-	// peerAnswer answers a request: a *wire.Page (records copied), a
-	// *wire.Sealed or a *wire.ErrorFrame.
+	// peerAnswer answers a request: a *wire.PageAfter or *wire.Page
+	// (records copied), a *wire.SealedVote or *wire.Sealed, or a
+	// *wire.ErrorFrame.
 	peerAnswer struct {
 		node      string
 		requestID uint64
@@ -396,6 +397,21 @@ func (l *peerLink) answerHandler(generation uint64, self *actor.PID, system *act
 			page.Records = append([]byte(nil), page.Records...) // the body is reused by the next read
 			system.Root.Send(self, peerRouteAnswer{generation: generation,
 				answer: peerAnswer{node: node, requestID: page.RequestID, frame: page}})
+		case wire.TagPageAfter:
+			page := new(wire.PageAfter)
+			if err := page.Decode(body); err != nil {
+				return err
+			}
+			page.Records = append([]byte(nil), page.Records...) // the body is reused by the next read
+			system.Root.Send(self, peerRouteAnswer{generation: generation,
+				answer: peerAnswer{node: node, requestID: page.RequestID, frame: page}})
+		case wire.TagSealedVote:
+			sealed := new(wire.SealedVote)
+			if err := sealed.Decode(body); err != nil {
+				return err
+			}
+			system.Root.Send(self, peerRouteAnswer{generation: generation,
+				answer: peerAnswer{node: node, requestID: sealed.RequestID, frame: sealed}})
 		case wire.TagSealed:
 			sealed := new(wire.Sealed)
 			if err := sealed.Decode(body); err != nil {

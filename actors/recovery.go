@@ -12,20 +12,24 @@ package actors
 //	            (cluster.Node.ClaimEpoch, on a goroutine), retried while it
 //	            fails for a transient reason
 //	sealing     a seal (FQS1) to every replica, this one included (through
-//	            the partition); it waits for E-W+1 sealed answers, asking
+//	            the partition); it waits for E-W+1 sealed answers from
+//	            copies that earned their vote (an incomplete copy's seal is
+//	            kept but does not count: replication.SealReport), asking
 //	            again those that failed, and then up to sealGrace more for
 //	            every other replica whose peer link is up: after a power loss
 //	            of every copy, a confirm's W copies may each have kept only
 //	            their synced prefix, and the longest of them is the one to
 //	            keep (a replica known down is not waited for, so the common
 //	            failover pays nothing)
-//	installing  the plan went to the partition: it cuts what diverges,
-//	            fetches what it lacks from the chosen replica, promotes its
-//	            queue under the new epoch and pushes the history to the
-//	            followers; it answers recoveryInstalled once W copies hold it
-//	activating  the new epoch and its first offset are recorded in the
-//	            coordination shard (cluster.Node.ActivateEpoch)
-//	done        the partition serves; the actor stops itself
+//	activating  the plan is chosen (replication.Plan); the new epoch and its
+//	            first offset, the chosen history's end, are recorded in the
+//	            coordination shard (cluster.Node.ActivateEpoch) before any
+//	            copy cuts anything
+//	done        the plan went to the partition (recoveryPlanned), which cuts
+//	            what diverges, fetches what it lacks from the chosen
+//	            replica, promotes its queue under the new epoch, pushes the
+//	            history to the followers and serves once W copies hold it;
+//	            the actor stops itself
 //
 // A claim another node won, a refused activation or the partition's loss
 // of leadership end the recovery (recoveryFailed); the partition goes back
@@ -33,13 +37,14 @@ package actors
 //
 // Takes: claimResult, activateResult (its goroutines), peerAnswer and
 // peerRequestFailed (seals, from peer links and from the partition through
-// localReply), recoveryInstalled (partition), recoveryTick (its timer).
-// Sends: peerRequest (seals) to peer links; recoveryClaimed, sealRequest,
-// recoveryPlanned, recoveryActivated, recoveryFailed to the partition.
+// localReply), recoveryTick (its timer). Sends: peerRequest (seals) to
+// peer links; recoveryClaimed, sealRequest, recoveryPlanned,
+// recoveryFailed to the partition.
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -74,16 +79,14 @@ type (
 	recoveryTick struct{ generation uint64 }
 	// recoveryClaimed tells the partition the epoch it recovers under.
 	recoveryClaimed struct{ epoch uint64 }
-	// recoveryPlanned gives the partition the plan to install.
+	// recoveryPlanned gives the partition the plan to install, once the
+	// shard recorded it (state: the activated epoch).
 	recoveryPlanned struct {
 		epoch   uint64
 		plan    replication.RecoveryPlan
 		reports []replication.SealReport
+		state   cluster.CoordState
 	}
-	// recoveryInstalled tells the recovery that W copies hold the history.
-	recoveryInstalled struct{ end uint64 }
-	// recoveryActivated tells the partition its epoch is active.
-	recoveryActivated struct{ state cluster.CoordState }
 	// recoveryFailed tells the partition the recovery ended without serving.
 	recoveryFailed struct{ reason string }
 )
@@ -93,7 +96,6 @@ type recoveryState uint8
 const (
 	recoveryClaiming recoveryState = iota + 1
 	recoverySealing
-	recoveryInstalling
 	recoveryActivating
 	recoveryDone
 )
@@ -104,8 +106,6 @@ func (s recoveryState) String() string {
 		return "claiming"
 	case recoverySealing:
 		return "sealing"
-	case recoveryInstalling:
-		return "installing"
 	case recoveryActivating:
 		return "activating"
 	case recoveryDone:
@@ -127,9 +127,13 @@ func (r localReply) alive() bool { return true }
 func (r localReply) sendFrame(frame wire.Frame) error {
 	var requestID uint64
 	switch f := frame.(type) {
+	case *wire.SealedVote:
+		requestID = f.RequestID
 	case *wire.Sealed:
 		requestID = f.RequestID
 	case *wire.ErrorFrame:
+		requestID = f.RequestID
+	case *wire.PageAfter:
 		requestID = f.RequestID
 	case *wire.Page:
 		requestID = f.RequestID
@@ -160,6 +164,14 @@ type recovery struct {
 	// other reachable replicas.
 	refused    map[string]bool
 	graceUntil time.Time
+	// everConfirmed is the shard's Confirmed when the claim won: before the
+	// partition ever confirmed, no copy can have lost a confirmed record,
+	// and an incomplete copy's seal counts.
+	everConfirmed bool
+	// chosen and reports, once planned, go to the partition when the shard
+	// activated the epoch.
+	chosen  replication.RecoveryPlan
+	reports []replication.SealReport
 }
 
 // sealGrace bounds how long a recovery that has its E-W+1 seals waits for
@@ -191,10 +203,6 @@ func (r *recovery) Receive(ctx actor.Context) {
 		if msg.generation == r.tickGen {
 			r.tick(ctx)
 		}
-	case recoveryInstalled:
-		r.end = msg.end
-		r.timeline.stage(r.core.now(), "installed", "", fmt.Sprintf("end %d on %d copies", msg.end, r.home.copies))
-		r.activate(ctx)
 	case activateResult:
 		r.activated(ctx, msg)
 	}
@@ -225,7 +233,7 @@ func (r *recovery) claimed(ctx actor.Context, msg claimResult) {
 		r.fail(ctx, fmt.Sprintf("another claim of epoch %d won (owner %s)", msg.state.Epoch, msg.state.Owner))
 		return
 	}
-	r.epoch = msg.state.Epoch
+	r.epoch, r.everConfirmed = msg.state.Epoch, msg.state.Confirmed
 	r.timeline.stage(r.core.now(), "claimed", "", fmt.Sprintf("epoch %d", r.epoch))
 	ctx.Send(r.partition, recoveryClaimed{epoch: r.epoch}) // before its own seal, on the same mailbox order
 	r.state = recoverySealing
@@ -256,18 +264,16 @@ func (r *recovery) answered(ctx actor.Context, msg peerAnswer) {
 	}
 	delete(r.pending, msg.requestID)
 	switch frame := msg.frame.(type) {
-	case *wire.Sealed:
-		if frame.Epoch > r.epoch {
-			r.fail(ctx, fmt.Sprintf("%s is sealed at epoch %d, newer than %d", replica, frame.Epoch, r.epoch))
+	case *wire.SealedVote:
+		r.takeSeal(ctx, replica, &frame.Sealed, frame.Incomplete)
+		if r.state != recoverySealing {
 			return
 		}
-		history := make([]replication.HistoryEntry, len(frame.History))
-		for i, entry := range frame.History {
-			history[i] = replication.HistoryEntry{Epoch: entry.Epoch, FirstOffset: entry.FirstOffset}
+	case *wire.Sealed:
+		r.takeSeal(ctx, replica, frame, false) // a node of an earlier version: its copies always counted
+		if r.state != recoverySealing {
+			return
 		}
-		r.sealed[replica] = replication.SealReport{Node: replica, Instance: frame.Instance, FirstOffset: frame.FirstOffset,
-			DurableNext: frame.DurableNext, History: history}
-		r.timeline.stage(r.core.now(), "sealed", replica, fmt.Sprintf("end %d", frame.DurableNext))
 	case *wire.ErrorFrame:
 		r.timeline.stage(r.core.now(), "seal refused", replica, frame.Code.String()+": "+frame.Message)
 		r.refused[replica] = true
@@ -275,10 +281,37 @@ func (r *recovery) answered(ctx actor.Context, msg peerAnswer) {
 	r.maybePlan(ctx)
 }
 
-// maybePlan plans once E-W+1 replicas sealed and every other reachable
-// replica sealed too, refused, or had sealGrace to answer.
+// takeSeal records a replica's seal; an incomplete copy's is kept (it is
+// fenced, and the plan says what it keeps) but does not count.
+func (r *recovery) takeSeal(ctx actor.Context, replica string, frame *wire.Sealed, incomplete bool) {
+	if frame.Epoch > r.epoch {
+		r.fail(ctx, fmt.Sprintf("%s is sealed at epoch %d, newer than %d", replica, frame.Epoch, r.epoch))
+		return
+	}
+	history := make([]replication.HistoryEntry, len(frame.History))
+	for i, entry := range frame.History {
+		history[i] = replication.HistoryEntry{Epoch: entry.Epoch, FirstOffset: entry.FirstOffset}
+	}
+	incomplete = !replication.SealCounts(incomplete, r.everConfirmed)
+	r.sealed[replica] = replication.SealReport{Node: replica, Instance: frame.Instance, Incomplete: incomplete,
+		FirstOffset: frame.FirstOffset, DurableNext: frame.DurableNext, History: history}
+	detail := fmt.Sprintf("end %d", frame.DurableNext)
+	if incomplete {
+		detail += "; incomplete: the copy opened empty and has not caught up, its seal does not count"
+	}
+	r.timeline.stage(r.core.now(), "sealed", replica, detail)
+}
+
+// eligibleSeals counts the seals that count toward E-W+1.
+func (r *recovery) eligibleSeals() int {
+	return replication.EligibleSeals(slices.Collect(maps.Values(r.sealed)))
+}
+
+// maybePlan plans once E-W+1 replicas that earned their vote sealed and
+// every other reachable replica sealed too, refused, or had sealGrace to
+// answer.
 func (r *recovery) maybePlan(ctx actor.Context) {
-	if r.state != recoverySealing || len(r.sealed) < r.needed {
+	if r.state != recoverySealing || r.eligibleSeals() < r.needed {
 		return
 	}
 	now := time.Now()
@@ -314,10 +347,12 @@ func (r *recovery) plan(ctx actor.Context) {
 		r.fail(ctx, err.Error())
 		return
 	}
-	r.state = recoveryInstalling
 	source := reports[plan.Source]
 	r.timeline.stage(r.core.now(), "source chosen", source.Node, fmt.Sprintf("end %d, last epoch %d", plan.End, source.LastEpoch()))
-	ctx.Send(r.partition, recoveryPlanned{epoch: r.epoch, plan: plan, reports: reports})
+	// The plan is recorded before anything is cut: no copy destroys a
+	// suffix on the strength of a recovery the shard has not accepted.
+	r.chosen, r.reports, r.end = plan, reports, plan.End
+	r.activate(ctx)
 }
 
 // tick resends seals that went unanswered, and retries a failed step.
@@ -386,7 +421,7 @@ func (r *recovery) activated(ctx actor.Context, msg activateResult) {
 	}
 	r.state = recoveryDone
 	r.timeline.stage(r.core.now(), "activated", "", fmt.Sprintf("epoch %d from %d", r.epoch, r.end))
-	ctx.Send(r.partition, recoveryActivated{state: msg.state})
+	ctx.Send(r.partition, recoveryPlanned{epoch: r.epoch, plan: r.chosen, reports: r.reports, state: msg.state})
 	r.core.registry.stopActor(ctx, ctx.Self(), stopDone)
 }
 

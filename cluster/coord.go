@@ -23,6 +23,14 @@ package cluster
 //   - activate {owner, instance, epoch, first_offset}: when the claim of that
 //     epoch by that instance is still the current one and recovering, it
 //     becomes active; the history gains {epoch, first_offset}.
+//   - confirmed {owner, instance, epoch}: when that instance serves that
+//     epoch (active), the partition is marked as having confirmed a record.
+//     The owner records it before it lets its first quorum frontier apply
+//     (its first confirm or delivery), once in the partition's life. Until
+//     then no copy can have lost a confirmed record, so a recovery counts
+//     the seal of a copy that opened empty (replication.SealReport's
+//     Incomplete); from then on it does not (docs/cluster.md, "A copy earns
+//     its vote").
 //
 // Invariant: History epochs strictly increase and never pass Epoch; first
 // offsets never decrease; Phase is PhaseActive exactly when Epoch > 0 and
@@ -77,6 +85,10 @@ type CoordState struct {
 	OwnerInstance uint64                     `msgpack:"owner_instance" json:"owner_instance"`
 	Phase         Phase                      `msgpack:"phase" json:"phase"`
 	History       []replication.HistoryEntry `msgpack:"history" json:"history"`
+	// Confirmed says an owner of the partition has let a quorum frontier
+	// apply: a record may have been confirmed or delivered. It never goes
+	// back to false.
+	Confirmed bool `msgpack:"confirmed" json:"confirmed"`
 	// ClaimedUnixMs and ActivatedUnixMs time the current epoch (from the
 	// claimer's and activator's clocks), for the failover timeline.
 	ClaimedUnixMs   int64 `msgpack:"claimed_unix_ms" json:"claimed_unix_ms"`
@@ -93,6 +105,7 @@ type coordCommandKind uint8
 const (
 	coordClaim coordCommandKind = iota + 1
 	coordActivate
+	coordConfirmed
 )
 
 // coordCommand is one coordination shard proposal.
@@ -124,8 +137,20 @@ func (s *CoordState) apply(command coordCommand) bool {
 		return s.claim(command)
 	case coordActivate:
 		return s.activate(command)
+	case coordConfirmed:
+		return s.confirmed(command)
 	}
 	return false
+}
+
+// confirmed marks the partition as having confirmed a record, when the
+// command's instance serves the command's epoch.
+func (s *CoordState) confirmed(command coordCommand) bool {
+	if s.Confirmed || !s.Serving(command.Owner, command.Instance) || s.Epoch != command.Epoch {
+		return false
+	}
+	s.Confirmed = true
+	return true
 }
 
 func (s *CoordState) claim(command coordCommand) bool {
@@ -163,6 +188,8 @@ func (s CoordState) inForce(command coordCommand) bool {
 		n := len(s.History)
 		return s.Epoch == command.Epoch && s.Phase == PhaseActive && n > 0 &&
 			s.History[n-1] == replication.HistoryEntry{Epoch: command.Epoch, FirstOffset: command.FirstOffset}
+	case coordConfirmed:
+		return s.Confirmed
 	}
 	return false
 }

@@ -134,3 +134,37 @@ func TestCoordMachine(t *testing.T) {
 		t.Fatalf("recovered = %+v", state)
 	}
 }
+
+// TestConfirmedIsRecordedOnlyByTheServingOwner: the mark that a partition
+// has confirmed something comes only from the instance serving the
+// current epoch, once, and survives later claims and activations.
+func TestConfirmedIsRecordedOnlyByTheServingOwner(t *testing.T) {
+	var state CoordState
+	confirmedBy := func(owner string, instance, epoch uint64) coordCommand {
+		return coordCommand{Kind: coordConfirmed, Owner: owner, Instance: instance, Epoch: epoch, UnixMs: 3}
+	}
+	state.apply(claimOf("node1", 11, 0))
+	for name, command := range map[string]coordCommand{
+		"another instance": confirmedBy("node1", 12, 1),
+		"another node":     confirmedBy("node2", 11, 1),
+		"another epoch":    confirmedBy("node1", 11, 2),
+	} {
+		if probe := state.clone(); probe.apply(command) || probe.Confirmed {
+			t.Errorf("confirmed recorded by %s", name)
+		}
+	}
+	if !state.apply(confirmedBy("node1", 11, 1)) || !state.Confirmed {
+		t.Fatalf("the serving owner's mark was refused: %+v", state)
+	}
+	if state.apply(confirmedBy("node1", 11, 1)) || !state.inForce(confirmedBy("node1", 11, 1)) {
+		t.Fatal("a second mark applied, or the first does not count as in force for a retry")
+	}
+	state.apply(claimOf("node2", 22, 1))
+	if state.apply(confirmedBy("node2", 22, 2)) {
+		t.Fatal("a recovering claimer recorded the mark")
+	}
+	state.apply(activationOf("node2", 22, 2, 40))
+	if !state.Confirmed {
+		t.Fatal("the mark did not survive a claim and an activation")
+	}
+}

@@ -95,6 +95,15 @@ func (n *Node) ActivateEpoch(ctx context.Context, shardID, epoch, firstOffset ui
 	return n.coordinate(ctx, shardID, command)
 }
 
+// RecordConfirmed proposes that the partition, served by this node's
+// claim of epoch, has confirmed a record (CoordState.Confirmed). Blocks on
+// Raft; won is true once the state shows it, by this call or an earlier one.
+func (n *Node) RecordConfirmed(ctx context.Context, shardID, epoch uint64) (CoordState, bool, error) {
+	command := coordCommand{Kind: coordConfirmed, Owner: n.self.ID, Instance: n.instance, Epoch: epoch,
+		UnixMs: time.Now().UnixMilli()}
+	return n.coordinate(ctx, shardID, command)
+}
+
 // TransferLeadership asks a coordination shard's Raft leadership to move
 // to node: best effort, the request is queued and the call returns; the
 // next view says whether it moved. A leader that finds the serving owner

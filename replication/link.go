@@ -24,15 +24,38 @@ package replication
 //	stale        the follower is sealed at a newer epoch: this owner has been
 //	             replaced (the partition steps down)
 //
-// A follower's reports count only in pushing and catching-up, only for the
-// owner's epoch and only from the instance the link established agreement
-// with: a restarted follower is a new instance and starts over at probing.
+// A follower's reports count toward the quorum frontier only in pushing
+// and catching-up, only for the owner's epoch and only from the instance
+// the link established agreement with: a restarted follower is a new
+// instance and starts over at probing. Toward admission (whether the owner
+// takes new publishes) only a pushing follower counts, and not one that has
+// been stalled for AdmitStallMax: a copy that is catching up or cannot make
+// progress cannot hold a new record soon.
+//
+// What the link says of itself is true (Observe, with the time injected by
+// the caller): "in sync" only while the follower holds everything the
+// owner wrote; a follower behind is "pushing" or "catching up" with its lag
+// in records; one whose position has not moved for StallAfter while the
+// owner's log is ahead of it is "stalled", with the reason.
+//
+// Retention: an owner keeps the records a follower still needs
+// (RetentionHold): those above a counting follower's durable position, and
+// above the last durable position of a follower that stopped counting less
+// than RetentionHoldMax ago. A follower gone longer no longer holds the
+// owner's disk; when it returns below the owner's first retained offset it
+// cannot be caught up from the log alone: its refusals leave the link
+// probing while it installs the owner's snapshot and restarts its log at
+// the owner's first offset, and its next refusal, from there, starts the
+// catch-up as for any follower behind.
 //
 // Invariant: in pushing and catching-up, the follower's log agrees with
 // the owner's below max(Written, Durable), Acked <= Next, and the bytes
 // in flight are those of pushes past Acked.
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // LinkState is one of a Link's states.
 type LinkState uint8
@@ -78,10 +101,20 @@ type LinkLimits struct {
 	// CatchUpRecords: a follower further behind than this fetches instead
 	// of being pushed to.
 	CatchUpRecords uint64
+	// StallAfter: a follower behind the owner whose position has not moved
+	// for this long is stalled.
+	StallAfter time.Duration
+	// AdmitStallMax: a follower stalled for this long no longer counts
+	// toward admission.
+	AdmitStallMax time.Duration
+	// RetentionHoldMax: how long a follower that stopped counting keeps
+	// holding the owner's retention at its last durable position.
+	RetentionHoldMax time.Duration
 }
 
 // DefaultLinkLimits are the limits of a follower link.
-var DefaultLinkLimits = LinkLimits{WindowBytes: 8 << 20, PushBytes: 1 << 20, CatchUpRecords: 65536}
+var DefaultLinkLimits = LinkLimits{WindowBytes: 8 << 20, PushBytes: 1 << 20, CatchUpRecords: 65536,
+	StallAfter: 500 * time.Millisecond, AdmitStallMax: 5 * time.Second, RetentionHoldMax: time.Hour}
 
 // OwnerLog is what a link needs of the owner's log.
 type OwnerLog struct {
@@ -121,6 +154,33 @@ type Link struct {
 	inFlight []inFlightPush
 	// inFlightBytes is the sum of the record bytes of inFlight.
 	inFlightBytes int
+
+	// observed is the position Observe saw last; progressAt when it last
+	// saw the position move or level with the owner's log.
+	observed   [2]uint64
+	progressAt time.Time
+	// lastDurable is the follower's durable position as last reported, kept
+	// while it does not count (retention); stoppedAt is when it stopped
+	// counting (zero while it counts).
+	lastDurable uint64
+	stoppedAt   time.Time
+}
+
+// LinkHealth is what a link says of itself at one moment.
+type LinkHealth struct {
+	State LinkState
+	// LagRecords is how far the follower's position at the observed
+	// boundary is behind the owner's written end.
+	LagRecords uint64
+	// StalledFor is how long a follower behind has not moved (0 when it is
+	// level or moving, or does not count).
+	StalledFor time.Duration
+	Stalled    bool
+	// Admits says the follower counts toward admission.
+	Admits bool
+	// Text is the state for operators: "in sync", "pushing, 40 records
+	// behind", "stalled for 2.1s, 900 records behind (reason)", ...
+	Text string
 }
 
 type inFlightPush struct {
@@ -136,6 +196,84 @@ func NewLink(node string, epoch uint64, limits LinkLimits) *Link {
 
 // Counts reports whether the follower's positions count toward the quorum.
 func (l *Link) Counts() bool { return l.State == LinkPushing || l.State == LinkCatchingUp }
+
+// Observe says how the follower stands at now against the owner's log, at
+// the queue's boundary (written for a buffered queue, durable otherwise),
+// and starts the stall clock over when the follower moved or is level. The
+// caller observes after every event and at least every StallAfter/2.
+func (l *Link) Observe(owner OwnerLog, now time.Time, written bool) LinkHealth {
+	position := l.Durable
+	if written {
+		position = max(l.Written, l.Durable)
+	}
+	counts := l.Counts()
+	switch {
+	case !counts:
+		if l.stoppedAt.IsZero() {
+			l.stoppedAt = now
+		}
+	default:
+		l.stoppedAt = time.Time{}
+	}
+	lag := uint64(0)
+	if owner.Written > position {
+		lag = owner.Written - position
+	}
+	current := [2]uint64{l.Written, l.Durable}
+	if current != l.observed || lag == 0 || !counts || l.progressAt.IsZero() {
+		l.observed, l.progressAt = current, now
+	}
+	health := LinkHealth{State: l.State, LagRecords: lag}
+	if counts && lag > 0 {
+		health.StalledFor = now.Sub(l.progressAt)
+		health.Stalled = health.StalledFor >= l.Limits.StallAfter
+	}
+	health.Admits = l.State == LinkPushing && health.StalledFor < l.Limits.AdmitStallMax
+	health.Text = l.healthText(health)
+	return health
+}
+
+func (l *Link) healthText(health LinkHealth) string {
+	text := l.State.String()
+	doing := "pushing"
+	if l.State == LinkCatchingUp {
+		doing = "catching up"
+	}
+	switch {
+	case health.Stalled:
+		text = fmt.Sprintf("stalled for %.1fs %s, %s behind", health.StalledFor.Seconds(), doing, records(health.LagRecords))
+	case l.State == LinkPushing && health.LagRecords > 0:
+		text = fmt.Sprintf("pushing, %s behind", records(health.LagRecords))
+	case l.State == LinkCatchingUp:
+		text = fmt.Sprintf("catching up, %s behind", records(health.LagRecords))
+	}
+	if l.Reason != "" {
+		text += " (" + l.Reason + ")"
+	}
+	return text
+}
+
+// records says "1 record" or "n records".
+func records(n uint64) string {
+	if n == 1 {
+		return "1 record"
+	}
+	return fmt.Sprintf("%d records", n)
+}
+
+// RetentionHold says whether the follower holds the owner's retention at
+// now, and at which durable position: a counting follower at its durable
+// position, one that stopped counting at its last one until
+// RetentionHoldMax has passed.
+func (l *Link) RetentionHold(now time.Time) (position uint64, holds bool) {
+	if l.Counts() {
+		return l.Durable, true
+	}
+	if !l.stoppedAt.IsZero() && now.Sub(l.stoppedAt) >= l.Limits.RetentionHoldMax {
+		return 0, false
+	}
+	return l.lastDurable, true
+}
 
 // Progress is the follower's progress as the quorum counts it.
 func (l *Link) Progress() ReplicaProgress {
@@ -194,6 +332,7 @@ func (l *Link) OnProgress(epoch, instance, durable, written uint64, owner OwnerL
 	}
 	moved := durable > l.Durable || written > l.Written
 	l.Durable, l.Written = max(l.Durable, durable), max(l.Written, written)
+	l.lastDurable = l.Durable
 	l.ackInFlight(max(l.Written, l.Durable))
 	if l.State == LinkCatchingUp {
 		if end := max(l.Written, l.Durable); end+l.Limits.CatchUpRecords >= owner.Written {
@@ -281,10 +420,14 @@ func (l *Link) OnRefused(refusal Refusal, owner OwnerLog) LinkAction {
 	l.Instance = refusal.Instance
 	l.Durable = min(refusal.DurableNext, resume)
 	l.Written = l.Durable
+	l.lastDurable = l.Durable
 	switch {
 	case resume < owner.FirstOffset:
-		// The owner no longer holds what the follower needs next.
-		l.becomeProbing(fmt.Sprintf("the follower needs offset %d, below the owner's first retained %d", resume, owner.FirstOffset))
+		// The owner no longer holds what the follower needs next: the
+		// follower takes the owner's snapshot and restarts its log at the
+		// owner's first offset; its refusals from there resume the link.
+		l.becomeProbing(fmt.Sprintf("the follower needs offset %d, below the owner's first retained %d: it catches up from a snapshot",
+			resume, owner.FirstOffset))
 		return LinkWait
 	case refusal.Reason == RefusedBehind && !cut:
 		// The follower fetches what it lacks; its progress reports bring

@@ -1,6 +1,10 @@
 package replication
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+)
 
 func ownerLog(first, written uint64, history ...HistoryEntry) OwnerLog {
 	return OwnerLog{FirstOffset: first, Written: written, History: history}
@@ -121,5 +125,134 @@ func TestLinkReportsTheAcceptedProbeEvenAtOffsetZero(t *testing.T) {
 	}
 	if changed := link.OnProgress(1, 7, 0, 0, owner); changed {
 		t.Fatal("a repeated report with nothing new was reported")
+	}
+}
+
+// TestLinkSaysWhenItIsBehindOrStalled is the truth of a link's state: a
+// follower behind the owner is never "in sync", and one that has not
+// moved for StallAfter while the owner is ahead says it is stalled,
+// stops counting toward admission after AdmitStallMax, and starts over
+// once it moves.
+func TestLinkSaysWhenItIsBehindOrStalled(t *testing.T) {
+	limits := LinkLimits{WindowBytes: 1 << 20, PushBytes: 1 << 10, CatchUpRecords: 50,
+		StallAfter: time.Second, AdmitStallMax: 5 * time.Second, RetentionHoldMax: time.Minute}
+	link := NewLink("node2", 3, limits)
+	owner := ownerLog(0, 100, h(3, 0))
+	start := time.Unix(1000, 0)
+	link.LinkUp()
+	link.OnProgress(3, 7, 100, 100, owner)
+	if health := link.Observe(owner, start, false); health.Text != "in sync" || !health.Admits || health.LagRecords != 0 {
+		t.Fatalf("a level follower: %+v", health)
+	}
+	owner.Written = 140
+	health := link.Observe(owner, start.Add(200*time.Millisecond), false)
+	if health.Text != "pushing, 40 records behind" || health.Stalled || !health.Admits {
+		t.Fatalf("a follower 40 behind for 200 ms: %+v", health)
+	}
+	health = link.Observe(owner, start.Add(1300*time.Millisecond), false)
+	if !health.Stalled || !health.Admits || health.LagRecords != 40 {
+		t.Fatalf("a follower that has not moved for 1.3 s: %+v", health)
+	}
+	if health := link.Observe(owner, start.Add(6300*time.Millisecond), false); health.Admits || !health.Stalled {
+		t.Fatalf("a follower stalled for 6.3 s still admits: %+v", health)
+	}
+	// It moves: the stall clock starts over.
+	link.OnProgress(3, 7, 120, 120, owner)
+	if health := link.Observe(owner, start.Add(6400*time.Millisecond), false); health.Stalled || !health.Admits ||
+		health.LagRecords != 20 {
+		t.Fatalf("a follower that moved: %+v", health)
+	}
+	// The written boundary counts the written position (a buffered queue).
+	link.OnProgress(3, 7, 120, 140, owner)
+	if health := link.Observe(owner, start.Add(6500*time.Millisecond), true); health.Text != "in sync" {
+		t.Fatalf("a buffered follower written to the end: %+v", health)
+	}
+	if health := link.Observe(owner, start.Add(6500*time.Millisecond), false); health.LagRecords != 20 {
+		t.Fatalf("a durable follower 20 records short of durable: %+v", health)
+	}
+}
+
+// TestLinkCatchingUpNeverAdmits: a follower fetching what it lacks counts
+// toward the frontier (its positions are real) but not toward admission.
+func TestLinkCatchingUpNeverAdmits(t *testing.T) {
+	link := NewLink("node2", 3, DefaultLinkLimits)
+	owner := ownerLog(0, 200000, h(3, 0))
+	link.LinkUp()
+	if action := link.OnRefused(Refusal{Epoch: 3, Instance: 7, Reason: RefusedBehind, StagedNext: 10, DurableNext: 10,
+		History: []HistoryEntry{h(3, 0)}}, owner); action != LinkWait || link.State != LinkCatchingUp {
+		t.Fatalf("after a behind refusal: action %d, %+v", action, link)
+	}
+	health := link.Observe(owner, time.Unix(1000, 0), false)
+	if !link.Counts() || health.Admits || health.Text != "catching up, 199990 records behind (the follower fetches from 10)" {
+		t.Fatalf("a catching-up follower: counts %v, %+v", link.Counts(), health)
+	}
+}
+
+// TestLinkRetentionHold: a counting follower holds retention at its
+// durable position; one that stopped counting holds it at its last one for
+// RetentionHoldMax, then no longer.
+func TestLinkRetentionHold(t *testing.T) {
+	limits := DefaultLinkLimits
+	limits.RetentionHoldMax = time.Minute
+	link := NewLink("node2", 3, limits)
+	owner := ownerLog(0, 100, h(3, 0))
+	start := time.Unix(1000, 0)
+	link.LinkUp()
+	link.OnProgress(3, 7, 80, 90, owner)
+	link.Observe(owner, start, false)
+	if position, holds := link.RetentionHold(start); !holds || position != 80 {
+		t.Fatalf("a counting follower holds %d, %v", position, holds)
+	}
+	link.LinkDown("peer link down")
+	link.Observe(owner, start.Add(time.Second), false)
+	if position, holds := link.RetentionHold(start.Add(30 * time.Second)); !holds || position != 80 {
+		t.Fatalf("a follower down for 29 s holds %d, %v", position, holds)
+	}
+	if _, holds := link.RetentionHold(start.Add(62 * time.Second)); holds {
+		t.Fatal("a follower down for 61 s still holds retention")
+	}
+	link.LinkUp()
+	link.OnProgress(3, 8, 85, 85, owner)
+	link.Observe(owner, start.Add(70*time.Second), false)
+	if position, holds := link.RetentionHold(start.Add(70 * time.Second)); !holds || position != 85 {
+		t.Fatalf("a follower back holds %d, %v", position, holds)
+	}
+}
+
+// A follower below the owner's first retained offset (its copy came back
+// empty after the owner compacted) is left probing and counts for nothing;
+// once it has restarted its log at the owner's first offset with the
+// owner's history below it (a snapshot catch-up), its next refusal starts
+// the catch-up, and its progress brings it back to pushing.
+func TestLinkFollowerBelowTheOwnersRetentionResumesAfterItsRebase(t *testing.T) {
+	limits := LinkLimits{WindowBytes: 1 << 20, PushBytes: 1 << 10, CatchUpRecords: 50}
+	for _, c := range []struct {
+		name     string
+		owner    OwnerLog
+		rebased  []HistoryEntry // the follower's history after its rebase at 100
+		resumeAt uint64
+	}{
+		{"an epoch that started below the base", ownerLog(100, 300, h(1, 0), h(3, 90)), []HistoryEntry{h(1, 0), h(3, 90)}, 100},
+		{"an epoch that starts at the base", ownerLog(100, 300, h(1, 0), h(3, 100)), []HistoryEntry{h(1, 0)}, 100},
+	} {
+		link := NewLink("node2", 3, limits)
+		link.LinkUp()
+		empty := Refusal{Epoch: 3, Instance: 9, Reason: RefusedBehind}
+		if action := link.OnRefused(empty, c.owner); action != LinkWait || link.State != LinkProbing || link.Counts() {
+			t.Fatalf("%s: an empty follower below the retention: action %d, state %s, counts %v", c.name, action,
+				link.State, link.Counts())
+		}
+		if !strings.Contains(link.Reason, "snapshot") {
+			t.Errorf("%s: the reason does not say how it catches up: %q", c.name, link.Reason)
+		}
+		rebased := Refusal{Epoch: 3, Instance: 9, Reason: RefusedBehind, StagedNext: 100, DurableNext: 100, History: c.rebased}
+		if action := link.OnRefused(rebased, c.owner); action != LinkWait || link.State != LinkCatchingUp || !link.Counts() ||
+			link.Progress().DurableNext != c.resumeAt {
+			t.Fatalf("%s: after the rebase: action %d, state %s, progress %+v", c.name, action, link.State, link.Progress())
+		}
+		link.OnProgress(3, 9, 260, 260, c.owner)
+		if link.State != LinkPushing || link.Next != 260 {
+			t.Fatalf("%s: at 260 of 300 with a threshold of 50: %s, next %d", c.name, link.State, link.Next)
+		}
 	}
 }

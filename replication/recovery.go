@@ -13,11 +13,19 @@ package replication
 // to and including it.
 //
 // The rules:
-//   - A recovery waits for E-W+1 seals (SealsNeeded).
-//   - The chosen history is the longest among the seals, compared by the
-//     epoch of its last record, then its end offset (ChooseSource). That
-//     history holds every confirmed record: each one is on W copies, the
-//     seals intersect those copies, and the log with the newest last epoch
+//   - A recovery waits for E-W+1 seals of copies that earned their vote
+//     (SealsNeeded). A copy earns it by holding everything it ever
+//     acknowledged. A copy that opened empty (a new or wiped directory, a
+//     missing one, a damaged copy set aside) is incomplete: it may have
+//     acknowledged records it no longer holds, so its seal is taken (it is
+//     fenced like any other) but counts for nothing and is never chosen,
+//     until it has caught up past a committed frontier its owner reported
+//     (docs/cluster.md, "A copy earns its vote").
+//   - The chosen history is the longest among the eligible seals, compared
+//     by the epoch of its last record, then its end offset. That history
+//     holds every confirmed record: each one is on W copies that
+//     acknowledged it, the E-W+1 eligible seals intersect those copies in
+//     one that still holds it, and the log with the newest last epoch
 //     extends what that epoch's owner installed, which held every record
 //     confirmed before it.
 //   - Every other replica keeps the prefix it shares with the chosen
@@ -42,8 +50,11 @@ var ErrBadSealReport = errors.New("cluster: malformed seal report")
 
 // SealReport is what one sealed replica said about its log.
 type SealReport struct {
-	Node        string
-	Instance    uint64
+	Node     string
+	Instance uint64
+	// Incomplete says the copy may lack records it acknowledged (it opened
+	// empty and has not caught up since): its seal does not count.
+	Incomplete  bool
 	FirstOffset uint64
 	DurableNext uint64
 	History     []HistoryEntry
@@ -134,12 +145,32 @@ type RecoveryPlan struct {
 	Keep []uint64
 }
 
+// SealCounts reports whether a sealed copy's seal counts toward the E-W+1
+// a recovery waits for: a complete copy's always; an incomplete one's only
+// while the partition never confirmed a record (the coordination shard's
+// Confirmed is false, set by an owner before its first quorum frontier
+// applies), when it cannot have lost anything a confirm stood on.
+func SealCounts(incomplete, partitionConfirmed bool) bool { return !incomplete || !partitionConfirmed }
+
+// EligibleSeals counts the reports whose seal counts toward a recovery.
+func EligibleSeals(reports []SealReport) int {
+	eligible := 0
+	for _, report := range reports {
+		if !report.Incomplete {
+			eligible++
+		}
+	}
+	return eligible
+}
+
 // Plan chooses the history a recovery installs from at least needed
-// reports. prefer names the node that breaks a tie (the recovering node,
-// which then transfers nothing).
+// eligible reports; incomplete ones are planned for (what they keep) but
+// never chosen. prefer names the node that breaks a tie (the recovering
+// node, which then transfers nothing).
 func Plan(reports []SealReport, needed int, prefer string) (RecoveryPlan, error) {
-	if len(reports) < needed {
-		return RecoveryPlan{}, fmt.Errorf("%w: %d of %d", ErrNotEnoughSeals, len(reports), needed)
+	if eligible := EligibleSeals(reports); eligible < needed {
+		return RecoveryPlan{}, fmt.Errorf("%w: %d of %d (%d sealed, %d of them incomplete)", ErrNotEnoughSeals,
+			eligible, needed, len(reports), len(reports)-eligible)
 	}
 	source := -1
 	for i, report := range reports {
@@ -147,6 +178,8 @@ func Plan(reports []SealReport, needed int, prefer string) (RecoveryPlan, error)
 			return RecoveryPlan{}, err
 		}
 		switch {
+		case report.Incomplete:
+			continue
 		case source < 0, longer(report, reports[source]):
 			source = i
 		case !longer(reports[source], report) && report.Node == prefer:

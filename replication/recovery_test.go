@@ -120,6 +120,9 @@ type simulatedReplica struct {
 	log    []uint64
 	sealed uint64 // the newest epoch it was sealed at or accepted; it refuses pushes of older ones
 	up     bool
+	// incomplete says the replica lost its disk and has not caught up
+	// past the committed frontier since.
+	incomplete bool
 }
 
 func (r *simulatedReplica) report() SealReport {
@@ -129,15 +132,17 @@ func (r *simulatedReplica) report() SealReport {
 			history = append(history, HistoryEntry{Epoch: epoch, FirstOffset: uint64(offset)})
 		}
 	}
-	return SealReport{Node: r.name, DurableNext: uint64(len(r.log)), History: history}
+	return SealReport{Node: r.name, DurableNext: uint64(len(r.log)), History: history, Incomplete: r.incomplete}
 }
 
 // TestRecoveryNeverLosesAConfirmedRecord runs seeded histories of owners
 // appending and pushing to some followers, confirms counted on W copies,
 // old owners that keep pushing after they were replaced, replicas going
 // down and up, and failovers that seal E-W+1 live replicas and install the
-// plan. After every failover, every confirmed record is in the new owner's
-// log. FIBRIL_RECOVERY_SEED replays one seed; FIBRIL_SOAK runs more.
+// plan, and replicas that lose their disk and come back empty (incomplete
+// until they caught up past the committed frontier). After every
+// failover, every confirmed record is in the new owner's log.
+// FIBRIL_RECOVERY_SEED replays one seed; FIBRIL_SOAK runs more.
 func TestRecoveryNeverLosesAConfirmedRecord(t *testing.T) {
 	seeds := 300
 	if os.Getenv("FIBRIL_SOAK") != "" {
@@ -152,10 +157,23 @@ func TestRecoveryNeverLosesAConfirmedRecord(t *testing.T) {
 		first, seeds = seed, 1
 	}
 	for seed := first; seed < first+int64(seeds); seed++ {
-		if err := runRecoveryModel(seed); err != nil {
+		if err := runRecoveryModel(seed, false); err != nil {
 			t.Fatalf("%v\nreplay with FIBRIL_RECOVERY_SEED=%d", err, seed)
 		}
 	}
+}
+
+// TestTheRecoveryModelCatchesATrustedEmptyCopy checks that the model can
+// fail: when a copy that lost its disk counts as a seal (as it did before
+// seals carried Incomplete), some seed loses a confirmed record.
+func TestTheRecoveryModelCatchesATrustedEmptyCopy(t *testing.T) {
+	for seed := int64(1); seed <= 3000; seed++ {
+		if err := runRecoveryModel(seed, true); err != nil {
+			t.Logf("seed %d: %v", seed, err)
+			return
+		}
+	}
+	t.Fatal("no seed lost a confirmed record with empty copies trusted: the model does not exercise disk loss")
 }
 
 type confirmedRecord struct {
@@ -163,7 +181,9 @@ type confirmedRecord struct {
 	epoch  uint64
 }
 
-func runRecoveryModel(seed int64) error {
+// runRecoveryModel runs one seeded history; trustEmptyCopies counts the
+// seals of copies that lost their disk, to show the model catches it.
+func runRecoveryModel(seed int64, trustEmptyCopies bool) error {
 	rng := rand.New(rand.NewSource(seed))
 	replicaCount := []int{1, 3, 3, 5}[rng.Intn(4)]
 	copies := 1 + rng.Intn(replicaCount)
@@ -171,7 +191,7 @@ func runRecoveryModel(seed int64) error {
 	for i := range replicas {
 		replicas[i] = &simulatedReplica{name: fmt.Sprintf("n%d", i), up: true}
 	}
-	owner, epoch := 0, uint64(1)
+	owner, epoch, ownerServing := 0, uint64(1), true
 	oldOwners := map[int]uint64{} // replaced owners that may still push, with their epoch
 	var confirmed []confirmedRecord
 	// acked[replica][epoch] is the end of what the replica acknowledged to
@@ -179,6 +199,13 @@ func runRecoveryModel(seed int64) error {
 	acked := make([]map[uint64]int, replicaCount)
 	for i := range acked {
 		acked[i] = map[uint64]int{}
+	}
+	committedNext := func() int {
+		next := 0
+		for _, record := range confirmed {
+			next = max(next, record.offset+1)
+		}
+		return next
 	}
 	countConfirms := func(from int, fromEpoch uint64) {
 		source := replicas[from]
@@ -213,7 +240,11 @@ func runRecoveryModel(seed int64) error {
 		if start > 0 {
 			header.PreviousEpoch = source.log[start-1]
 		}
-		followerLog := FollowerLog{End: uint64(len(target.log)), History: target.report().History, Fence: target.sealed}
+		// The coordination shard shows one epoch active at a time: the
+		// newest. A copy that lost its disk lost its fence with it and has
+		// only that view to refuse a deposed owner by.
+		followerLog := FollowerLog{End: uint64(len(target.log)), History: target.report().History, Fence: target.sealed,
+			Incomplete: target.incomplete && !trustEmptyCopies, EpochActive: fromEpoch == epoch}
 		switch DecidePush(followerLog, header) {
 		case PushAppend, PushCutThenAppend:
 			// Accepting raises the follower's fence (durably, before it
@@ -221,13 +252,18 @@ func runRecoveryModel(seed int64) error {
 			target.sealed = max(target.sealed, fromEpoch)
 			target.log = append(slices.Clone(target.log[:start]), source.log[start:upTo]...)
 			acked[to][fromEpoch] = upTo
+			// A copy that lost its disk earns its vote back once it holds
+			// the committed frontier the serving owner reports.
+			if target.incomplete && from == owner && fromEpoch == epoch && len(target.log) >= committedNext() {
+				target.incomplete = false
+			}
 		}
 	}
 	for step := 0; step < 60; step++ {
 		switch action := rng.Intn(10); {
 		case action < 5: // the owner appends and pushes to some followers, then counts copies
 			current := replicas[owner]
-			if !current.up {
+			if !current.up || !ownerServing {
 				continue
 			}
 			for range 1 + rng.Intn(4) {
@@ -252,9 +288,22 @@ func runRecoveryModel(seed int64) error {
 				}
 				countConfirms(old, oldEpoch)
 			}
-		case action < 8: // a replica goes down or comes back
-			r := replicas[rng.Intn(replicaCount)]
+		case action < 8: // a replica goes down or comes back, sometimes without its disk
+			i := rng.Intn(replicaCount)
+			r := replicas[i]
 			r.up = !r.up
+			if r.up && rng.Intn(3) == 0 {
+				// Its data directory was lost: it comes back empty, with no
+				// fence, and what it acknowledged is gone.
+				// A restarted process is a new instance: it serves nothing
+				// until a recovery says so.
+				r.log, r.sealed, r.incomplete = nil, 0, true
+				acked[i] = map[uint64]int{}
+				delete(oldOwners, i)
+				if i == owner {
+					ownerServing = false
+				}
+			}
 		default: // failover to a live replica
 			var live []int
 			for i, r := range replicas {
@@ -272,8 +321,20 @@ func runRecoveryModel(seed int64) error {
 			newEpoch := epoch + 1
 			var reports []SealReport
 			for _, i := range sealed {
+				report := replicas[i].report()
+				// The shard learns that the partition confirms before its
+				// first confirm; until then an empty copy lost nothing.
+				report.Incomplete = !SealCounts(report.Incomplete, len(confirmed) > 0)
+				if trustEmptyCopies {
+					report.Incomplete = false
+				}
+				reports = append(reports, report)
+			}
+			if EligibleSeals(reports) < needed {
+				continue // the recovery waits for more copies that earned their vote
+			}
+			for _, i := range sealed {
 				replicas[i].sealed = newEpoch
-				reports = append(reports, replicas[i].report())
 			}
 			plan, err := Plan(reports, needed, replicas[next].name)
 			if err != nil {
@@ -288,11 +349,12 @@ func runRecoveryModel(seed int64) error {
 						replicas[next].log, source.name)
 				}
 			}
-			if next != owner {
-				oldOwners[owner] = epoch
+			if next != owner && ownerServing {
+				oldOwners[owner] = epoch // it may not know yet, and keep pushing
 			}
 			delete(oldOwners, next)
-			owner, epoch = next, newEpoch
+			owner, epoch, ownerServing = next, newEpoch, true
+			replicas[next].incomplete = false // it installed the chosen history
 			// The new owner installs its history on the other replicas with
 			// its pushes (the new epoch cuts divergent suffixes), some now
 			// and the rest later: meanwhile old owners keep trying.

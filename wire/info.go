@@ -89,6 +89,11 @@ type QueueInfo struct {
 	// and durable on DurableOn. Set by the owner.
 	WrittenOn uint32
 	DurableOn uint32
+	// CommitWaitMs is how long the oldest record the owner holds at the
+	// queue's boundary and the quorum frontier has not reached has waited
+	// (0 when none waits): a partition whose confirms and deliveries are
+	// stuck shows it growing while its log grows. Set by the owner.
+	CommitWaitMs uint64
 
 	// Dedup is the deduplication table's state; nil when the queue does
 	// not deduplicate.
@@ -148,7 +153,7 @@ func (q *QueueInfo) String() string {
 func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 	optional := 0
 	for _, present := range []bool{q.Policy != "", q.LastSyncError != "", q.FenceError != "",
-		q.Owner != "", q.Epoch != 0, len(q.Replicas) != 0, q.CommittedNext != 0, q.WrittenOn != 0, q.DurableOn != 0} {
+		q.Owner != "", q.Epoch != 0, len(q.Replicas) != 0, q.CommittedNext != 0, q.WrittenOn != 0, q.DurableOn != 0, q.CommitWaitMs != 0} {
 		if present {
 			optional++
 		}
@@ -202,6 +207,9 @@ func (q *QueueInfo) appendMsgpack(dst []byte) []byte {
 	}
 	if q.DurableOn != 0 {
 		dst = appendMsgpackUint(appendMsgpackString(dst, "durable_on"), uint64(q.DurableOn))
+	}
+	if q.CommitWaitMs != 0 {
+		dst = appendMsgpackUint(appendMsgpackString(dst, "commit_wait_ms"), q.CommitWaitMs)
 	}
 	if len(q.Replicas) > MaxReplicas {
 		panic(fieldTooLong{field: "replicas", length: len(q.Replicas), limit: MaxReplicas})
@@ -379,6 +387,8 @@ func (r *msgpackReader) queueInfo(q *QueueInfo) error {
 			q.WrittenOn, err = r.uint32()
 		case "durable_on":
 			q.DurableOn, err = r.uint32()
+		case "commit_wait_ms":
+			q.CommitWaitMs, err = r.uint(math.MaxUint64)
 		case "owner":
 			q.Owner, err = r.str()
 		case "epoch":
