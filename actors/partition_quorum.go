@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/cluster"
 	"github.com/fibrilmq/fibril/replication"
 	"github.com/fibrilmq/fibril/storage/queue"
 	"github.com/fibrilmq/fibril/wire"
@@ -282,8 +283,15 @@ func (p *partition) startRecovery(ctx actor.Context) {
 	r.role, r.recoveryStep = roleRecovering, "claiming"
 	expect, self := r.view.State.Epoch, ctx.Self()
 	r.epoch = expect // until the claim names the new one (recoveryClaimed)
+	// The node that served the epoch being replaced: for a durable queue
+	// its complete seal alone is enough (replication.SealsNeededNow). The
+	// claim of expect+1 only wins while the shard is still at expect.
+	last := lastOwner{durable: p.appliedMode() == queue.Durable && p.admittedMode() == queue.Durable}
+	if r.view.State.Phase == cluster.PhaseActive {
+		last.node = r.view.State.Owner
+	}
 	props := p.core.registry.props("recovery", p.core.logger, func(entry *Entry) actor.Actor {
-		return newRecovery(entry, p.core, self, home, expect)
+		return newRecovery(entry, p.core, self, home, expect, last)
 	})
 	pid, err := ctx.SpawnNamed(props, fmt.Sprintf("recovery-%d", expect+1))
 	if err != nil {

@@ -164,6 +164,8 @@ type recovery struct {
 	// other reachable replicas.
 	refused    map[string]bool
 	graceUntil time.Time
+	// last served the epoch this recovery replaces.
+	last lastOwner
 	// everConfirmed is the shard's Confirmed when the claim won: before the
 	// partition ever confirmed, no copy can have lost a confirmed record,
 	// and an incomplete copy's seal counts.
@@ -178,8 +180,16 @@ type recovery struct {
 // the other reachable replicas' seals.
 const sealGrace = 500 * time.Millisecond
 
-func newRecovery(entry *Entry, core *brokerCore, partition *actor.PID, home *replicaHome, expect uint64) *recovery {
-	return &recovery{entry: entry, core: core, partition: partition, home: home, expect: expect,
+// lastOwner is the node that served the epoch a recovery replaces, and
+// whether the queue is durable (replication.SealsNeededNow).
+type lastOwner struct {
+	node    string
+	durable bool
+}
+
+func newRecovery(entry *Entry, core *brokerCore, partition *actor.PID, home *replicaHome, expect uint64,
+	last lastOwner) *recovery {
+	return &recovery{entry: entry, core: core, partition: partition, home: home, expect: expect, last: last,
 		timeline: home.timeline, sealed: map[string]replication.SealReport{}, pending: map[uint64]string{},
 		refused: map[string]bool{},
 		sentAt:  map[string]time.Time{}, needed: replication.SealsNeeded(len(home.replicas), home.copies)}
@@ -277,6 +287,14 @@ func (r *recovery) answered(ctx actor.Context, msg peerAnswer) {
 	case *wire.ErrorFrame:
 		r.timeline.stage(r.core.now(), "seal refused", replica, frame.Code.String()+": "+frame.Message)
 		r.refused[replica] = true
+		if replica == r.home.self {
+			// The plan is installed on this copy first: a recovery whose own
+			// seal is refused can never plan. It ends; the partition goes
+			// back to being a replica and the next view decides again (a
+			// fenced copy hands the leadership on).
+			r.fail(ctx, "this copy refused its own seal: "+frame.Code.String()+": "+frame.Message)
+			return
+		}
 	}
 	r.maybePlan(ctx)
 }
@@ -302,6 +320,13 @@ func (r *recovery) takeSeal(ctx actor.Context, replica string, frame *wire.Seale
 	r.timeline.stage(r.core.now(), "sealed", replica, detail)
 }
 
+// neededNow is how many eligible seals the recovery waits for with the
+// seals it holds: E-W+1, or one once the last owner of a durable queue
+// sealed its complete copy.
+func (r *recovery) neededNow() int {
+	return replication.SealsNeededNow(slices.Collect(maps.Values(r.sealed)), r.needed, r.last.node, r.last.durable)
+}
+
 // eligibleSeals counts the seals that count toward E-W+1.
 func (r *recovery) eligibleSeals() int {
 	return replication.EligibleSeals(slices.Collect(maps.Values(r.sealed)))
@@ -311,7 +336,7 @@ func (r *recovery) eligibleSeals() int {
 // every other reachable replica sealed too, refused, or had sealGrace to
 // answer.
 func (r *recovery) maybePlan(ctx actor.Context) {
-	if r.state != recoverySealing || r.eligibleSeals() < r.needed {
+	if r.state != recoverySealing || r.eligibleSeals() < r.neededNow() {
 		return
 	}
 	now := time.Now()
@@ -342,7 +367,7 @@ func (r *recovery) plan(ctx actor.Context) {
 			reports = append(reports, report)
 		}
 	}
-	plan, err := replication.Plan(reports, r.needed, r.home.self)
+	plan, err := replication.Plan(reports, r.neededNow(), r.home.self)
 	if err != nil {
 		r.fail(ctx, err.Error())
 		return

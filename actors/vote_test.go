@@ -148,3 +148,20 @@ func TestAnEmptyCopyAndALaggingCopyDoNotOutvoteTheOwner(t *testing.T) {
 	// replicas to elect), its broker does not until the end.
 	emptyCopyTrial(t, c, name, found.ShardID, found.Epoch, emptied, []string{owner}, []string{lagging}, confirmed)
 }
+
+// A W = 1 durable queue confirms on its owner alone, and a recovery of it
+// needs E seals, so a restarted owner waited for every follower. The
+// restarted owner's own complete copy is enough (it held every confirm of
+// its epoch, durably): it serves again while a follower is still down.
+func TestARestartedOwnerOfADurableQueueRecoversFromItsOwnCopy(t *testing.T) {
+	c, _ := memCluster(t, nil)
+	ctx := testContext(t)
+	name := "owner-alone"
+	owner, followers := c.declareServed(name, client.QueueConfig{Policy: "replica_durable:1"})
+	confirmed := confirmedPayloads(t, ctx, c.dialSDKHome(owner, "publisher"), name, "m", 50)
+	c.stop(followers[0])
+	c.stop(owner)
+	c.restart(owner)
+	serving := c.servingOwner(name)
+	drainPayloads(t, ctx, c.dialSDKHome(serving, "consumer"), name, confirmed)
+}

@@ -152,6 +152,29 @@ type RecoveryPlan struct {
 // applies), when it cannot have lost anything a confirm stood on.
 func SealCounts(incomplete, partitionConfirmed bool) bool { return !incomplete || !partitionConfirmed }
 
+// SealsNeededNow is how many eligible seals a recovery holding reports
+// needs before it plans: E-W+1 (needed), or one when lastOwner's seal is
+// among them, complete, and the queue is durable. lastOwner is the node
+// whose instance served the partition's last active epoch: every confirm
+// of that epoch stood on its durable log (the owner counts itself at the
+// durable boundary, and a crash keeps what was fsynced), and its log
+// extends the history its own recovery installed, which held every record
+// confirmed before. A restarted owner of a durable queue therefore
+// recovers from its own copy while its followers are down. A buffered
+// queue's owner counts its written position, which a power loss takes, so
+// it gets no such shortcut.
+func SealsNeededNow(reports []SealReport, needed int, lastOwner string, durable bool) int {
+	if !durable || lastOwner == "" {
+		return needed
+	}
+	for _, report := range reports {
+		if report.Node == lastOwner && !report.Incomplete {
+			return 1
+		}
+	}
+	return needed
+}
+
 // EligibleSeals counts the reports whose seal counts toward a recovery.
 func EligibleSeals(reports []SealReport) int {
 	eligible := 0

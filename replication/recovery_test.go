@@ -367,3 +367,29 @@ func runRecoveryModel(seed int64, trustEmptyCopies bool) error {
 	}
 	return nil
 }
+
+// TestSealsNeededNow: the complete seal of the last active epoch's owner
+// is enough for a durable queue, and nothing else shortens the wait.
+func TestSealsNeededNow(t *testing.T) {
+	owner := SealReport{Node: "n1", DurableNext: 100, History: []HistoryEntry{h(1, 0)}}
+	other := SealReport{Node: "n2", DurableNext: 90, History: []HistoryEntry{h(1, 0)}}
+	emptyOwner := SealReport{Node: "n1", Incomplete: true}
+	cases := []struct {
+		name      string
+		reports   []SealReport
+		lastOwner string
+		durable   bool
+		want      int
+	}{
+		{"the last owner's complete seal, durable", []SealReport{owner}, "n1", true, 1},
+		{"the last owner's seal, buffered", []SealReport{owner}, "n1", false, 3},
+		{"another copy's seal", []SealReport{other}, "n1", true, 3},
+		{"the last owner's copy opened empty", []SealReport{emptyOwner}, "n1", true, 3},
+		{"no last owner (it never served)", []SealReport{owner}, "", true, 3},
+	}
+	for _, c := range cases {
+		if got := SealsNeededNow(c.reports, 3, c.lastOwner, c.durable); got != c.want {
+			t.Errorf("%s: SealsNeededNow = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
