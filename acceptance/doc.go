@@ -37,8 +37,9 @@
 // three real `fibril serve` processes in network namespaces
 // (netns_test.go, cluster_process_test.go) under SIGKILL, SIGSTOP, cuts,
 // isolation and wiped data dirs (cluster_faults_test.go), and in-process
-// clusters on crash-simulating filesystems for power loss and corruption
-// (cluster_memory_test.go); two publishers and two competing consumers
+// clusters on crash-simulating filesystems for power loss, corruption and
+// an owner whose queue disk fails while its process runs on
+// (cluster_memory_test.go, cluster_disk_test.go); two publishers and two competing consumers
 // (cluster_load_test.go) on both modes at a majority and at every copy.
 // Compound schedules bring the next kill or pause while the cluster still
 // recovers from the last (cluster_compound_test.go), two soak classes
