@@ -27,6 +27,9 @@ const (
 	// DefaultShutdownTimeout bounds Broker.Close: draining the sessions,
 	// stopping every actor and closing every log, all together.
 	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultFollowerRetentionHold is how long a follower that stopped
+	// counting holds its owner's compaction (Config.FollowerRetentionHold).
+	DefaultFollowerRetentionHold = time.Hour
 	// DefaultHelloTimeout is how long a new connection has to send hello.
 	DefaultHelloTimeout = 10 * time.Second
 	// DefaultKeepaliveInterval is how often the node checks that a client
@@ -112,6 +115,12 @@ type Config struct {
 	// CheckpointEveryRecords is how many applied records make a queue
 	// checkpoint its state (and compact its log after); 0 means 100,000.
 	CheckpointEveryRecords int
+	// FollowerRetentionHold is how long, in a cluster, a follower that
+	// stopped counting (down, unreachable, latched) keeps holding its
+	// owner's compaction at its last durable position (0 means
+	// DefaultFollowerRetentionHold). A follower gone longer catches up
+	// from the owner's snapshot when it returns.
+	FollowerRetentionHold time.Duration
 	// Trace, when set, records every client frame while a recorder runs.
 	Trace *wire.TraceSwitch
 	// Logger receives the broker's log lines (nil means discard).
@@ -198,6 +207,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ShutdownTimeout < 0 || c.HelloTimeout < 0 || c.KeepaliveInterval < 0 || c.KeepaliveMissedMax < 0 {
 		return c, fmt.Errorf("%w: negative shutdown, hello or keepalive setting", ErrInvalidConfig)
 	}
+	if c.FollowerRetentionHold < 0 {
+		return c, fmt.Errorf("%w: negative follower retention hold %v", ErrInvalidConfig, c.FollowerRetentionHold)
+	}
+	c.FollowerRetentionHold = cmp.Or(c.FollowerRetentionHold, DefaultFollowerRetentionHold)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
 	c.HelloTimeout = cmp.Or(c.HelloTimeout, DefaultHelloTimeout)
 	c.KeepaliveInterval = cmp.Or(c.KeepaliveInterval, DefaultKeepaliveInterval)

@@ -92,8 +92,10 @@ type followerLink struct {
 func newFollowerLink(entry *Entry, core *brokerCore, partition *actor.PID, queueName string, shardID uint64,
 	node string, epoch uint64, l *log.Log, shared *linkShared) *followerLink {
 	linkMetrics := core.metrics.replication
+	limits := replication.DefaultLinkLimits
+	limits.RetentionHoldMax = core.config.FollowerRetentionHold
 	return &followerLink{entry: entry, core: core, partition: partition, shardID: shardID, node: node, log: l,
-		shared: shared, link: replication.NewLink(node, epoch, replication.DefaultLinkLimits),
+		shared: shared, link: replication.NewLink(node, epoch, limits),
 		pushedRecords: linkMetrics.pushedRecords.WithLabelValues(queueName),
 		pushedBytes:   linkMetrics.pushedBytes.WithLabelValues(queueName)}
 }

@@ -11,6 +11,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -334,4 +336,38 @@ func TestReplicationLatchedFollowerStopsConfirmsUntilRepaired(t *testing.T) {
 		t.Fatalf("the owner's log did not grow after the repair: %d then %d", written, after)
 	}
 	consumeAndAck(t, ctx, sdk, "fragile", 7)
+}
+
+// A follower that is gone stops holding its owner's compaction once
+// Config.FollowerRetentionHold has passed (before, one follower lost for
+// good kept every owner's log from offset 0): the owner compacts the
+// segments its checkpoint covers while the follower is still down.
+func TestReplicationAGoneFollowerStopsHoldingCompaction(t *testing.T) {
+	c := startBrokerCluster(t, 3, withBrokerConfig(func(_ string, config *Config) {
+		config.SegmentBytes, config.CheckpointEveryRecords = 64<<10, 100
+		config.FollowerRetentionHold = 2 * time.Second
+	}))
+	ctx := testContext(t)
+	name := "gone"
+	owner, followers := c.declareServed(name, client.QueueConfig{Mode: client.ModeDurable, Policy: "majority_durable"})
+	gone := followers[1]
+	sdk := c.dialSDK(owner)
+	publishMany(t, ctx, sdk, name, 50, 1024)
+	waitUntil(t, gone+" holds the first 50", func() bool { return c.copyAt(gone, name).DurableNext >= 50 })
+	c.stop(gone)
+	firstSegment := filepath.Join(c.members[owner].config.DataDir, "queues", name, "0", "log", fmt.Sprintf("%020d.log", 0))
+	if _, err := os.Stat(firstSegment); err != nil {
+		t.Fatalf("the owner's first segment: %v", err)
+	}
+	// Publish, ack and checkpoint until compaction may drop the first
+	// segment: it does once the gone follower's hold has passed.
+	waitUntil(t, "the owner compacts its first segment with "+gone+" down", func() bool {
+		publishMany(t, ctx, sdk, name, 200, 1024)
+		consumeAndAck(t, ctx, sdk, name, 200)
+		_, err := os.Stat(firstSegment)
+		return os.IsNotExist(err)
+	})
+	if replica, ok := replicaOf(c.copyAt(owner, name), gone); !ok || replica.State == "in sync" {
+		t.Fatalf("the gone follower shows %q", replica.State)
+	}
 }
