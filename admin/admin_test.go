@@ -193,6 +193,30 @@ func TestHealthFlipsTo503NamingEachFencedPartition(t *testing.T) {
 	do(t, server, "GET", "/healthz", "").expectStatus(t, 200)
 }
 
+// A queue whose confirms cannot move makes the node unhealthy (503
+// "stuck"); a follower that does not keep up is listed and does not.
+func TestHealthNamesStuckQueuesAndLaggingFollowers(t *testing.T) {
+	node := newFakeNode(time.Time{})
+	server := testServer(t, node, Options{})
+	lagging := []FencedPartition{{Queue: "orders", Error: "replica node3 is stalled for 2.0s pushing, 40 records behind at 100"}}
+	node.setHealth(Health{Lagging: lagging})
+	var view healthView
+	response := do(t, server, "GET", "/healthz", "")
+	response.expectStatus(t, 200)
+	response.decode(t, &view)
+	if view.Status != "serving" || !reflect.DeepEqual(view.Lagging, lagging) {
+		t.Fatalf("with a lagging follower: %+v", view)
+	}
+	stuck := []FencedPartition{{Queue: "orders", Error: "confirms and deliveries are stuck: the quorum frontier (100) has not reached records written 6.0s ago"}}
+	node.setHealth(Health{Stuck: stuck, Lagging: lagging})
+	response = do(t, server, "GET", "/healthz", "")
+	response.expectStatus(t, 503)
+	response.decode(t, &view)
+	if view.Status != "stuck" || !reflect.DeepEqual(view.Stuck, stuck) {
+		t.Fatalf("with a stuck queue: %+v", view)
+	}
+}
+
 func TestClusterSectionOnlyWhenTheNodeHasOne(t *testing.T) {
 	node := newFakeNode(time.Time{})
 	single := testServer(t, node, Options{})

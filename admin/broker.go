@@ -180,6 +180,7 @@ func queueStatusOf(info *wire.QueueInfo) QueueStatus {
 		CommittedNext:   info.CommittedNext,
 		WrittenOn:       info.WrittenOn,
 		DurableOn:       info.DurableOn,
+		CommitWaitMs:    info.CommitWaitMs,
 		Replicas:        replicaStatusOf(info.Replicas),
 		Dedup:           dedupStatusOf(info.Dedup),
 	}
@@ -258,11 +259,15 @@ func (n *BrokerNode) Health() Health {
 	for _, queue := range health.Queues {
 		fenced = append(fenced, FencedPartition{Queue: queue.Name, Partition: 0, Error: queue.Error})
 	}
-	var unowned []FencedPartition
-	for _, queue := range health.Unowned {
-		unowned = append(unowned, FencedPartition{Queue: queue.Name, Partition: 0, Error: queue.Error})
+	partitions := func(queues []actors.QueueHealth) []FencedPartition {
+		var out []FencedPartition
+		for _, queue := range queues {
+			out = append(out, FencedPartition{Queue: queue.Name, Partition: 0, Error: queue.Error})
+		}
+		return out
 	}
-	return Health{Fatal: health.Fatal, Fenced: fenced, Unowned: unowned}
+	return Health{Fatal: health.Fatal, Fenced: fenced, Unowned: partitions(health.Unowned),
+		Stuck: partitions(health.Stuck), Lagging: partitions(health.Lagging)}
 }
 
 // SetSyncInterval implements Node.

@@ -23,7 +23,7 @@
 //	PUT  /api/settings/sync-interval  body "250ms", "0" (off) or {"interval_ms":250}
 //	GET  /api/cluster               cluster status (when the node is a ClusterNode)
 //	GET  /api/cluster/overview      every node's state and every queue's owner, asked of every node
-//	GET  /healthz                   200 when every partition serves; 503 naming each fenced one
+//	GET  /healthz                   200 when every partition serves; 503 naming each fenced, unowned or stuck one
 //	GET  /metrics                   Prometheus text format (metrics.go; docs/operations.md lists every family)
 //
 // Every progress figure says which boundary it means: written_next and

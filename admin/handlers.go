@@ -114,12 +114,18 @@ func (s *Server) handleQueueSync(ctx *fasthttp.RequestCtx, name string) {
 
 // healthView is the body of GET /healthz.
 type healthView struct {
-	Status string            `json:"status"` // "serving", "fenced", "unowned" or "failed"
+	Status string            `json:"status"` // "serving", "fenced", "unowned", "stuck" or "failed"
 	Fatal  string            `json:"fatal,omitempty"`
 	Fenced []FencedPartition `json:"fenced"`
 	// Unowned: partitions this node replicates that no node serves now
 	// (cluster only; omitted when there are none).
 	Unowned []FencedPartition `json:"unowned,omitempty"`
+	// Stuck: partitions this node owns whose confirms and deliveries
+	// cannot move (cluster only; omitted when there are none).
+	Stuck []FencedPartition `json:"stuck,omitempty"`
+	// Lagging: followers of partitions this node owns that do not keep
+	// up; they do not change the status (cluster only).
+	Lagging []FencedPartition `json:"lagging,omitempty"`
 	// Hidden says why the lists are left out: on a node with a users
 	// file, only a credential that may read the whole node sees which
 	// queues are fenced; the status and code are the same for everyone.
@@ -136,7 +142,7 @@ const healthHidden = "queue names and errors need a credential that may read the
 func (s *Server) handleHealth(ctx *fasthttp.RequestCtx, _ string) {
 	health := s.node.Health()
 	view := healthView{Status: "serving", Fatal: health.Fatal, Fenced: append([]FencedPartition{}, health.Fenced...),
-		Unowned: health.Unowned}
+		Unowned: health.Unowned, Stuck: health.Stuck, Lagging: health.Lagging}
 	sort.Slice(view.Fenced, func(i, j int) bool {
 		a, b := view.Fenced[i], view.Fenced[j]
 		return a.Queue < b.Queue || a.Queue == b.Queue && a.Partition < b.Partition
@@ -149,6 +155,8 @@ func (s *Server) handleHealth(ctx *fasthttp.RequestCtx, _ string) {
 		view.Status, status = "fenced", fasthttp.StatusServiceUnavailable
 	case len(view.Unowned) > 0:
 		view.Status, status = "unowned", fasthttp.StatusServiceUnavailable
+	case len(view.Stuck) > 0:
+		view.Status, status = "stuck", fasthttp.StatusServiceUnavailable
 	}
 	if !s.healthNamesShown(ctx) {
 		view = healthView{Status: view.Status, Fenced: []FencedPartition{}, Hidden: healthHidden}

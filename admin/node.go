@@ -134,6 +134,10 @@ type QueueStatus struct {
 	WrittenOn uint32          `json:"written_on,omitempty"`
 	DurableOn uint32          `json:"durable_on,omitempty"`
 	Replicas  []ReplicaStatus `json:"replicas,omitempty"`
+	// CommitWaitMs is how long the oldest record not yet below
+	// CommittedNext has waited (owner only; 0 when none waits): it grows
+	// while confirms and deliveries are stuck.
+	CommitWaitMs uint64 `json:"commit_wait_ms,omitempty"`
 
 	// Failovers are the recoveries of the queue this node ran (it became
 	// the owner), oldest first, each with its stages in microseconds from
@@ -248,6 +252,14 @@ type Health struct {
 	// Unowned lists, in a cluster, the partitions this node replicates
 	// that no node serves now, with why (Error).
 	Unowned []FencedPartition
+	// Stuck lists, in a cluster, the partitions this node owns whose
+	// confirms and deliveries cannot move: the quorum frontier has not
+	// reached records written seconds ago (Error names each copy's state).
+	Stuck []FencedPartition
+	// Lagging lists, in a cluster, the followers of partitions this node
+	// owns that do not keep up (stalled, catching up, unreachable); they
+	// do not make the node unhealthy while the others serve.
+	Lagging []FencedPartition
 }
 
 // FencedPartition is one queue partition that refuses publishes.

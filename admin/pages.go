@@ -330,7 +330,7 @@ const queueTemplate = `{{define "content"}}{{with .Body}}{{with .Queue}}
 <tbody id="consumers">{{range .Consumers}}<tr><td class="text">{{if .ClientName}}{{.ClientName}}{{else}}(unknown){{end}}</td><td class="text">{{.RemoteAddress}}</td><td class="text mono">{{.Session}}</td><td>{{.Subscription}}</td><td>{{.Prefetch}}</td><td>{{.Outstanding}}</td></tr>{{else}}<tr class="empty"><td colspan="6">no consumer</td></tr>{{end}}</tbody>
 </table></div>
 <h2>Replicas</h2>
-<p class="muted">Confirms and deliveries stop at the quorum frontier: committed next <span id="q-committed">{{if .Queue.CommittedNext}}{{.Queue.CommittedNext}}{{end}}</span>.</p>
+<p class="muted">Confirms and deliveries stop at the quorum frontier: committed next <span id="q-committed">{{if .Queue.CommittedNext}}{{.Queue.CommittedNext}}{{end}}</span>; the oldest record waiting for it has waited <span id="q-commit-wait">{{.Queue.CommitWaitMs}} ms</span>.</p>
 <div class="scroll"><table id="replicas-table">
 <thead><tr><th class="text">node</th><th class="text">state</th><th>written next</th><th>durable next</th><th class="text">applied mode</th></tr></thead>
 <tbody id="replicas">{{range .Queue.Replicas}}<tr><td class="text">{{.Node}}</td><td class="text">{{.State}}</td><td>{{.WrittenNext}}</td><td>{{.DurableNext}}</td><td class="text">{{if .AppliedMode}}{{.AppliedMode}} (revision {{.ModeRevision}}){{end}}</td></tr>{{else}}<tr class="empty"><td colspan="5">a single node: one copy</td></tr>{{end}}</tbody>

@@ -225,6 +225,7 @@
       r.written_next, r.durable_next, {text: r.applied_mode ? r.applied_mode + " (revision " + (r.mode_revision || 0) + ")" : "", cls: "text"}])),
       "a single node: one copy", 5);
     text("q-committed", q.committed_next === undefined ? "" : q.committed_next);
+    text("q-commit-wait", (q.commit_wait_ms || 0) + " ms");
     fill("failovers", (q.failovers || []).slice().reverse().map((f) => {
       const stages = f.stages || [];
       const took = stages.length ? (stages[stages.length - 1].micros / 1000).toFixed(1) + " ms" : "";
