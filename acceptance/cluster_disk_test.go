@@ -102,11 +102,24 @@ func (r *memTrial) ownerQueueDiskFails() {
 		r.t.Fatalf("%s: the old owner's broker is gone", name)
 	}
 
-	// The operator's repair: a working disk, and every fenced copy reopened.
+	// The operator's repair: a working disk, and every fenced copy
+	// reopened. The fault ends once every member is healthy again (no
+	// copy fenced, every queue served, no frontier stuck): the W = E
+	// queues recover only now, and a publish sent before they serve may
+	// still be overtaken by a later one on another route.
 	owner.queueFS.ClearFaults()
 	for _, queue := range r.queues {
 		if err := owner.broker.ReopenQueue(queue); err != nil {
 			r.t.Fatalf("%s: reopen %s's copy of %s: %v", name, owner.config.ID, queue, err)
+		}
+	}
+	healthyBy := time.Now().Add(60 * time.Second)
+	for _, m := range r.mc.members {
+		for health := m.broker.Health(); !health.OK; health = m.broker.Health() {
+			if time.Now().After(healthyBy) {
+				r.t.Fatalf("%s: %s is not healthy 60 s after the repair: %+v", name, m.config.ID, health)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	r.roles = r.mc.converge(r.queues)
