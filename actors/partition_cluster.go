@@ -41,7 +41,8 @@ package actors
 //
 // Messages taken here: coordinationView (manager); linkProgress, linkStale
 // (follower links); recoveryPlanned, recoveryFailed
-// (recovery child); the replica's messages (partition_replica.go). Sent:
+// (recovery child); the replica's messages (partition_replica.go) and
+// its snapshot catch-up's (partition_snapshot.go). Sent:
 // partitionServing, partitionNotServing (manager).
 
 import (
@@ -159,6 +160,7 @@ type clusterState struct {
 	watchingEpoch uint64
 	reported      [2]uint64 // durable, written last sent
 	fetch         *fetchState
+	snapshot      snapshotCatchUp // a catch-up from below the source's retained records (partition_snapshot.go)
 	// appendsInFlight counts batches handed to the log whose completion
 	// has not arrived; pendingEnd and pendingHistory are the log's end and
 	// epoch history once they are staged (replicaLogView).
@@ -290,16 +292,20 @@ func (p *partition) receiveCluster(ctx actor.Context, message any) bool {
 		p.replicaAppended(ctx, msg)
 	case pageRequest:
 		p.servePage(ctx, msg)
+	case snapshotRequest:
+		p.serveSnapshot(msg)
 	case sealRequest:
 		p.seal(ctx, msg)
 	case sealFinished:
 		p.sealFinished(ctx, msg)
 	case peerAnswer:
-		p.fetchAnswered(ctx, msg)
+		p.peerAnswered(ctx, msg)
 	case peerRequestFailed:
-		p.fetchFailed(ctx, msg)
+		p.peerFailed(ctx, msg)
 	case fetchRetry:
 		p.maybeFetch(ctx)
+	case snapshotRetry:
+		p.snapshotRetried(ctx)
 	case linkProgress:
 		p.followerReported(ctx, msg)
 	case linkStale:
@@ -337,6 +343,7 @@ func (p *partition) maybeReplicationAdvance(ctx actor.Context) {
 		return
 	}
 	if p.repl.role == roleReplica {
+		p.snapshotBeforeAdvance(ctx)
 		p.reportProgress(false)
 		return
 	}

@@ -18,7 +18,9 @@ package actors
 // fetchPageBytes bytes each), one at a time, on this node's outbound link
 // to the source, and appends each page AfterFsync before asking for the
 // next; it ends when a page says the replica has caught up (or reached the
-// end a recovery asked for). While a catch-up fetch runs, pushes are
+// end a recovery asked for). A page that says the source no longer holds
+// the next record starts a catch-up from the source's snapshot
+// (partition_snapshot.go). While a catch-up fetch runs, pushes are
 // answered "behind" with the replica's end, so the owner resumes pushing
 // once it is close.
 //
@@ -658,9 +660,7 @@ func (p *partition) pageArrived(ctx actor.Context, page *wire.Page) {
 		}
 		p.appendReplicated(ctx, page.FromOffset, records, count, log.AfterFsync, fetch.epoch, r.ownerReply, true)
 	case page.FirstOffset > page.FromOffset:
-		p.core.logger.Error("the replica is behind its source's retained records and cannot catch up by fetching",
-			"queue", p.home.name, "source", fetch.source, "needs", page.FromOffset, "source_first", page.FirstOffset)
-		r.fetch = nil
+		p.snapshotNeeded(ctx, page) // partition_snapshot.go
 	default:
 		p.fetchDone(ctx, page.EndOffset)
 	}

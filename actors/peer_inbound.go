@@ -15,8 +15,8 @@ package actors
 // States: serving (from Started), ended (the transport stopped; the actor
 // stops itself). Takes: peerEnded from the transport. A request for a
 // partition this node does not host is answered at once: a push with
-// push-refused (reason unknown), a fetch or a seal with an error frame
-// (unknown_queue). A frame that is not a request closes the link with
+// push-refused (reason unknown), a fetch, a snapshot request or a seal
+// with an error frame (unknown_queue). A frame that is not a request closes the link with
 // protocol_violation.
 
 import (
@@ -116,6 +116,17 @@ func (p *peerInbound) requestHandler(system *actor.ActorSystem) peerFrameHandler
 			}
 			return transport.sendFrame(&wire.ErrorFrame{RequestID: fetch.RequestID, Code: wire.CodeUnknownQueue,
 				Message: fmt.Sprintf("this node does not host partition %d", fetch.Partition)})
+		case wire.TagSnapshotRequest:
+			var request wire.SnapshotRequest
+			if err := request.Decode(body); err != nil {
+				return err
+			}
+			if pid := shards.lookup(request.Partition); pid != nil {
+				system.Root.Send(pid, snapshotRequest{from: from, request: request, reply: transport})
+				return nil
+			}
+			return transport.sendFrame(&wire.ErrorFrame{RequestID: request.RequestID, Code: wire.CodeUnknownQueue,
+				Message: fmt.Sprintf("this node does not host partition %d", request.Partition)})
 		case wire.TagSeal:
 			var seal wire.Seal
 			if err := seal.Decode(body); err != nil {

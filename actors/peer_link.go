@@ -29,8 +29,8 @@ package actors
 // Sends: peerLinkUp and peerLinkDown to subscribers; followerProgress and
 // followerRefused to the subscriber of their partition (routed straight
 // from the reader goroutine through the routing table below, without a
-// hop through this actor); peerAnswer (a page, a seal or an error with
-// the request's id) and peerRequestFailed to a request's sender.
+// hop through this actor); peerAnswer (a page, a seal, a snapshot or an
+// error with the request's id) and peerRequestFailed to a request's sender.
 //
 // The routing table by partition is written only by this actor and read
 // by the reader goroutine of the live transport, under its own lock.
@@ -138,8 +138,8 @@ type (
 		refusal wire.PushRefused // History and Message are copies
 	}
 	// peerAnswer answers a request: a *wire.PageAfter or *wire.Page
-	// (records copied), a *wire.SealedVote or *wire.Sealed, or a
-	// *wire.ErrorFrame.
+	// (records copied), a *wire.SealedVote or *wire.Sealed, a
+	// *wire.Snapshot (its bytes copied), or a *wire.ErrorFrame.
 	peerAnswer struct {
 		node      string
 		requestID uint64
@@ -405,6 +405,14 @@ func (l *peerLink) answerHandler(generation uint64, self *actor.PID, system *act
 			page.Records = append([]byte(nil), page.Records...) // the body is reused by the next read
 			system.Root.Send(self, peerRouteAnswer{generation: generation,
 				answer: peerAnswer{node: node, requestID: page.RequestID, frame: page}})
+		case wire.TagSnapshot:
+			snapshot := new(wire.Snapshot)
+			if err := snapshot.Decode(body); err != nil {
+				return err
+			}
+			snapshot.Snapshot = append([]byte(nil), snapshot.Snapshot...) // the body is reused by the next read
+			system.Root.Send(self, peerRouteAnswer{generation: generation,
+				answer: peerAnswer{node: node, requestID: snapshot.RequestID, frame: snapshot}})
 		case wire.TagSealedVote:
 			sealed := new(wire.SealedVote)
 			if err := sealed.Decode(body); err != nil {
