@@ -367,7 +367,7 @@ func (p *partition) becomeOpening(ctx actor.Context) {
 		})
 		if replication != nil {
 			attempt.q, attempt.fence, attempt.err = openReplicated(fs, dataDir, dir, name, replication.shardID, unique,
-				options, logOptions, queue.Clock(clock), openLog)
+				replication.neverConfirmed, options, logOptions, queue.Clock(clock), openLog)
 		} else {
 			attempt.q, attempt.err = queue.Open(dir, options, logOptions, queue.Clock(clock), openLog)
 		}

@@ -46,6 +46,7 @@ package actors
 // partitionServing, partitionNotServing (manager).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -71,6 +72,22 @@ type replicaHome struct {
 	instance uint64
 	// timeline keeps the partition's last recoveries for operators.
 	timeline *failoverTimeline
+}
+
+// neverConfirmedReadTimeout bounds the read neverConfirmed makes.
+const neverConfirmedReadTimeout = 2 * time.Second
+
+// neverConfirmed reports whether the coordination shard, read
+// linearizably, says the partition never confirmed a record
+// (cluster.CoordState.Confirmed false). A copy created empty then lost
+// nothing a confirm stood on and starts complete. It blocks on Raft (the
+// open goroutine calls it); when the read fails it answers false, and the
+// copy starts incomplete.
+func (h *replicaHome) neverConfirmed() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), neverConfirmedReadTimeout)
+	defer cancel()
+	state, err := h.node.ReadCoordination(ctx, h.shardID)
+	return err == nil && !state.Confirmed
 }
 
 type partitionRole uint8
@@ -128,7 +145,7 @@ type clusterState struct {
 	// operators, whether it counts toward admission, what it holds of
 	// retention.
 	linkReports map[string]linkProgress
-	committed uint64            // the quorum frontier at the queue's boundary
+	committed   uint64 // the quorum frontier at the queue's boundary
 	// installEnd is the chosen history's end while recovering: the epoch
 	// activates once W copies hold it. promoted is set once this node's
 	// queue holds it under the new epoch (the followers are pushed to).
@@ -206,11 +223,12 @@ func (p *partition) isReplicated() bool { return p.home.replication != nil }
 // shard holds an earlier declaration of the queue's name: it is removed
 // first (queue names are reused across deletes; shard ids never are). A
 // partition opened for the first time records its shard in a fence of
-// epoch 0, marked incomplete: a directory made now holds nothing, whether
-// the partition is new or this node lost what it held (fence.go). It
-// returns the fence.
-func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64, options queue.Options,
-	logOptions log.Options, clock queue.Clock, open ...queue.OpenOption) (*queue.Queue, fenceRecord, error) {
+// epoch 0, marked incomplete (fence.go): a directory made now holds
+// nothing, and this node may have lost what it held, unless
+// neverConfirmed says the partition never confirmed a record (then no
+// copy can have lost one). It returns the fence.
+func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64, neverConfirmed func() bool,
+	options queue.Options, logOptions log.Options, clock queue.Clock, open ...queue.OpenOption) (*queue.Queue, fenceRecord, error) {
 	fence, exists, err := readFence(fs, dir)
 	if err != nil {
 		return nil, fenceRecord{}, fmt.Errorf("read the replica's fence: %w", err)
@@ -237,7 +255,7 @@ func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64
 			return nil, fenceRecord{}, err
 		}
 		// The same fence epoch: the new copy refuses what the old one refused.
-		fence.shardID, fence.incomplete = shardID, true
+		fence.shardID, fence.incomplete = shardID, !neverConfirmed()
 		if err := writeFence(fs, dir, fence); err != nil {
 			_ = q.Close()
 			return nil, fenceRecord{}, fmt.Errorf("record the replica's fence after setting its damaged copy aside: %w", err)
@@ -248,7 +266,7 @@ func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64
 		return nil, fenceRecord{}, err
 	}
 	if !exists {
-		fence = fenceRecord{shardID: shardID, incomplete: true}
+		fence = fenceRecord{shardID: shardID, incomplete: !neverConfirmed()}
 		if err := writeFence(fs, dir, fence); err != nil {
 			_ = q.Close()
 			return nil, fenceRecord{}, fmt.Errorf("record the replica's fence: %w", err)
