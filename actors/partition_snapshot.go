@@ -37,7 +37,8 @@ package actors
 // Takes: snapshotRequest (an FQH1 from an inbound peer link: the source
 // side), the peerAnswer and peerRequestFailed of the snapshot request in
 // flight (peerAnswered and peerFailed route them here, and every other to
-// the fetch), snapshotRetry (its timer). Sends: peerRequest with an FQH1 to
+// the fetch), snapshotRetry (its timers: a retry, or a request's answer
+// timeout). Sends: peerRequest with an FQH1 to
 // the source's peer link; FQI1 or FER1 on the asker's link; the page
 // requests of the fetch it resumes (partition_replica.go).
 //
@@ -58,10 +59,16 @@ import (
 	"github.com/fibrilmq/fibril/wire"
 )
 
-// snapshotRetryDelay is the pause before a refused or failed snapshot is
-// asked for again: a snapshot is large, and a source without one needs a
-// checkpoint first.
-const snapshotRetryDelay = 500 * time.Millisecond
+const (
+	// snapshotRetryDelay is the pause before a refused or failed snapshot
+	// is asked for again: a snapshot is large, and a source without one
+	// needs a checkpoint first.
+	snapshotRetryDelay = 500 * time.Millisecond
+	// snapshotAnswerTimeout is how long a snapshot request waits for its
+	// answer before it is given up and asked again (an answer the source
+	// could not queue on a full link is never sent).
+	snapshotAnswerTimeout = 30 * time.Second
+)
 
 // Messages of the snapshot catch-up.
 type (
@@ -72,8 +79,10 @@ type (
 		request wire.SnapshotRequest
 		reply   peerReply
 	}
-	// snapshotRetry asks for the snapshot again after a failure.
-	snapshotRetry struct{}
+	// snapshotRetry asks for the snapshot again after a failure, or, with
+	// the id of a request, gives that request up when it is still
+	// unanswered.
+	snapshotRetry struct{ requestID uint64 }
 )
 
 // snapshotCatchUp is a replica's side of a snapshot catch-up, for one
@@ -155,7 +164,9 @@ func (p *partition) serveSnapshot(msg snapshotRequest) {
 	p.core.logger.Info("serving the queue's snapshot to a replica below the retained records", "queue", p.home.name,
 		"to", msg.from, "covers", covers, "first_offset", frame.FirstOffset, "bytes", len(data))
 	if transport, ok := msg.reply.(*peerTransport); ok {
-		_ = transport.send(encoded)
+		if err := transport.send(encoded); err != nil {
+			refuse(wire.CodeUnavailable, fmt.Sprintf("the snapshot could not be queued on the link: %v", err))
+		}
 		return
 	}
 	_ = msg.reply.sendFrame(frame)
@@ -184,9 +195,12 @@ func (p *partition) askSnapshot(ctx actor.Context, source string, epoch uint64) 
 	if s.requestID != 0 && s.source == source {
 		return
 	}
-	s.requestID, s.source, s.epoch = p.core.newID(), source, epoch
-	frame := (&wire.SnapshotRequest{RequestID: s.requestID, Partition: p.home.replication.shardID, Epoch: epoch}).Encode(nil)
-	ctx.Send(p.core.peerLinkPID(source), peerRequest{requestID: s.requestID, frame: frame, replyTo: ctx.Self()})
+	id := p.core.newID()
+	s.requestID, s.source, s.epoch = id, source, epoch
+	frame := (&wire.SnapshotRequest{RequestID: id, Partition: p.home.replication.shardID, Epoch: epoch}).Encode(nil)
+	ctx.Send(p.core.peerLinkPID(source), peerRequest{requestID: id, frame: frame, replyTo: ctx.Self()})
+	self, system := ctx.Self(), ctx.ActorSystem()
+	time.AfterFunc(snapshotAnswerTimeout, func() { system.Root.Send(self, snapshotRetry{requestID: id}) })
 }
 
 // peerAnswered routes an answer: the snapshot request's here, any other
@@ -424,10 +438,20 @@ func (p *partition) retrySnapshotLater(ctx actor.Context) {
 	time.AfterFunc(snapshotRetryDelay, func() { system.Root.Send(self, snapshotRetry{}) })
 }
 
-// snapshotRetried asks again: for the snapshot a queue awaits, or through
-// the catch-up's next page, which says whether one is still needed.
-func (p *partition) snapshotRetried(ctx actor.Context) {
+// snapshotRetried gives up a request still unanswered after
+// snapshotAnswerTimeout, or asks again: for the snapshot a queue awaits, or
+// through the catch-up's next page, which says whether one is still needed.
+func (p *partition) snapshotRetried(ctx actor.Context, msg snapshotRetry) {
 	s := p.snapshotState()
+	if msg.requestID != 0 {
+		if s.requestID == msg.requestID {
+			s.requestID = 0
+			p.core.logger.Info("a snapshot request went unanswered; the replica asks again", "queue", p.home.name,
+				"source", s.source)
+			p.retrySnapshotLater(ctx)
+		}
+		return
+	}
 	s.retry = false
 	if p.q == nil || p.repl.role != roleReplica {
 		return

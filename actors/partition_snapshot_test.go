@@ -123,6 +123,9 @@ func compactedQueue(t *testing.T, c *brokerCluster, name string) (string, []stri
 	t.Helper()
 	ctx := testContext(t)
 	owner, followers := c.declareServed(name, client.QueueConfig{Mode: client.ModeDurable, Policy: "replica_durable:3"})
+	for _, follower := range followers {
+		c.waitInSync(owner, follower, name) // W = E admits a publish only once every link pushes
+	}
 	sdk := c.dialSDK(owner)
 	publishMany(t, ctx, sdk, name, 600, 1024)
 	consumeAndAck(t, ctx, sdk, name, 600)
