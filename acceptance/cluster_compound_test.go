@@ -259,14 +259,16 @@ func (r *compoundRun) injectCompound(toOwner, kill bool, follower int, down time
 	if toOwner {
 		fault.Failover = []string{r.queue}
 	}
+	confirmedBefore := r.load.confirmedSoFar()
+	index := r.h.FaultStarted(fault)
 	// A fault on the owner ends the queue's life; so does one while the
-	// nodes disagree on the owner, which may then be the victim.
+	// nodes disagree on the owner, which may then be the victim. The life
+	// ends after the fault is recorded: the checker takes a fault that
+	// began no later than a life as the one that began it.
 	if toOwner || !view.settled {
 		r.h.QueueLifeEnded(r.queue, EndFailover, time.Time{})
 		r.h.QueueLifeStarted(r.queue)
 	}
-	confirmedBefore := r.load.confirmedSoFar()
-	index := r.h.FaultStarted(fault)
 	began := time.Now()
 	r.timeline.note("%s", name)
 	r.faults++

@@ -137,9 +137,9 @@ func (r *compoundRun) measureOwnerFault(class failoverTimeClass) {
 	r.calm(2 * time.Second)
 	owner := r.c.node(r.roles.owners[r.queue])
 	name := class.name(owner, hold)
-	r.h.QueueLifeEnded(r.queue, EndFailover, time.Time{})
-	r.h.QueueLifeStarted(r.queue)
 	index := r.h.FaultStarted(Fault{Class: r.class, Name: name, Nodes: []string{owner.id}, Failover: []string{r.queue}})
+	r.h.QueueLifeEnded(r.queue, EndFailover, time.Time{}) // after the fault, as in injectCompound
+	r.h.QueueLifeStarted(r.queue)
 	began := time.Now()
 	heal := class.apply(r, owner)
 	r.timeline.note("%s", name)

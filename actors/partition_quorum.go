@@ -93,6 +93,39 @@ func (p *partition) followerReported(ctx actor.Context, msg linkProgress) {
 		p.advance(ctx)
 	}
 	p.maybeFinishInstall(ctx)
+	p.maybeStepDownCutOff(ctx)
+}
+
+// maybeStepDownCutOff steps an owner down once it has been cut off for
+// replication.CutOffAfter: it does not lead the coordination shard and
+// fewer than a majority of copies keep up with it. Its clients then get
+// what it owed answered (outcome_unknown) and go elsewhere, instead of
+// waiting on an owner a recovery on the other side has replaced.
+func (p *partition) maybeStepDownCutOff(ctx actor.Context) {
+	r := p.repl
+	if r.role != roleOwner {
+		r.cutOffSince = time.Time{}
+		return
+	}
+	keepingUp := 0
+	for _, report := range r.linkReports {
+		if report.admits && !report.stalled {
+			keepingUp++
+		}
+	}
+	wasCutOff := !r.cutOffSince.IsZero()
+	stepDown, since := replication.OwnerCutOff(keepingUp, len(p.home.replication.replicas), r.view.SelfLeads,
+		r.cutOffSince, time.Now())
+	r.cutOffSince = since
+	switch {
+	case stepDown:
+		r.cutOffSince = time.Time{}
+		p.stepDown(ctx, fmt.Sprintf("cut off for %v: %d of %d copies keep up and this node does not lead the coordination shard (%s)",
+			replication.CutOffAfter, keepingUp+1, len(p.home.replication.replicas), p.replicaStates()))
+	case !since.IsZero() && !wasCutOff:
+		self, system := ctx.Self(), ctx.ActorSystem()
+		time.AfterFunc(replication.CutOffAfter, func() { system.Root.Send(self, recheckCoordination{}) })
+	}
 }
 
 // ownerPosition is the owner's own position at the queue's boundary (of
