@@ -130,6 +130,9 @@ type clusterState struct {
 	// confirms (cluster.CoordState.Confirmed); confirming that the owner
 	// proposed it and waits (partition_quorum.go confirmedRecorded).
 	confirmed, confirming bool
+	// cutOffSince is when this owner last began to be cut off
+	// (replication.OwnerCutOff); zero while it is not.
+	cutOffSince time.Time
 	// fetchDiverged says a catch-up page did not agree with this log
 	// below its end (replication.PageAgrees): the next push behind the
 	// end is refused with the history, so the owner finds the divergence.
@@ -446,7 +449,9 @@ func (p *partition) followView(ctx actor.Context, view cluster.PartitionView) {
 		if !serving {
 			p.stepDown(ctx, fmt.Sprintf("the coordination shard names owner %s (epoch %d, %s); its leader is %q",
 				view.State.Owner, view.State.Epoch, view.State.Phase, view.Leader))
+			break
 		}
+		p.maybeStepDownCutOff(ctx)
 	case roleRecovering:
 		if !view.SelfLeads {
 			p.stepDown(ctx, fmt.Sprintf("lost the coordination shard's leadership to %q while recovering", view.Leader))
