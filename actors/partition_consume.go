@@ -253,10 +253,29 @@ func (p *partition) dispatch(ctx actor.Context) {
 
 // handOutDeliveries tags applied leases and sends them to their sessions,
 // in deliver frames whose bodies stay within each subscription's frame
-// size (and so within its client's limit).
+// size (and so within its client's limit). First the queue records that
+// they leave (queue.Sent: on a replicated queue, one sent mark for the
+// lot), so that a failover counts an attempt for them and none for the
+// leases this owner never sent. Deliveries whose holder is gone are left
+// out; one too large for its client is marked too, and released with its
+// subscription right after.
 func (p *partition) handOutDeliveries(ctx actor.Context, deliveries []queue.Delivery) {
 	if len(deliveries) == 0 {
 		return
+	}
+	sent := make([]uint64, 0, len(deliveries))
+	for i := range deliveries {
+		if _, ok := p.home.subscribers.byID[deliveries[i].Holder]; ok {
+			sent = append(sent, deliveries[i].Offset)
+		}
+	}
+	if err := p.q.Sent(sent); err != nil {
+		if p.maybeFence(ctx, err) {
+			return // the fence ended every subscription
+		}
+		// The deliveries still go: without their mark a failover counts
+		// no attempt for them, and still flags them redelivered.
+		p.core.logger.Warn("sent mark refused", "queue", p.home.name, "err", err)
 	}
 	var orphans map[uint64][]uint64 // holder → offsets with no subscription left
 	orphan := func(holder, offset uint64) {

@@ -37,6 +37,12 @@ func (q *Queue) Advance() (Progress, error) {
 		q.fence(err)
 		return Progress{}, q.fenced
 	}
+	if err := q.appendMarks(); err != nil {
+		if q.fenced != nil {
+			return Progress{}, q.fenced
+		}
+		q.logger.Warn("queue: sent marks lost", "dir", q.dir, "err", err)
+	}
 	if err := q.releaseLapsed(); err != nil {
 		return Progress{}, err
 	}

@@ -197,15 +197,21 @@ func (s *State) rebuildHandoffs() {
 	}
 }
 
-// leasedOffsets lists every leased message, for the expiry a restart writes.
-func (s *State) leasedOffsets() []uint64 {
-	var out []uint64
+// leasedOffsets lists every leased message, for what a restart or a
+// promotion writes: with marks, split into those a sent mark marked and the
+// others; without, all in sent.
+func (s *State) leasedOffsets(marks bool) (sent, unsent []uint64) {
 	for i := s.head; i < len(s.messages); i++ {
-		if s.messages[i].status == statusLeased {
-			out = append(out, s.messages[i].offset)
+		m := &s.messages[i]
+		switch {
+		case m.status != statusLeased:
+		case m.sent || !marks:
+			sent = append(sent, m.offset)
+		default:
+			unsent = append(unsent, m.offset)
 		}
 	}
-	return out
+	return sent, unsent
 }
 
 // nextDeadlineMs is the earliest time at which something becomes due: a

@@ -3,8 +3,9 @@
 // The log holds one record per event: publish (message id, headers,
 // payload, publish time; the payload is stored there once), lease (a
 // delivery), ack, nack, release, discard, dead-letter marker, lease expiry,
-// purge, checkpoint marker, reject (a nack without requeue) and mode
-// revision (mode.go); record.go states the format. State is a pure function of the log prefix it has
+// purge, checkpoint marker, reject (a nack without requeue), mode
+// revision (mode.go) and sent mark (a replicated owner's deliveries left
+// it); record.go states the format. State is a pure function of the log prefix it has
 // applied: ready messages in offset order (plus delayed ones with their
 // due time), leased messages with attempt counts, messages waiting for a
 // dead-letter handoff, and counters of settled and dead-lettered ones.
@@ -37,7 +38,8 @@
 //	// on appendsCompleted (or a timer):
 //	progress, err := q.Advance()
 //	//   progress.Confirmed:   publish tickets now applied, with their boundary
-//	//   progress.Deliveries:  leased messages to send, payloads read from the log
+//	//   progress.Deliveries:  leased messages to send, payloads read from the log;
+//	//                         q.Sent(offsets) of those sent, before sending them
 //	//   progress.Lapsed:      leased messages not sent (the lease applied too late):
 //	//                         the queue releases them; give their holder its credit back
 //	//   progress.DeadLetters: messages to publish to their dead-letter queue,
@@ -76,7 +78,10 @@
 // shares the publish's sync; deliveries are released only once their lease
 // record is applied, so after any restart every message that may have been
 // delivered comes back with its redelivered flag set and an attempt
-// counted. A lease that applies with a quarter of the lease timeout or less
+// counted. On a replicated queue whose log holds sent marks, a promotion
+// counts that attempt only for a lease a mark shows was sent, and releases
+// the others flagged redelivered with none counted (record.go,
+// machine.go). A lease that applies with a quarter of the lease timeout or less
 // left is not delivered: the queue releases its messages with a record
 // (no attempt counted) and leases them again later (machine.go).
 //

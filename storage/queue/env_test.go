@@ -169,11 +169,15 @@ type faultInjector interface {
 	failSync(q *Queue, probe func()) (fired bool, err error)
 }
 
-// runModel runs one seeded model run and returns how many leases lapsed in it.
-func runModel(t *testing.T, seed uint64, steps int, makeEnv func(*rand.Rand) environment) int {
+// runModel runs one seeded model run and returns how many leases lapsed in
+// it; adjust, when given, changes the random options first.
+func runModel(t *testing.T, seed uint64, steps int, makeEnv func(*rand.Rand) environment, adjust ...func(*Options)) int {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	opts := randomOptions(rng)
+	for _, change := range adjust {
+		change(&opts)
+	}
 	h := newHarness(t, rng, opts, makeEnv(rng))
 	defer func() {
 		if t.Failed() {

@@ -16,7 +16,9 @@ func (h *harness) applyModel() {
 		}
 		h.model.apply(h.applied, &op.rec, op.id)
 		for _, o := range op.rec.Offsets {
-			delete(h.claimed, o)
+			if op.rec.Kind != KindSent { // a mark claims nothing
+				delete(h.claimed, o)
+			}
 		}
 		switch op.rec.Kind {
 		case KindLease:
@@ -47,6 +49,7 @@ func (h *harness) advance() {
 	h.checkConfirms(progress.Confirmed)
 	lapsed := h.checkDeliveries(progress.Deliveries, progress.Lapsed)
 	h.checkLapsedRelease(beforeTicket, lapsed)
+	h.markSent(progress.Deliveries)
 	h.checkDeadLetters(progress.DeadLetters)
 	if progress.Checkpoint != nil {
 		h.tasks = append(h.tasks, progress.Checkpoint)
@@ -156,6 +159,52 @@ func (h *harness) checkLapsedRelease(before Ticket, lapsed []uint64) {
 		h.fail("advance made %d appends for the lapsed leases %v, want 1", len(appends), lapsed)
 	}
 	h.record(appends[0], Record{Kind: KindRelease, Offsets: sortedUnique(lapsed)})
+}
+
+// marks reports whether the queue writes sent marks: a replicated owner
+// of a queue with MaxDeliveries.
+func (h *harness) marks() bool {
+	_, replicated := h.env.(*pairEnv)
+	return replicated && h.opts.MaxDeliveries > 0
+}
+
+// markSent marks the deliveries of one Advance as sent, as the owner does
+// when it hands them out: all but a random few (a holder that is gone) in
+// one call. A queue that writes marks appends one mark of them; any other
+// appends nothing.
+func (h *harness) markSent(deliveries []Delivery) {
+	if len(deliveries) == 0 {
+		return
+	}
+	var offsets []uint64
+	for _, d := range deliveries {
+		if h.rng.IntN(8) != 0 {
+			offsets = append(offsets, d.Offset)
+		}
+	}
+	before := h.q.machine.nextTicket
+	err := h.q.Sent(offsets)
+	h.note("sent %v -> %v", offsets, err)
+	if err != nil {
+		h.fail("sent: %v", err)
+	}
+	appends := h.newAppends(before)
+	if !h.marks() || len(offsets) == 0 {
+		if len(appends) != 0 {
+			h.fail("sent %v appended %d operations on a queue that writes no marks or with nothing sent", offsets, len(appends))
+		}
+		return
+	}
+	if len(appends) != 1 {
+		h.fail("sent %v made %d appends, want 1", offsets, len(appends))
+	}
+	offsets = sortedUnique(offsets)
+	h.record(appends[0], Record{Kind: KindSent, Offsets: offsets})
+	for _, o := range offsets {
+		r := h.released[o]
+		r.marked, r.mark = true, appends[0].first
+		h.released[o] = r
+	}
 }
 
 func (h *harness) checkDelivery(d Delivery, want modelGrant) {
@@ -299,6 +348,7 @@ func (h *harness) reopen(crash, lossy bool, survives uint64) {
 	}
 	h.checkSurvivors(end, survives, powerLoss)
 	h.rebuildModel(end)
+	marksInForce := pair != nil && h.model.marking
 	h.limit = noLimit
 	for o := uint64(0); o < end; o++ {
 		if op := h.ops[o]; op != nil && op.rec.Kind == KindPublish {
@@ -317,19 +367,38 @@ func (h *harness) reopen(crash, lossy bool, survives uint64) {
 	} else {
 		h.restarts++
 	}
-	expired := h.model.withStatus(mLeased)
-	if recovery.ExpiredLeases != len(expired) {
-		h.fail("open expired %d leases, model %d", recovery.ExpiredLeases, len(expired))
+	// Once marks are in force a replicated queue counts an attempt only for
+	// the leases a sent mark marked and releases the others; a single-node
+	// queue counts every lease.
+	expired, released := h.model.withStatus(mLeased), []uint64(nil)
+	if pair != nil {
+		expired, released = h.model.leasedSplit()
 	}
-	if len(expired) > 0 {
-		h.ops[end] = &modelOp{rec: Record{Kind: KindExpire, Reason: ReasonRestart, Offsets: expired}}
+	if recovery.ExpiredLeases != len(expired) || recovery.ReleasedLeases != len(released) {
+		h.fail("open expired %d leases and released %d, model %d and %d",
+			recovery.ExpiredLeases, recovery.ReleasedLeases, len(expired), len(released))
+	}
+	next := end
+	for _, rec := range []Record{
+		{Kind: KindExpire, Reason: ReasonRestart, Offsets: expired},
+		{Kind: KindRelease, Offsets: released},
+	} {
+		if len(rec.Offsets) > 0 {
+			h.ops[next] = &modelOp{rec: rec}
+			next++
+		}
+	}
+	if staged := h.q.machine.nextOffset; staged != next {
+		h.fail("the reopen appended up to %d, the model expects %d", staged, next)
 	}
 	if pair != nil {
+		pair.expiredCounted += len(expired)
+		pair.releasedUnsent += len(released)
 		pair.afterTakeover(h)
 	}
 	h.applyModel()
 	h.advance()
-	h.checkReleasedCameBack(lostReleased)
+	h.checkReleasedCameBack(lostReleased, end, marksInForce)
 }
 
 // releasedLost sorts the released deliveries after a reopen whose log ends
@@ -373,18 +442,25 @@ func (h *harness) settledAfter(offset, lease, end uint64) bool {
 
 // checkReleasedCameBack: a message whose released delivery no surviving
 // settle covers is back (or dead-lettered at MaxDeliveries), marked
-// delivered, with that delivery's attempt counted.
-func (h *harness) checkReleasedCameBack(back map[uint64]releasedAt) {
+// delivered, with that delivery's attempt counted. After a failover with
+// marks in force the attempt is counted exactly when the delivery's sent
+// mark is in the log that ends at end, and is not counted otherwise.
+func (h *harness) checkReleasedCameBack(back map[uint64]releasedAt, end uint64, marks bool) {
 	for offset, r := range back {
 		msg := h.model.messages[offset]
+		want := r.attempt
+		if marks && !(r.marked && r.mark < end) {
+			want = r.attempt - 1
+		}
 		switch {
 		case msg == nil || msg.id != r.id:
 			h.fail("released message %s at %d is gone after the restart", r.id, offset)
 		case msg.status == mLeased:
 			h.fail("released message %s still leased after the restart", r.id)
-		case !msg.delivered || msg.attempts < r.attempt:
-			h.fail("released message %s came back with delivered %v and %d attempts counted, its delivery was attempt %d",
-				r.id, msg.delivered, msg.attempts, r.attempt)
+		case !msg.delivered || msg.attempts != want:
+			h.fail("released message %s came back with delivered %v and %d attempts counted, its delivery was attempt %d "+
+				"(marked %v at %d, log end %d), want %d counted", r.id, msg.delivered, msg.attempts, r.attempt,
+				r.marked, r.mark, end, want)
 		}
 	}
 }

@@ -20,7 +20,11 @@ package queue
 //     delivery was released comes back marked redelivered with that
 //     delivery's attempt counted, unless a settle of it survived: its lease
 //     record is always in the surviving log (a buffered queue's power loss
-//     excepted, as documented);
+//     excepted, as documented). On a replicated queue the harness marks
+//     most deliveries as sent, as the owner does when it hands them out,
+//     and leaves a few unmarked (a holder that is gone); with
+//     MaxDeliveries, a failover counts the attempt exactly when the
+//     delivery's mark is in the new owner's log, and never otherwise;
 //   - each append asks the log for the level its kind needs: a durable
 //     queue's publishes and leases wait for fsync, its acks only for write.
 // Publishes sometimes carry offers, so leases pipeline with them in one
@@ -64,12 +68,14 @@ type confirmation struct {
 	boundary Boundary
 }
 
-// releasedAt is a delivery the queue released: the attempt it carried and
-// the offset of its lease record.
+// releasedAt is a delivery the queue released: the attempt it carried,
+// the offset of its lease record and, when marked, of its sent mark.
 type releasedAt struct {
 	id      string
 	attempt uint32
 	lease   uint64
+	marked  bool
+	mark    uint64
 }
 
 type harness struct {
@@ -282,7 +288,9 @@ func (h *harness) record(p *pendingAppend, want Record) {
 	}
 	h.ops[p.first] = &modelOp{rec: want, ticket: p.ticket}
 	for _, o := range want.Offsets {
-		h.claimed[o] = true
+		if want.Kind != KindSent { // a mark claims nothing
+			h.claimed[o] = true
+		}
 	}
 	if want.Kind == KindLease {
 		h.leaseAt[p.ticket] = p.first
@@ -307,7 +315,10 @@ func (h *harness) checkLevel(first uint64, rec Record) {
 	switch {
 	case h.opts.Mode == Buffered:
 		want = log.AfterFlush
-	case rec.Kind == KindAck || rec.Kind == KindDiscard || (rec.Kind == KindReject && h.opts.DeadLetterQueue == ""):
+	case rec.Kind == KindSent && len(rec.Offsets) == 0:
+		return // it rides in the append of the lease that follows it
+	case rec.Kind == KindAck || rec.Kind == KindDiscard || (rec.Kind == KindReject && h.opts.DeadLetterQueue == "") ||
+		rec.Kind == KindSent:
 		want = log.AfterFlush
 	}
 	if got != want {
@@ -371,6 +382,7 @@ func (h *harness) publish() {
 		if len(offsets) == 0 {
 			continue
 		}
+		appends = h.expectDeclaration(appends)
 		if len(appends) == 0 || len(claims) == 0 || claims[0].Holder != offer.Holder || claims[0].Count != len(offsets) ||
 			claims[0].Ticket != appends[0].ticket {
 			h.fail("offer %+v: claims %v, %d appends left, model leases %v", offer, claims, len(appends), offsets)
@@ -423,11 +435,31 @@ func (h *harness) lease() {
 		}
 		return
 	}
+	appends = h.expectDeclaration(appends)
 	if len(appends) != 1 || appends[0].ticket != ticket || n != len(want) {
 		h.fail("lease made %d appends, count %d, want %v", len(appends), n, want)
 	}
 	deadline := h.nowMs + durationMs(h.opts.LeaseTimeout)
 	h.record(appends[0], Record{Kind: KindLease, Holder: holder, DeadlineMs: deadline, Offsets: want})
+}
+
+// expectDeclaration: on a queue that writes marks, a lease while marks are
+// not in force and no mark that puts them in force is pending comes after
+// one; it records that mark and returns the appends after it.
+func (h *harness) expectDeclaration(appends []*pendingAppend) []*pendingAppend {
+	if !h.marks() || h.model.marking {
+		return appends
+	}
+	for o := h.applied; o < h.q.machine.nextOffset; o++ {
+		if op := h.ops[o]; op != nil && op.rec.Kind == KindSent && len(op.rec.Offsets) == 0 {
+			return appends // one is pending
+		}
+	}
+	if len(appends) == 0 || appends[0].op != opSent || len(appends[0].records[0].Offsets) != 0 {
+		h.fail("a lease in a log without marks does not follow the mark that puts them in force")
+	}
+	h.record(appends[0], Record{Kind: KindSent})
+	return appends[1:]
 }
 
 // setApplyLimit caps the apply frontier as a replicated owner's caller

@@ -41,6 +41,9 @@ func (s *State) checkInvariants() error {
 
 func (s *State) checkMessage(m *message, counts *Counts) error {
 	queued, blocked := s.bits.isQueued(m.offset), s.bits.isBlocked(m.offset)
+	if m.sent && m.status != statusLeased {
+		return fmt.Errorf("%v but marked sent", m.status)
+	}
 	switch m.status {
 	case statusReady, statusDelayed:
 		if !queued {

@@ -34,6 +34,20 @@ package queue
 // memory (after a restart, on another owner) the mark errs on the side of
 // "may have been delivered", as it must.
 //
+// Sent marks. A replicated owner of a queue with MaxDeliveries marks the
+// deliveries it hands out (Queue.Sent): one KindSent record per Advance,
+// appended without a sync, so a promotion can tell a lease whose delivery
+// left from one that never did (replica.go). Without MaxDeliveries an
+// attempt never decides a message's fate, and no mark is written. A mark is built for the lease the state shows at the
+// call; when the in-flight bound leaves no room, the marks wait in marks,
+// with the holder and deadline of their lease, and the next Advance
+// appends those still naming that lease. Room is made only by an Advance
+// (or a refused append), so a waiting mark is appended before any other
+// operation that follows the call. Marks count only once they are in force
+// (State.marking): while they are not, the owner's first lease is preceded
+// by a mark that names nothing (declaration is its ticket), so every lease
+// after it is one whose deliveries are marked.
+//
 // Invariant: pending holds appends in offset order; pending[0].first +
 // pending[0].applied == state.Next() whenever pending is not empty;
 // nextOffset == the end of the last pending append (or state.Next());
@@ -99,6 +113,7 @@ const (
 	opCheckpoint
 	opPurge
 	opMode
+	opSent
 )
 
 // pendingAppend is an appended operation not yet fully applied.
@@ -153,6 +168,14 @@ type machine struct {
 	// (see the file comment).
 	lapsed []uint64
 	unsent map[uint64]struct{}
+	// marks are the deliveries handed out whose sent mark waits for room;
+	// marksDeliveries is set on an owner that marks them (a replicated
+	// one, of a queue with MaxDeliveries), and declaration is the ticket
+	// of the mark that puts marks in force, 0 when none was appended (see
+	// the file comment).
+	marks           []sentMark
+	marksDeliveries bool
+	declaration     Ticket
 
 	// pendingKeys are the dedup keys of appended, unapplied publishes, with
 	// their offsets: a duplicate of one waits for its outcome (dedup.go).
@@ -214,6 +237,11 @@ func (m *machine) rollback(ticket Ticket) {
 
 func (m *machine) releaseClaims(p *pendingAppend) {
 	switch p.op {
+	case opSent:
+		if p.ticket == m.declaration {
+			m.declaration = 0
+		}
+		return // a mark claims nothing
 	case opPublish:
 		m.pendingPublishes -= uint64(len(p.records))
 		m.pendingPublishBytes -= p.bytes
@@ -328,8 +356,11 @@ func offsetRecords(template Record, offsets []uint64) ([]Record, []entry) {
 
 // lease claims up to max messages for holder, lowest offsets first: ready
 // applied messages, then pending publishes (pipelined). Messages past their
-// TTL are skipped. It returns nil when nothing is claimable.
-func (m *machine) lease(max int, holder uint64, nowMs int64) (*pendingAppend, []entry, error) {
+// TTL are skipped. It returns the appends to make, the lease last: on an
+// owner that marks its deliveries, the first lease in a log without marks
+// comes after the mark that puts them in force (see the file comment). It
+// returns nil when nothing is claimable.
+func (m *machine) lease(max int, holder uint64, nowMs int64) ([]*pendingAppend, []entry, error) {
 	if max <= 0 {
 		return nil, nil, nil
 	}
@@ -341,13 +372,25 @@ func (m *machine) lease(max int, holder uint64, nowMs int64) (*pendingAppend, []
 	if len(offsets) == 0 {
 		return nil, nil, nil
 	}
+	var group []*pendingAppend
+	var entries []entry
+	// Without room for both, the lease goes alone and counts an attempt
+	// at a promotion, as before marks; a later lease puts them in force.
+	if m.marksDeliveries && !m.state.marking && m.declaration == 0 && m.inflight()+2 <= m.maxInflight {
+		p, _ := m.begin(opSent)
+		rec := Record{Kind: KindSent}
+		p.records, p.syncs = []Record{rec}, false
+		m.submit(p)
+		m.declaration = p.ticket
+		group, entries = append(group, p), append(entries, entry{KindSent, encodeRecord(nil, &rec)})
+	}
 	p, _ := m.begin(opLease)
 	p.holder = holder
 	template := Record{Kind: KindLease, Holder: holder, DeadlineMs: nowMs + m.state.limits.leaseTimeoutMs}
-	var entries []entry
-	p.records, entries = offsetRecords(template, offsets)
+	var leaseEntries []entry
+	p.records, leaseEntries = offsetRecords(template, offsets)
 	m.submit(p)
-	return p, entries, nil
+	return append(group, p), append(entries, leaseEntries...), nil
 }
 
 // lapseFraction: a lease lapses when it applies with 1/lapseFraction of the
@@ -522,17 +565,93 @@ func (m *machine) expireMessages(nowMs int64, max int) (*pendingAppend, []entry,
 	return p, entries, nil
 }
 
-// restartExpiry builds the expiry of every lease found after a restart;
-// those leases were held by a process that ended.
-func (m *machine) restartExpiry() (*pendingAppend, []entry) {
-	offsets := m.state.leasedOffsets()
+// restartExpiry builds what ends every lease found after a restart or at
+// a promotion; those leases were held by a process that ended. On a
+// single-node queue, and while marks are not in force (no sent mark
+// applied: a log an older version wrote), every lease is expired with its
+// attempt counted. Once they are, on a replicated queue, only a lease a
+// mark shows was sent is; the others are released, no attempt counted,
+// since their deliveries never left the owner (their messages stay marked
+// as delivered before, so their next delivery is flagged redelivered). It
+// returns the appends in offset order (expiry, release) and their entries.
+func (m *machine) restartExpiry(replicated bool) ([]*pendingAppend, []entry) {
+	sent, unsent := m.state.leasedOffsets(replicated && m.state.marking)
+	var group []*pendingAppend
+	var entries []entry
+	for _, part := range []struct {
+		offsets  []uint64
+		template Record
+	}{
+		{sent, Record{Kind: KindExpire, Reason: ReasonRestart}},
+		{unsent, Record{Kind: KindRelease}},
+	} {
+		if len(part.offsets) == 0 {
+			continue
+		}
+		for _, offset := range part.offsets {
+			m.state.find(offset).claim = claimSettle
+		}
+		p, partEntries := m.claimed(opSettle, part.template, part.offsets)
+		group, entries = append(group, p), append(entries, partEntries...)
+	}
+	return group, entries
+}
+
+// restartCounts counts the leases a restart group expires and releases.
+func restartCounts(group []*pendingAppend) (expired, released int) {
+	for _, p := range group {
+		for i := range p.records {
+			switch p.records[i].Kind {
+			case KindExpire:
+				expired += len(p.records[i].Offsets)
+			case KindRelease:
+				released += len(p.records[i].Offsets)
+			}
+		}
+	}
+	return expired, released
+}
+
+// sentMark is a delivery whose sent mark waits for room: the lease it
+// names, by holder and deadline.
+type sentMark struct {
+	offset     uint64
+	holder     uint64
+	deadlineMs int64
+}
+
+// markSent queues the sent marks of the deliveries of offsets, each for
+// the lease the state shows now; offsets that are not leased are skipped.
+func (m *machine) markSent(offsets []uint64) {
+	for _, offset := range offsets {
+		if msg := m.state.find(offset); msg != nil && msg.status == statusLeased {
+			m.marks = append(m.marks, sentMark{offset: offset, holder: msg.holder, deadlineMs: msg.timeMs})
+		}
+	}
+}
+
+// sentAppend builds the append of the waiting marks whose lease is still
+// the one they name, or returns nil when there are none or the in-flight
+// bound is reached (they wait for the next Advance).
+func (m *machine) sentAppend() (*pendingAppend, []entry) {
+	if len(m.marks) == 0 || m.inflight() >= m.maxInflight {
+		return nil, nil
+	}
+	var offsets []uint64
+	for _, mark := range m.marks {
+		msg := m.state.find(mark.offset)
+		if msg != nil && msg.status == statusLeased && msg.holder == mark.holder && msg.timeMs == mark.deadlineMs {
+			offsets = append(offsets, mark.offset)
+		}
+	}
+	offsets = sortedUnique(offsets)
+	m.marks = m.marks[:0]
 	if len(offsets) == 0 {
 		return nil, nil
 	}
-	for _, offset := range offsets {
-		m.state.find(offset).claim = claimSettle
-	}
-	return m.claimed(opSettle, Record{Kind: KindExpire, Reason: ReasonRestart}, offsets)
+	p, entries := m.claimed(opSent, Record{Kind: KindSent}, offsets)
+	p.syncs = false // nothing waits for a mark; the next sync covers it
+	return p, entries
 }
 
 // deadLettered builds the markers for messages the dead-letter queue took.

@@ -79,23 +79,42 @@ func runReplicated(t *testing.T, runs, steps int, newStore func(*rand.Rand) copy
 		runs = 1
 	}
 	compared, failovers, published, fromSnapshot, lapses := 0, 0, 0, 0, 0
+	expiredCounted, releasedUnsent := 0, 0
+	budgets := 0
 	for range runs {
 		seed := seedFromEnv(t, "FIBRIL_QUEUE_SEED")
 		var pair *pairEnv
+		// Runs of even seeds always have an attempt budget, so their owners
+		// write sent marks and their failovers release the leases never
+		// sent (decided by the seed, so a replayed seed runs the same).
+		budget := func(opts *Options) {
+			if seed%2 == 0 && opts.MaxDeliveries == 0 {
+				opts.MaxDeliveries = uint32(1 + seed/2%4)
+			}
+			if opts.MaxDeliveries > 0 {
+				budgets++
+			}
+		}
 		lapses += runModel(t, seed, steps, func(rng *rand.Rand) environment {
 			pair = newPairEnv(t, rng, newStore)
 			return pair
-		})
+		}, budget)
 		if t.Failed() {
 			t.Fatalf("failed with FIBRIL_QUEUE_SEED=%d", seed)
 		}
 		compared, failovers = compared+pair.compared, failovers+pair.failovers
 		published, fromSnapshot = published+pair.published, fromSnapshot+pair.fromSnapshot
+		expiredCounted, releasedUnsent = expiredCounted+pair.expiredCounted, releasedUnsent+pair.releasedUnsent
 	}
 	if compared == 0 || failovers == 0 || published == 0 {
 		t.Fatalf("the runs compared %d states, made %d failovers and published %d replica checkpoints", compared, failovers, published)
 	}
-	t.Logf("%d runs: %d state comparisons, %d failovers, %d replica checkpoints published, %d replica opens from a snapshot",
-		runs, compared, failovers, published, fromSnapshot)
+	if runs > 1 && (expiredCounted == 0 || (budgets > 0 && releasedUnsent == 0)) {
+		t.Fatalf("%d runs: failovers expired %d leases with their attempt counted and released %d without; both paths must run",
+			runs, expiredCounted, releasedUnsent)
+	}
+	t.Logf("%d runs: %d state comparisons, %d failovers (%d leases expired, %d unmarked ones released), "+
+		"%d replica checkpoints published, %d replica opens from a snapshot",
+		runs, compared, failovers, expiredCounted, releasedUnsent, published, fromSnapshot)
 	checkLapsesSeen(t, runs, lapses)
 }

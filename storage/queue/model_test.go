@@ -42,6 +42,7 @@ type modelMessage struct {
 	dueMs      int64
 	deadlineMs int64
 	holder     uint64
+	sent       bool // a sent mark marked the current lease
 }
 
 // modelGrant is what the model expects a lease to hand out.
@@ -56,6 +57,8 @@ type model struct {
 	opts     Options
 	messages map[uint64]*modelMessage
 	offsets  []uint64 // publish offsets, increasing
+	// marking: a sent mark applied, so a lease without one was not sent.
+	marking bool
 	// Effects of the last apply.
 	granted       []modelGrant
 	deadLettering []uint64
@@ -97,6 +100,13 @@ func (m *model) apply(offset uint64, op *Record, id string) {
 			}
 		}
 	case KindCheckpoint:
+	case KindSent:
+		m.marking = true
+		for _, o := range op.Offsets {
+			if msg := m.messages[o]; msg != nil && msg.status == mLeased {
+				msg.sent = true
+			}
+		}
 	default:
 		for _, o := range op.Offsets {
 			m.applySettle(m.messages[o], op)
@@ -117,6 +127,7 @@ func (m *model) applySettle(msg *modelMessage, op *Record) {
 	if msg.status != mLeased {
 		return
 	}
+	msg.sent = false
 	switch op.Kind {
 	case KindAck:
 		msg.status = mAcked
@@ -213,6 +224,19 @@ func (m *model) expectExpiredMessages(nowMs int64, claimed map[uint64]bool) []ui
 		}
 	}
 	return out
+}
+
+// leasedSplit returns the leased offsets a sent mark marked and the
+// others; while no mark applied, every lease counts as sent.
+func (m *model) leasedSplit() (sent, unsent []uint64) {
+	for _, o := range m.withStatus(mLeased) {
+		if m.messages[o].sent || !m.marking {
+			sent = append(sent, o)
+		} else {
+			unsent = append(unsent, o)
+		}
+	}
+	return sent, unsent
 }
 
 // expectExpiredLeases returns the offsets a lease expiry must pick.
@@ -317,6 +341,9 @@ func (m *model) compareState(s *State, nowMs int64) error {
 	if got, want := s.Counts(), m.counts(nowMs); got != want {
 		return fmt.Errorf("counts\n got %+v\nwant %+v", got, want)
 	}
+	if s.marking != m.marking {
+		return fmt.Errorf("marks in force %v, model %v", s.marking, m.marking)
+	}
 	for _, o := range m.offsets {
 		want := m.messages[o]
 		got := s.find(o)
@@ -348,6 +375,8 @@ func compareMessage(got *message, want *modelMessage, nowMs int64) error {
 		return fmt.Errorf("attempts %d, model %d", got.attempts, want.attempts)
 	case got.delivered != want.delivered:
 		return fmt.Errorf("delivered %v, model %v", got.delivered, want.delivered)
+	case got.sent != want.sent:
+		return fmt.Errorf("sent %v, model %v", got.sent, want.sent)
 	case got.bytes != want.bytes || got.publishMs != want.publishMs:
 		return fmt.Errorf("bytes/publish %d/%d, model %d/%d", got.bytes, got.publishMs, want.bytes, want.publishMs)
 	case got.status == statusLeased && (got.holder != want.holder || got.timeMs != want.deadlineMs):

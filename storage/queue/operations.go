@@ -75,12 +75,13 @@ func (q *Queue) PublishLeasing(batch []Message, offers []Offer) (Ticket, []Claim
 	}
 	var claims []Claim
 	for _, offer := range offers {
-		lease, leaseEntries, err := q.machine.lease(offer.Max, offer.Holder, nowMs)
-		if err != nil || lease == nil {
+		leases, leaseEntries, err := q.machine.lease(offer.Max, offer.Holder, nowMs)
+		if err != nil || len(leases) == 0 {
 			continue // ErrBusy: the offer waits for the next dispatch
 		}
-		group = append(group, lease)
+		group = append(group, leases...)
 		entries = append(entries, leaseEntries...)
+		lease := leases[len(leases)-1]
 		claims = append(claims, Claim{Holder: offer.Holder, Ticket: lease.ticket, Count: lease.count()})
 	}
 	if len(group) > 0 {
@@ -111,9 +112,57 @@ func (q *Queue) Lease(max int, holder uint64) (Ticket, int, error) {
 	if _, _, err := q.ExpireMessages(q.clock()); err != nil {
 		return 0, 0, err
 	}
-	return q.run(func() (*pendingAppend, []entry, error) {
-		return q.machine.lease(max, holder, q.nowMs())
-	})
+	if err := q.owner(); err != nil {
+		return 0, 0, err
+	}
+	group, entries, err := q.machine.lease(max, holder, q.nowMs())
+	if err != nil || len(group) == 0 {
+		return 0, 0, err
+	}
+	if err := q.submit(group, entries); err != nil {
+		return 0, 0, err
+	}
+	lease := group[len(group)-1]
+	return lease.ticket, lease.count(), nil
+}
+
+// Sent records that the owner handed the deliveries of offsets, released
+// by the Advance just before, to their holders. A replicated owner appends
+// a sent mark of them (KindSent, record.go) without asking for a sync, so
+// that a promotion of any copy that holds the mark counts an attempt for
+// these leases, and releases the leases whose deliveries never left with
+// none counted (replica.go). The owner calls it once per Advance with every
+// delivery it sends, in the same turn as that Advance and before it hands
+// them out; deliveries it does not send (their holder is gone) are left
+// out. Offsets that are not leased are skipped. When the in-flight bound
+// leaves no room, the marks wait for the next Advance. It records nothing
+// on a single-node queue (Open counts an attempt for every lease it finds)
+// nor on a queue without MaxDeliveries, where an attempt decides nothing:
+// there a promotion counts every lease, as before marks existed.
+func (q *Queue) Sent(offsets []uint64) error {
+	if err := q.owner(); err != nil {
+		return err
+	}
+	if !q.machine.marksDeliveries || len(offsets) == 0 {
+		return nil
+	}
+	q.machine.markSent(offsets)
+	return q.appendMarks()
+}
+
+// appendMarks appends the sent marks that wait, if there is room.
+func (q *Queue) appendMarks() error {
+	p, entries := q.machine.sentAppend()
+	if p == nil {
+		return nil
+	}
+	if err := q.submit([]*pendingAppend{p}, entries); err != nil {
+		if q.fenced != nil {
+			return q.fenced
+		}
+		return fmt.Errorf("queue: sent mark refused: %w", err)
+	}
+	return nil
 }
 
 // Ceiling is the apply frontier: the offset below which records are

@@ -197,7 +197,7 @@ func (m *machine) complete(p *pendingAppend, durable uint64, progress *Progress)
 		progress.Confirmed = append(progress.Confirmed, Confirm{
 			Ticket: p.ticket, First: p.first, Count: len(p.records), Duplicates: p.duplicates, Boundary: boundary,
 		})
-	case opLease:
+	case opLease, opSent:
 	default:
 		m.modeApplied(p)
 		progress.Applied = append(progress.Applied, p.ticket)

@@ -41,6 +41,12 @@ type Queue struct {
 	inbox   completionInbox
 
 	role role
+	// replicated: a replicated owner (OpenOwner, or a promoted replica) or
+	// a replica. Such an owner of a queue with MaxDeliveries marks the
+	// deliveries it hands out (Sent; machine.go says how marks come in
+	// force); a single-node queue writes no mark and counts every lease at
+	// Open.
+	replicated bool
 	// epoch is written with every record this copy appends as owner; it
 	// is also the first half of the identity of those records (epoch.go).
 	epoch uint64
@@ -100,6 +106,11 @@ type Recovery struct {
 	// returned (with an attempt counted) at open; 0 on a replica, whose
 	// leases belong to the owner.
 	ExpiredLeases int
+	// ReleasedLeases is how many leases of the previous process a
+	// replicated owner returned at open without an attempt counted: marks
+	// are in force and none shows that their deliveries left (machine.go).
+	// Always 0 on a single-node queue, which counts every lease.
+	ReleasedLeases int
 	// Epoch is the epoch this open appends under (0 on a replica).
 	Epoch uint64
 }
@@ -225,6 +236,7 @@ func openWithLog(dir string, opts Options, fs vfs.FS, l partitionLog, clock Cloc
 		logger = slog.Default()
 	}
 	q := &Queue{dir: dir, fs: fs, opts: opts, log: l, clock: clock, logger: logger, role: start.role,
+		replicated: start.replicated || start.role == roleReplica,
 		applyLimit: noLimit, durableLimit: noLimit, retentionFloor: noLimit}
 	if start.replicated {
 		q.applyLimit, q.durableLimit = 0, 0 // nothing is released before the caller names the quorum frontier
@@ -272,6 +284,7 @@ func (q *Queue) recover(inflight int, start startMode) error {
 	}
 	q.machine = newMachine(state)
 	q.machine.maxInflight = inflight
+	q.machine.marksDeliveries = q.replicated && start.role == roleOwner && q.opts.MaxDeliveries > 0
 	if staged := q.log.Frontiers().Staged; staged != state.Next() {
 		return fmt.Errorf("%w: log ends at %d, replay at %d", ErrLogContract, staged, state.Next())
 	}
@@ -283,20 +296,24 @@ func (q *Queue) recover(inflight int, start startMode) error {
 	return q.expireRestartLeases(ctx)
 }
 
-// expireRestartLeases returns leases held by the previous process with an
-// attempt counted, and applies that before the queue serves.
+// expireRestartLeases returns leases held by the previous process, with an
+// attempt counted (once marks are in force, only those a sent mark shows
+// were sent; the others without), and applies that before the queue
+// serves (machine.restartExpiry).
 func (q *Queue) expireRestartLeases(ctx context.Context) error {
-	p, entries := q.machine.restartExpiry()
-	if p != nil {
-		for i := range p.records {
-			q.recovery.ExpiredLeases += len(p.records[i].Offsets)
+	group, entries := q.machine.restartExpiry(q.replicated)
+	if len(group) > 0 {
+		q.recovery.ExpiredLeases, q.recovery.ReleasedLeases = restartCounts(group)
+		level := log.AfterFlush
+		for _, p := range group {
+			level = max(level, q.levelOf(p))
 		}
-		result, err := q.log.Append(ctx, q.logEntries(entries), q.levelOf(p))
+		result, err := q.log.Append(ctx, q.logEntries(entries), level)
 		if err != nil {
 			return fmt.Errorf("queue: expire leases at open: %w", err)
 		}
-		if result.First != p.first {
-			return fmt.Errorf("%w: predicted %d, assigned %d", ErrLogContract, p.first, result.First)
+		if result.First != group[0].first {
+			return fmt.Errorf("%w: predicted %d, assigned %d", ErrLogContract, group[0].first, result.First)
 		}
 	}
 	written, durable := q.frontiers(q.log.Frontiers())

@@ -21,6 +21,7 @@ package queue
 //	Purge      upTo uvarint
 //	Reject     offsets
 //	Mode       mode u8 (1 durable, 2 buffered) | revision uvarint (not 0)
+//	Sent       offsets, or a single uvarint 0 (a mark that names nothing)
 //
 // "offsets" is a uvarint count (at least 1), the first offset as a uvarint,
 // then each following offset as the uvarint (delta - 1) from the previous
@@ -31,6 +32,19 @@ package queue
 // A lease that lapses (machine.go) is followed by a Release of its
 // messages: no kind or field was added for it, so old logs replay the same
 // and an older copy applies it.
+//
+// A sent mark (KindSent) says that the deliveries of the leases on the
+// offsets it names left the owner: a replicated owner of a queue with
+// MaxDeliveries appends one, without a sync, for the deliveries of one
+// Advance before it hands them to their holders (Queue.Sent). Such an
+// owner that leases in a log in which no mark applied yet first appends a
+// mark that names nothing: from it on, marks are in force (State.marking),
+// and a promotion counts an attempt only for a lease a mark names
+// (replica.go). A log in which no mark ever applied (an older version's,
+// or any other queue's) keeps the old rule: every lease counts. Only such
+// an owner writes marks, so every other queue writes exactly the records
+// of versions before marks existed; a version without type 13 refuses a
+// log that holds one (unknown record type).
 //
 // Bits 1 and 2 of a publish carry the deduplication keys (dedup.go); the
 // queue sets them only when it deduplicates, so a queue that does not
@@ -81,13 +95,19 @@ const (
 	// it were admitted under the mode it names; it applies only at the
 	// durable boundary, whatever the mode before it.
 	KindMode Kind = 12
+	// KindSent marks the leases of its offsets as sent: their deliveries
+	// left the owner for their holders. Once a mark applied, a promotion
+	// counts an attempt only for a lease with a mark (replica.go); the mark
+	// applies only to a message that is leased and lasts until its lease
+	// ends.
+	KindSent Kind = 13
 
 	// kindLast is the highest kind this version knows.
-	kindLast = KindMode
+	kindLast = KindSent
 )
 
 var kindNames = [...]string{"", "publish", "lease", "ack", "nack", "release", "discard", "dead-letter", "expire",
-	"checkpoint", "purge", "reject", "mode"}
+	"checkpoint", "purge", "reject", "mode", "sent"}
 
 // String names the kind.
 func (k Kind) String() string {
@@ -249,6 +269,10 @@ func encodeRecord(buf []byte, rec *Record) []byte {
 	case KindMode:
 		buf = append(buf, byte(rec.Mode))
 		return binary.AppendUvarint(buf, rec.Revision)
+	case KindSent:
+		if len(rec.Offsets) == 0 {
+			return binary.AppendUvarint(buf, 0)
+		}
 	case KindAck, KindRelease, KindReject:
 	default:
 		panic(fmt.Sprintf("queue: encodeRecord of %v", rec.Kind))
@@ -291,6 +315,10 @@ func decodeRecord(kind uint8, body []byte, rec *Record, full bool) error {
 			return fmt.Errorf("%w: mode %d revision %d", ErrRecordCorrupt, rec.Mode, rec.Revision)
 		}
 		return finishDecode(&r, rec)
+	case KindSent:
+		if len(body) == 1 && body[0] == 0 {
+			return nil // names nothing
+		}
 	case KindAck, KindRelease, KindReject:
 	default:
 		return fmt.Errorf("%w: type %d", ErrUnknownRecord, kind)

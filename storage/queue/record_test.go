@@ -22,6 +22,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Kind: KindCheckpoint, CheckpointID: 0xdeadbeefcafe},
 		{Kind: KindPurge, UpTo: 12345},
 		{Kind: KindReject, Offsets: []uint64{14, 15}},
+		{Kind: KindSent, Offsets: []uint64{3, 4, 9}},
 	}
 	for _, want := range records {
 		body := encodeRecord(nil, &want)
@@ -84,6 +85,12 @@ func TestRecordRejectsUnknownTypeAndReason(t *testing.T) {
 	if err := decodeRecord(200, []byte{1}, &rec, true); !errors.Is(err, ErrUnknownRecord) {
 		t.Fatalf("unknown type: %v", err)
 	}
+	if err := decodeRecord(uint8(kindLast)+1, []byte{1, 0}, &rec, true); !errors.Is(err, ErrUnknownRecord) {
+		t.Fatalf("the kind after the newest: %v", err)
+	}
+	if !validRecordType(uint8(KindSent)) || validRecordType(uint8(kindLast)+1) || KindSent.String() != "sent" {
+		t.Fatal("the log's type check does not take exactly the sent mark as the newest kind")
+	}
 	body := encodeRecord(nil, &Record{Kind: KindDiscard, Reason: ReasonConsumer, Offsets: []uint64{1}})
 	body[0] = byte(ReasonRestart)
 	if err := decodeRecord(uint8(KindDiscard), body, &rec, true); !errors.Is(err, ErrRecordCorrupt) {
@@ -99,7 +106,7 @@ func TestRecordDecodeNeverPanics(t *testing.T) {
 		for i := range body {
 			body[i] = byte(rng.Uint32())
 		}
-		_ = decodeRecord(uint8(rng.IntN(12)), body, &rec, true)
+		_ = decodeRecord(uint8(rng.IntN(int(kindLast)+2)), body, &rec, true)
 	}
 }
 

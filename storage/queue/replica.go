@@ -35,10 +35,16 @@ package queue
 //     replay lacks the history before its first offset, so Promote refuses
 //     (ErrSnapshotNeeded) until InstallSnapshot has taken the owner's.
 //   - Promote makes the replica the owner under a new epoch: every record
-//     in its log is made durable and applied, every lease in the state is
-//     void (the holders belonged to the old owner) and is expired with its
-//     attempt counted, reason restart (D5), appended under the new epoch.
-//     Nothing is released until SetApplyLimit names the quorum frontier.
+//     in its log is made durable and applied, and every lease in the state
+//     is void (the holders belonged to the old owner). Once marks are in
+//     force (record.go), a lease that a sent mark shows was sent is
+//     expired with its attempt counted, reason restart (D5), and a lease
+//     without one, whose delivery never left the old owner, is released
+//     with no attempt counted (its message is still flagged redelivered at
+//     its next delivery). Before, every lease is expired; the new owner
+//     puts marks in force with its first lease (machine.go). All of it is
+//     appended under the new epoch. Nothing is released until
+//     SetApplyLimit names the quorum frontier.
 
 import (
 	"context"
@@ -331,10 +337,14 @@ func (q *Queue) InstallSnapshot(data []byte) error {
 // snapshotNext reads the offset a snapshot covers without verifying it
 // (loadCandidate verifies everything).
 func snapshotNext(data []byte) uint64 {
-	if len(data) < 5 {
+	header := 5
+	if len(data) > 4 && data[4] == snapshotVersionMarks {
+		header++ // the sections byte
+	}
+	if len(data) < header {
 		return 0
 	}
-	r := reader{buf: data[5:]}
+	r := reader{buf: data[header:]}
 	return r.uvarint()
 }
 
@@ -360,18 +370,24 @@ type Promotion struct {
 	// LogEnd is the end of the log the new owner took over; every record
 	// below it is durable and applied.
 	LogEnd uint64
-	// VoidedLeases is the number of leases the old owner's holders held;
-	// an expiry (reason restart) returns them with an attempt counted.
+	// VoidedLeases is the number of leases the old owner's holders held.
 	VoidedLeases int
-	// Ticket is that expiry's ticket, 0 when there was no lease.
+	// UnsentLeases is how many of them no sent mark shows were sent: a
+	// release returns those without an attempt counted; an expiry (reason
+	// restart) returns the others with one.
+	UnsentLeases int
+	// Ticket is the ticket of the last append Promote made (the release
+	// when there is one), 0 when there was no lease.
 	Ticket Ticket
 }
 
 // Promote makes a replica the owner under epoch, the cluster's new
 // coordination epoch (above every epoch in the log and every epoch this
 // copy stored, ErrEpochStale otherwise). It makes every record in the log
-// durable and applies it, stores the epoch durably, and appends the expiry
-// of every lease the state holds under the new epoch. From then on the
+// durable and applies it, stores the epoch durably, and appends under the
+// new epoch the end of every lease the state holds (machine.restartExpiry:
+// the expiry of those a sent mark shows were sent, the release of the
+// others, once marks are in force). From then on the
 // queue is a replicated owner: nothing is released until SetApplyLimit
 // names the quorum frontier (the apply limit starts at 0). It blocks on a
 // sync and a small file write. A replica that joined past the owner's
@@ -406,15 +422,18 @@ func (q *Queue) Promote(epoch uint64) (Promotion, error) {
 	if err := q.beginEpoch(epoch); err != nil {
 		return Promotion{}, err
 	}
-	q.role, q.applyLimit, q.durableLimit = roleOwner, 0, 0
+	q.role, q.replicated, q.applyLimit, q.durableLimit = roleOwner, true, 0, 0
+	q.machine.marksDeliveries = q.opts.MaxDeliveries > 0
 	state.rebuildHandoffs()
 	promotion := Promotion{LogEnd: state.Next()}
-	p, entries := q.machine.restartExpiry()
-	if p == nil {
+	group, entries := q.machine.restartExpiry(true)
+	if len(group) == 0 {
 		return promotion, nil
 	}
-	promotion.VoidedLeases, promotion.Ticket = p.count(), p.ticket
-	if err := q.submit([]*pendingAppend{p}, entries); err != nil {
+	expired, released := restartCounts(group)
+	promotion.VoidedLeases, promotion.UnsentLeases = expired+released, released
+	promotion.Ticket = group[len(group)-1].ticket
+	if err := q.submit(group, entries); err != nil {
 		return Promotion{}, err
 	}
 	return promotion, nil

@@ -12,8 +12,9 @@ package queue
 // under a new epoch, and the old owner's directory comes back as the new
 // replica, cut back to the new owner's log and caught up. The harness then
 // checks what it checks after any restart: nothing confirmed is lost,
-// every released delivery comes back redelivered with its attempt counted,
-// and (epoch, offset) never names two messages.
+// every released delivery comes back redelivered, with its attempt counted
+// exactly when its sent mark reached the replica, and (epoch, offset)
+// never names two messages.
 //
 // Each copy's storage is a copyStore: the fake log (every step
 // deterministic) or the real log on vfs.Mem, whose power loss keeps only
@@ -65,6 +66,9 @@ type pairEnv struct {
 	// published counts replica checkpoints published; fromSnapshot the
 	// replica opens that started from one.
 	published, fromSnapshot int
+	// expiredCounted and releasedUnsent count the leases failovers expired
+	// with an attempt counted and released without one.
+	expiredCounted, releasedUnsent int
 }
 
 func newPairEnv(t testing.TB, rng *rand.Rand, newStore func(*rand.Rand) copyStore) *pairEnv {
@@ -231,7 +235,8 @@ func (e *pairEnv) restart(q *Queue, opts Options, clock Clock, powerLoss bool, r
 	if err != nil {
 		return nil, err
 	}
-	e.takeover = Recovery{LogEnd: promotion.LogEnd, ExpiredLeases: promotion.VoidedLeases, Epoch: e.epoch}
+	e.takeover = Recovery{LogEnd: promotion.LogEnd, ExpiredLeases: promotion.VoidedLeases - promotion.UnsentLeases,
+		ReleasedLeases: promotion.UnsentLeases, Epoch: e.epoch}
 	e.owner, e.follower = e.follower, e.owner
 	replica, err := e.follower.open(e.opts, e.clock, startMode{role: roleReplica})
 	if err != nil {

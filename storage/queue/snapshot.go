@@ -3,7 +3,8 @@ package queue
 // Snapshot format (part of the on-disk format; do not change):
 //
 //	magic "FQSN" | version u8 (1; 2 with a dedup section; 3 with a mode
-//	                           section; 4 with both) |
+//	                           section; 4 with both; 5 with marks in force) |
+//	[version 5: sections u8 (bit 0: a dedup section; bit 1: a mode section)] |
 //	next uvarint (the snapshot covers every record below it) |
 //	checkpointID u64 little-endian (the id of the marker at next-1) |
 //	counts, uvarints: Ready Delayed Leased DeadLettering QueuedBytes
@@ -12,12 +13,13 @@ package queue
 //	per message, in offset order:
 //	    offset delta uvarint (from the previous message; the first from 0) |
 //	    status u8 (1 ready, 2 delayed, 3 leased, 4 dead-lettering) |
-//	    flags u8 (bit 0: delivered before) | attempts uvarint | payload bytes uvarint |
+//	    flags u8 (bit 0: delivered before; bit 1: sent, leased only) |
+//	    attempts uvarint | payload bytes uvarint |
 //	    publishMs uvarint | [timeMs uvarint: delayed and leased] | [holder uvarint: leased] |
-//	[version 2: evictedEarly uvarint | entry count uvarint |
+//	[versions 2, 4, 5 with bit 0: evictedEarly uvarint | entry count uvarint |
 //	    per dedup entry, oldest first: key 16 bytes |
 //	    offset delta uvarint (from the previous entry; the first from 0) | publishMs uvarint] |
-//	[versions 3, 4: applied mode u8 | mode revision uvarint (not 0) |
+//	[versions 3, 4, 5 with bit 1: applied mode u8 | mode revision uvarint (not 0) |
 //	    offset of the revision's record uvarint (below next)] |
 //	crc32c u32 little-endian over everything before it
 //
@@ -25,6 +27,11 @@ package queue
 // versions 3 and 4 only once a mode revision applied (mode.go), so a queue
 // that does neither keeps writing the version 1 files older versions read; a decoder reads both, and refuses a version 2 snapshot for a queue
 // whose options do not deduplicate.
+// Version 5 is written only once a sent mark applied (record.go), which
+// only a replicated owner writes; it says marks are in force, and only in
+// it may a leased message carry flag bit 1 (a mark marked its lease). An
+// older version refuses it (unknown version), as it refuses the log that
+// holds the mark.
 // A snapshot holds the applied state only: claims of operations in flight
 // are not part of it. Decoding recomputes the live counts from the messages
 // and refuses the snapshot when they disagree with the stored ones.
@@ -39,7 +46,11 @@ const (
 	snapshotVersion      = 1
 	snapshotVersionDedup = 2
 	snapshotVersionMode  = 3 // 3 + 1 with a dedup section
+	snapshotVersionMarks = 5
+	sectionDedup         = 1
+	sectionMode          = 2
 	flagDelivered        = 1
+	flagSent             = 2
 )
 
 // EncodeSnapshot serializes the applied state.
@@ -47,7 +58,18 @@ func (s *State) EncodeSnapshot() []byte {
 	live := len(s.messages) - s.head - s.tombstones
 	buf := make([]byte, 0, 64+live*16)
 	buf = append(buf, snapshotMagic...)
-	buf = append(buf, snapshotVersionOf(s.dedup.enabled(), s.modeRevision != 0))
+	if s.marking {
+		sections := byte(0)
+		if s.dedup.enabled() {
+			sections |= sectionDedup
+		}
+		if s.modeRevision != 0 {
+			sections |= sectionMode
+		}
+		buf = append(buf, snapshotVersionMarks, sections)
+	} else {
+		buf = append(buf, snapshotVersionOf(s.dedup.enabled(), s.modeRevision != 0))
+	}
 	buf = binary.AppendUvarint(buf, s.next)
 	buf = binary.LittleEndian.AppendUint64(buf, s.checkpointID)
 	for _, v := range s.countFields() {
@@ -139,6 +161,9 @@ func appendSnapshotMessage(buf []byte, m *message, previous uint64) []byte {
 	if m.delivered {
 		flags |= flagDelivered
 	}
+	if m.sent {
+		flags |= flagSent
+	}
 	buf = append(buf, byte(m.status), flags)
 	buf = binary.AppendUvarint(buf, uint64(m.attempts))
 	buf = binary.AppendUvarint(buf, uint64(m.bytes))
@@ -155,13 +180,23 @@ func appendSnapshotMessage(buf []byte, m *message, previous uint64) []byte {
 // DecodeSnapshot rebuilds a State from a snapshot taken under opts.
 func DecodeSnapshot(data []byte, opts Options) (*State, error) {
 	body, ok := verifyChecksum(data)
-	if !ok || len(body) < 5 || string(body[:4]) != snapshotMagic || body[4] < snapshotVersion || body[4] > snapshotVersionMode+1 {
+	if !ok || len(body) < 5 || string(body[:4]) != snapshotMagic || body[4] < snapshotVersion || body[4] > snapshotVersionMarks {
 		return nil, fmt.Errorf("%w: header or checksum", ErrSnapshotCorrupt)
 	}
-	withDedup := body[4] == snapshotVersionDedup || body[4] == snapshotVersionMode+1
-	withMode := body[4] >= snapshotVersionMode
+	version := body[4]
+	withDedup := version == snapshotVersionDedup || version == snapshotVersionMode+1
+	withMode := version == snapshotVersionMode || version == snapshotVersionMode+1
 	r := reader{buf: body[5:]}
+	marking := version == snapshotVersionMarks
+	if marking {
+		sections := r.byte()
+		if r.err == nil && sections&^(sectionDedup|sectionMode) != 0 {
+			return nil, fmt.Errorf("%w: sections %#x", ErrSnapshotCorrupt, sections)
+		}
+		withDedup, withMode = sections&sectionDedup != 0, sections&sectionMode != 0
+	}
 	s := NewState(opts, r.uvarint())
+	s.marking = marking
 	s.checkpointID = r.uint64()
 	stored := make([]uint64, len(s.countFields()))
 	for i := range stored {
@@ -175,7 +210,7 @@ func DecodeSnapshot(data []byte, opts Options) (*State, error) {
 	previous := uint64(0)
 	for i := uint64(0); i < count && r.err == nil; i++ {
 		m, err := decodeSnapshotMessage(&r, previous, i == 0)
-		if err != nil || m.offset >= s.next {
+		if err != nil || m.offset >= s.next || (m.sent && !marking) {
 			return nil, fmt.Errorf("%w: message %d", ErrSnapshotCorrupt, i)
 		}
 		s.restoreMessage(m)
@@ -211,7 +246,7 @@ func decodeSnapshotMessage(r *reader, previous uint64, first bool) (message, err
 	delta := r.uvarint()
 	m := message{offset: previous + delta, status: status(r.byte())}
 	flags := r.byte()
-	m.delivered = flags&flagDelivered != 0
+	m.delivered, m.sent = flags&flagDelivered != 0, flags&flagSent != 0
 	m.attempts = uint32(r.uvarint())
 	m.bytes = uint32(r.uvarint())
 	m.publishMs = int64(r.uvarint())
@@ -226,7 +261,9 @@ func decodeSnapshotMessage(r *reader, previous uint64, first bool) (message, err
 		return m, r.err
 	case delta == 0 && !first, m.offset < previous:
 		return m, errShortBuffer
-	case m.status < statusReady || m.status > statusDeadLettering || flags&^flagDelivered != 0:
+	case m.status < statusReady || m.status > statusDeadLettering || flags&^(flagDelivered|flagSent) != 0:
+		return m, errShortBuffer
+	case m.sent && m.status != statusLeased:
 		return m, errShortBuffer
 	case m.publishMs < 0 || m.timeMs < 0:
 		return m, errShortBuffer

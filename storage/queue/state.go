@@ -12,6 +12,7 @@ package queue
 //	           │ nack, expire reaching MaxDeliveries ──► dead-lettering ─ marker ─► dead-lettered (removed)
 //	           │ reject (a nack without requeue) ───────┘
 //	ready, delayed ─ TTL discard, purge, overflow drop ─► settled (removed)
+//	leased ─ sent mark ─► leased and sent (its delivery left the owner)
 //
 // Without a dead-letter queue, a message reaching MaxDeliveries, or
 // rejected, is dead-lettered (dropped) at once. Settled and dead-lettered
@@ -25,7 +26,9 @@ package queue
 //   - attempts never decrease; a message enters dead-lettering exactly when
 //     its counted attempts reach MaxDeliveries or a consumer rejects it (the
 //     reject counts the attempt), so it never holds more than MaxDeliveries;
-//   - messages are sorted by offset and every offset is below next.
+//   - messages are sorted by offset and every offset is below next;
+//   - only a leased message is marked sent, and only by a sent mark applied
+//     after the lease that leased it.
 //
 // Claims are the admission overlay: an operation whose record is appended
 // but not yet applied claims its messages so no other operation picks them.
@@ -74,6 +77,9 @@ type message struct {
 	status    status
 	claim     claim
 	delivered bool
+	// sent: a sent mark (KindSent) says the delivery of the current lease
+	// left the owner; false whenever the message is not leased.
+	sent bool
 }
 
 // Counts are a queue's message counts. The first group is live state; the
@@ -143,6 +149,10 @@ type State struct {
 	mode         Mode
 	modeRevision uint64
 	modeOffset   uint64
+	// marking: a sent mark applied (record.go); from then on every owner
+	// of the log marks the deliveries it hands out, so a lease without a
+	// mark was not sent.
+	marking bool
 }
 
 // limits are the options State applies, in milliseconds.
@@ -269,6 +279,8 @@ func (s *State) Apply(offset uint64, rec *Record, fx *Effects) {
 		s.applyPurge(rec.UpTo)
 	case KindMode:
 		s.applyMode(offset, rec)
+	case KindSent:
+		s.applySent(rec)
 	default:
 		panic(fmt.Sprintf("queue: apply of %v", rec.Kind))
 	}
@@ -342,7 +354,7 @@ func (s *State) applySettle(m *message, rec *Record, fx *Effects) {
 		return
 	}
 	s.counts.Leased--
-	m.holder, m.claim = 0, claimNone
+	m.holder, m.claim, m.sent = 0, claimNone, false
 	switch rec.Kind {
 	case KindAck:
 		s.becomeGone(m, &s.counts.Acked)
@@ -360,6 +372,21 @@ func (s *State) applySettle(m *message, rec *Record, fx *Effects) {
 	case KindReject:
 		m.attempts++
 		s.becomeDeadLettering(m, fx)
+	}
+}
+
+// applySent marks the leases of a sent mark's offsets as sent, and puts
+// marks in force. A mark is appended after the lease it names applied and
+// before anything can end that lease (the owner marks a delivery before it
+// hands it out), so a message that is not leased when the mark applies is
+// left alone.
+func (s *State) applySent(rec *Record) {
+	s.marking = true
+	hint := s.head
+	for _, target := range rec.Offsets {
+		if m := s.findRun(target, &hint); m != nil && m.status == statusLeased {
+			m.sent = true
+		}
 	}
 }
 
