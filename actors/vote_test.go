@@ -115,6 +115,9 @@ func TestAnEmptyCopyDoesNotWinARecoveryWhenEveryCopyIsRequired(t *testing.T) {
 	ctx := testContext(t)
 	name := "every-copy"
 	owner, followers := c.declareServed(name, client.QueueConfig{Policy: "replica_durable:3"})
+	for _, follower := range followers {
+		c.waitInSync(owner, follower, name)
+	}
 	confirmed := confirmedPayloads(t, ctx, c.dialSDKHome(owner, "publisher"), name, "m", 100)
 	found, err := c.members[owner].node.WaitOwner(ctx, name, 0)
 	if err != nil {
@@ -134,6 +137,9 @@ func TestAnEmptyCopyAndALaggingCopyDoNotOutvoteTheOwner(t *testing.T) {
 	ctx := testContext(t)
 	name := "majority"
 	owner, followers := c.declareServed(name, client.QueueConfig{Policy: "majority_durable"})
+	for _, follower := range followers {
+		c.waitInSync(owner, follower, name)
+	}
 	publisher := c.dialSDKHome(owner, "publisher")
 	confirmed := confirmedPayloads(t, ctx, publisher, name, "early", 20)
 	lagging, emptied := followers[0], followers[1]
