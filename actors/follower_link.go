@@ -284,6 +284,13 @@ func (f *followerLink) retry(ctx actor.Context) {
 		f.link.LinkUp()
 		f.probe(ctx)
 	case replication.LinkPushing, replication.LinkCatchingUp:
+		if health := f.link.Observe(f.ownerLog(), time.Now(), f.shared.writtenBoundary.Load()); f.link.ShouldReprobe(health) {
+			f.core.logger.Warn("a follower link made no progress; probing the follower again", "follower", f.node,
+				"stalled", health.StalledFor, "behind_records", health.LagRecords, "in_flight_bytes", f.link.InFlightBytes())
+			f.link.LinkUp()
+			f.probe(ctx)
+			return
+		}
 		// Only an idle link with nothing unacknowledged: a keepalive past
 		// what the follower holds would read as "you are behind".
 		if time.Since(f.lastPush) >= linkKeepalive && f.link.InFlightBytes() == 0 && f.link.State == replication.LinkPushing {

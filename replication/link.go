@@ -110,11 +110,15 @@ type LinkLimits struct {
 	// RetentionHoldMax: how long a follower that stopped counting keeps
 	// holding the owner's retention at its last durable position.
 	RetentionHoldMax time.Duration
+	// ReprobeAfter: a follower stalled this long is probed again from
+	// scratch (ShouldReprobe).
+	ReprobeAfter time.Duration
 }
 
 // DefaultLinkLimits are the limits of a follower link.
 var DefaultLinkLimits = LinkLimits{WindowBytes: 8 << 20, PushBytes: 1 << 20, CatchUpRecords: 65536,
-	StallAfter: 500 * time.Millisecond, AdmitStallMax: 5 * time.Second, RetentionHoldMax: time.Hour}
+	StallAfter: 500 * time.Millisecond, AdmitStallMax: 5 * time.Second, RetentionHoldMax: time.Hour,
+	ReprobeAfter: 2 * time.Second}
 
 // OwnerLog is what a link needs of the owner's log.
 type OwnerLog struct {
@@ -259,6 +263,15 @@ func records(n uint64) string {
 		return "1 record"
 	}
 	return fmt.Sprintf("%d records", n)
+}
+
+// ShouldReprobe says a stalled link starts over at probing: whatever lost
+// an acknowledgement (a report the follower could not send, pushes the
+// owner thinks are in flight and the follower never saw), a fresh probe
+// makes both sides say again where they stand. A follower that is only
+// slow answers the probe at once and goes on.
+func (l *Link) ShouldReprobe(health LinkHealth) bool {
+	return health.Stalled && l.Limits.ReprobeAfter > 0 && health.StalledFor >= l.Limits.ReprobeAfter
 }
 
 // RetentionHold says whether the follower holds the owner's retention at

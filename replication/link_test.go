@@ -135,7 +135,7 @@ func TestLinkReportsTheAcceptedProbeEvenAtOffsetZero(t *testing.T) {
 // once it moves.
 func TestLinkSaysWhenItIsBehindOrStalled(t *testing.T) {
 	limits := LinkLimits{WindowBytes: 1 << 20, PushBytes: 1 << 10, CatchUpRecords: 50,
-		StallAfter: time.Second, AdmitStallMax: 5 * time.Second, RetentionHoldMax: time.Minute}
+		StallAfter: time.Second, AdmitStallMax: 5 * time.Second, RetentionHoldMax: time.Minute, ReprobeAfter: 2 * time.Second}
 	link := NewLink("node2", 3, limits)
 	owner := ownerLog(0, 100, h(3, 0))
 	start := time.Unix(1000, 0)
@@ -153,8 +153,15 @@ func TestLinkSaysWhenItIsBehindOrStalled(t *testing.T) {
 	if !health.Stalled || !health.Admits || health.LagRecords != 40 {
 		t.Fatalf("a follower that has not moved for 1.3 s: %+v", health)
 	}
-	if health := link.Observe(owner, start.Add(6300*time.Millisecond), false); health.Admits || !health.Stalled {
+	if health := link.Observe(owner, start.Add(1900*time.Millisecond), false); link.ShouldReprobe(health) {
+		t.Fatalf("a link stalled for 1.9 s is probed again before ReprobeAfter: %+v", health)
+	}
+	health = link.Observe(owner, start.Add(6300*time.Millisecond), false)
+	if health.Admits || !health.Stalled {
 		t.Fatalf("a follower stalled for 6.3 s still admits: %+v", health)
+	}
+	if !link.ShouldReprobe(health) {
+		t.Fatalf("a link stalled for 6.3 s is not probed again: %+v", health)
 	}
 	// It moves: the stall clock starts over.
 	link.OnProgress(3, 7, 120, 120, owner)
