@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/netlimit"
 	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/storage/vfs"
 )
@@ -85,6 +86,7 @@ type brokerCore struct {
 	// Cluster mode only: the peer listener (bound by Start), this node's
 	// identity on peer links, and the partitions by coordination shard.
 	peerListener net.Listener
+	peerGate     *netlimit.Gate // the bounds of the peer listener (peers.go)
 	peerIdentity peerIdentity
 	shards       *shardDirectory
 	// peerRoutines counts the goroutines of peer links (accepting, dialing,

@@ -17,22 +17,38 @@ package actors
 // per other node of the cluster config at start, and one inbound actor per
 // accepted link.
 //
-// The accept goroutine runs each handshake on a goroutine of its own,
-// at most peerHandshakesMax at once, so a silent dialer cannot hold up the
-// others; a handshake that fails closes its socket and is logged. With
-// tls files the handshake starts with mutual TLS (peer_tls.go).
+// The accept goroutine never waits for a handshake: it admits each
+// connection to the listener's netlimit.Gate (peerLimits) and runs its
+// handshake on a goroutine of its own. The gate holds at most
+// peerLimits.Pending handshakes (PendingPerSource from one address) and
+// closes the oldest to admit a newer one, so silent or slow dialers hold
+// neither the accept loop nor a legitimate node's link; a connection
+// sends its first byte within peerLimits.FirstByte or is dropped; at
+// most peerLimits.Connections links are up at once. A handshake that
+// fails closes its socket and is logged (at debug level when the gate
+// dropped it, or it sent nothing). With tls files the handshake starts
+// with mutual TLS (peer_tls.go).
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/netlimit"
+	"github.com/fibrilmq/fibril/tlsconfig"
 )
 
-// peerHandshakesMax bounds the handshakes in flight on the listener.
-const peerHandshakesMax = 16
+// peerLimits bound the peer listener. A node has one inbound link per
+// other node (a few more while links are redialled), so a legitimate
+// cluster comes nowhere near them.
+var peerLimits = netlimit.Limits{PendingPerSource: 16, Pending: 128, Connections: 256, FirstByte: time.Second}
 
 // peerAccepted hands an authenticated inbound link to the supervisor.
 type peerAccepted struct{ transport *peerTransport }
@@ -81,9 +97,8 @@ func (p *peersSupervisor) spawnLinks(ctx actor.Context) {
 
 func (p *peersSupervisor) startAccepting(ctx actor.Context) {
 	self, system, listener, identity := ctx.Self(), ctx.ActorSystem(), p.listener, p.identity
-	node, logger := p.core.config.Cluster, p.core.logger
+	node, logger, gate := p.core.config.Cluster, p.core.logger, p.core.peerGate
 	peerTLS := node.PeerTLS() // nil: plain links (peer_tls.go)
-	slots := make(chan struct{}, peerHandshakesMax)
 	routines := &p.core.peerRoutines
 	routines.Add(1)
 	go func() {
@@ -96,32 +111,53 @@ func (p *peersSupervisor) startAccepting(ctx actor.Context) {
 				}
 				return
 			}
-			slots <- struct{}{}
+			admitted := gate.Admit(conn)
 			routines.Add(1)
 			go func() {
 				defer routines.Done()
-				defer func() { <-slots }()
-				remoteAddress := conn.RemoteAddr().String()
-				conn, err := acceptPeerTLS(conn, peerTLS)
+				transport, err := acceptPeer(admitted, peerTLS, node.Config(), node.ID(), identity, routines)
 				if err != nil {
-					logger.Warn("peer link refused", "remote", remoteAddress, "err", err)
-					return
-				}
-				var certificateRefusal error
-				known := peerKnownAndCertified(conn, node.Config(), node.ID(), &certificateRefusal)
-				remote, reader, err := acceptHandshake(conn, identity, known)
-				if err != nil {
-					if certificateRefusal != nil {
-						err = certificateRefusal
+					level := slog.LevelWarn
+					if admitted.Dropped() || errors.Is(err, netlimit.ErrNoFirstByte) {
+						level = slog.LevelDebug // says nothing about who dialled: a flood would fill the log
 					}
-					logger.Warn("peer link refused", "remote", remoteAddress, "err", err)
-					_ = conn.Close()
+					logger.Log(context.Background(), level, "peer link refused", "remote", conn.RemoteAddr().String(), "err", err)
 					return
 				}
-				system.Root.Send(self, peerAccepted{transport: newPeerTransport(conn, reader, remote, routines)})
+				system.Root.Send(self, peerAccepted{transport: transport})
 			}()
 		}
 	}()
+}
+
+// acceptPeer runs the acceptor's side of one inbound link: the first
+// byte, TLS with tls files, the peer handshake, and the gate's count of
+// links. On failure the connection is closed.
+func acceptPeer(admitted *netlimit.Conn, peerTLS *tlsconfig.Node, config cluster.Config, self string,
+	identity peerIdentity, routines *sync.WaitGroup) (*peerTransport, error) {
+	if err := admitted.AwaitFirstByte(); err != nil {
+		_ = admitted.Close()
+		return nil, fmt.Errorf("%w: %w", errPeerRefused, err)
+	}
+	conn, err := acceptPeerTLS(admitted, peerTLS)
+	if err != nil {
+		return nil, err // acceptPeerTLS closed it
+	}
+	var certificateRefusal error
+	known := peerKnownAndCertified(conn, config, self, &certificateRefusal)
+	remote, reader, err := acceptHandshake(conn, identity, known)
+	if err != nil {
+		_ = conn.Close()
+		if certificateRefusal != nil {
+			return nil, certificateRefusal
+		}
+		return nil, err
+	}
+	if err := admitted.Established(); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("%w: %s: %w", errPeerRefused, remote.NodeID, err)
+	}
+	return newPeerTransport(conn, reader, remote, routines), nil
 }
 
 func (p *peersSupervisor) spawnInbound(ctx actor.Context, transport *peerTransport) {
@@ -164,6 +200,9 @@ func (c *brokerCore) listenForPeers() error {
 		return fmt.Errorf("actors: listen for peers on %s: %w", self.PeerAddress, err)
 	}
 	c.peerListener = listener
+	if c.peerGate, err = netlimit.NewGate(peerLimits); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	c.peerIdentity = peerIdentity{clusterID: config.Cluster.DeploymentID, nodeID: node.ID(),
 		instance: node.Instance(), secret: secret}
 	return nil

@@ -19,5 +19,8 @@
 // error reaches the breaker only when the peer cannot be dialled.
 //
 // The TLS material comes from a *tlsconfig.Node, so a reload of the
-// node's files reaches both the dialing and the accepting side.
+// node's files reaches both the dialing and the accepting side. The
+// accepting side also checks which node a connection is (identity.go)
+// and bounds what connections that have not finished their handshake
+// can hold (bounds.go).
 package rafttransport

@@ -14,7 +14,10 @@ package rafttransport
 // It is the format of dragonboat's own TCP transport, byte for byte, so
 // both transports interoperate. A frame whose header checksum, method or
 // payload checksum is wrong ends the connection (the sender reconnects);
-// a size above maxPayloadBytes too.
+// a size above maxPayloadBytes too. The reader's buffer grows as the
+// payload's bytes arrive, readChunkBytes at a time, never to the size a
+// header announces before them: a header that announces 1 GiB and is
+// followed by nothing costs one chunk.
 
 import (
 	"encoding/binary"
@@ -42,6 +45,10 @@ const (
 	headerTimeout   = 2 * time.Second
 	payloadTimeout  = 5 * time.Second
 	writeChunkBytes = 2 << 20
+
+	// readChunkBytes is the most the reader's buffer grows by ahead of
+	// the bytes that arrived (and the step of the payload deadline).
+	readChunkBytes = 256 << 10
 )
 
 var (
@@ -118,11 +125,12 @@ func writeFrame(conn net.Conn, method uint16, payload []byte, encrypted bool) er
 	return nil
 }
 
-// readMagic waits for the next frame's first two bytes, as long as it
-// takes (an idle connection is normal); errPoison for the end of a stream.
-func readMagic(conn net.Conn) error {
+// readMagic waits for the next frame's first two bytes until deadline
+// (zero: as long as it takes, since an idle connection is normal);
+// errPoison for the end of a stream.
+func readMagic(conn net.Conn, deadline time.Time) error {
 	var got [2]byte
-	if err := conn.SetReadDeadline(time.Time{}); err != nil {
+	if err := conn.SetReadDeadline(deadline); err != nil {
 		return err
 	}
 	if _, err := io.ReadFull(conn, got[:]); err != nil {
@@ -138,7 +146,8 @@ func readMagic(conn net.Conn) error {
 }
 
 // readFrame reads the header and payload that follow a magic. buf is
-// reused when it is large enough.
+// reused as far as it is large enough; beyond that the payload grows as
+// its bytes arrive (growPayload).
 func readFrame(conn net.Conn, buf []byte, encrypted bool) (header, []byte, error) {
 	if err := conn.SetReadDeadline(time.Now().Add(headerTimeout)); err != nil {
 		return header{}, nil, err
@@ -151,22 +160,36 @@ func readFrame(conn net.Conn, buf []byte, encrypted bool) (header, []byte, error
 	if err != nil {
 		return header{}, nil, err
 	}
-	if uint64(cap(buf)) < h.size {
-		buf = make([]byte, h.size)
-	}
-	payload := buf[:h.size]
-	for read := 0; read < len(payload); {
-		end := min(read+writeChunkBytes, len(payload))
+	size := int(h.size)
+	payload := buf[:0]
+	for len(payload) < size {
+		step := min(size-len(payload), readChunkBytes)
+		payload = growPayload(payload, step, size)
 		if err := conn.SetReadDeadline(time.Now().Add(payloadTimeout)); err != nil {
 			return header{}, nil, err
 		}
-		if _, err := io.ReadFull(conn, payload[read:end]); err != nil {
+		read := len(payload)
+		if _, err := io.ReadFull(conn, payload[read:read+step]); err != nil {
 			return header{}, nil, err
 		}
-		read = end
+		payload = payload[:read+step]
 	}
 	if !encrypted && crc32.ChecksumIEEE(payload) != h.bodyCRC {
 		return header{}, nil, fmt.Errorf("%w: payload checksum", ErrBadFrame)
 	}
 	return h, payload, nil
+}
+
+// growPayload makes room for step more bytes after payload, which holds
+// the bytes read so far of a payload of size bytes. The capacity at least
+// doubles when it grows, so a payload costs O(size) copying, and never
+// passes size: what is allocated is at most twice what arrived, plus one
+// step.
+func growPayload(payload []byte, step, size int) []byte {
+	if cap(payload)-len(payload) >= step {
+		return payload
+	}
+	grown := make([]byte, len(payload), min(max(2*cap(payload), len(payload)+step), size))
+	copy(grown, payload)
+	return grown
 }

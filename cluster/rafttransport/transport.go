@@ -5,9 +5,10 @@ package rafttransport
 // opens message and snapshot connections to the other nodes.
 //
 // Goroutines: one accepts; one per accepted connection reads frames until
-// the connection ends; one per dialled message connection watches its
-// socket for the peer's close (connection.go). Close stops the listener,
-// closes every accepted connection and waits for their goroutines.
+// the connection ends (at most the bounds of bounds.go); one per dialled
+// message connection watches its socket for the peer's close
+// (connection.go). Close stops the listener, closes every accepted
+// connection and waits for their goroutines.
 
 import (
 	"context"
@@ -21,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fibrilmq/fibril/netlimit"
 	"github.com/fibrilmq/fibril/tlsconfig"
 	"github.com/lni/dragonboat/v4/config"
 	"github.com/lni/dragonboat/v4/raftio"
@@ -58,6 +60,9 @@ type Factory struct {
 	TLS    *tlsconfig.Node
 	Peers  []string
 	Logger *slog.Logger
+	// Limits bound the listener (bounds.go); the zero value means
+	// DefaultLimits.
+	Limits netlimit.Limits
 }
 
 var _ config.TransportFactory = (*Factory)(nil)
@@ -69,7 +74,12 @@ func (f *Factory) Create(nodeHost config.NodeHostConfig, messages raftio.Message
 	if logger == nil {
 		logger = slog.Default()
 	}
+	gate, err := netlimit.NewGate(f.limits())
+	if err != nil {
+		panic(fmt.Errorf("rafttransport: %w", err)) // the limits are constants or a test's
+	}
 	return &Transport{
+		gate:          gate,
 		listenAddress: nodeHost.GetListenAddress(),
 		tls:           f.TLS,
 		peers:         slices.Clone(f.Peers),
@@ -103,6 +113,7 @@ type Transport struct {
 	logger        *slog.Logger
 
 	listener net.Listener
+	gate     *netlimit.Gate // bounds.go
 	serving  sync.WaitGroup
 
 	mu       sync.Mutex
@@ -165,12 +176,13 @@ func (t *Transport) accept() {
 		}
 		pause = 0
 		setKeepAlive(conn)
-		if !t.track(conn) {
-			_ = conn.Close()
+		admitted := t.gate.Admit(conn) // never waits: the oldest pending connection makes room
+		if !t.track(admitted) {
+			_ = admitted.Close()
 			return
 		}
 		t.serving.Add(1)
-		go t.serve(conn)
+		go t.serve(admitted)
 	}
 }
 
@@ -193,50 +205,69 @@ func (t *Transport) untrack(conn net.Conn) {
 }
 
 // serve reads frames from one accepted connection until it ends or a
-// frame is bad.
-func (t *Transport) serve(raw net.Conn) {
+// frame is bad. The connection is pending in the gate (bounds.go) until
+// its first frame arrived, past the TLS handshake and the identity check,
+// within handshakeTimeout of the accept.
+func (t *Transport) serve(admitted *netlimit.Conn) {
 	defer t.serving.Done()
-	defer t.untrack(raw)
-	conn := raw
+	defer t.untrack(admitted)
+	remote := admitted.RemoteAddr().String()
+	if err := admitted.AwaitFirstByte(); err != nil {
+		t.refused(admitted, err)
+		return
+	}
+	deadline := time.Now().Add(handshakeTimeout)
+	var conn net.Conn = admitted
 	if t.tls != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
-		tlsConn := tls.Server(raw, t.tls.ServerConfig())
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		tlsConn := tls.Server(admitted, t.tls.ServerConfig())
 		err := tlsConn.HandshakeContext(ctx)
 		cancel()
 		if err != nil { // no answer in plain text: a Raft port speaks TLS only
-			t.logger.Warn("raft connection refused", "remote", raw.RemoteAddr().String(),
-				"err", tlsconfig.ExplainHandshakeError(err, raw.RemoteAddr().String(), true))
+			t.refused(admitted, tlsconfig.ExplainHandshakeError(err, remote, true))
 			return
 		}
 		conn = tlsConn
 	}
 	claims, err := t.certifiedAddresses(conn)
 	if err != nil {
-		t.logger.Warn("raft connection refused", "remote", raw.RemoteAddr().String(), "err", err)
+		t.refused(admitted, err)
 		return
 	}
 	var buf []byte
-	for {
-		if err := readMagic(conn); err != nil {
+	for established := false; ; established = true {
+		wait := time.Time{} // an established connection may idle
+		if !established {
+			wait = deadline
+		}
+		if err := readMagic(conn, wait); err != nil {
 			if errors.Is(err, errPoison) {
 				_ = conn.SetWriteDeadline(time.Now().Add(headerTimeout))
 				_, _ = conn.Write(poison[:])
 			} else if errors.Is(err, ErrBadFrame) {
-				t.logger.Warn("raft connection ended", "remote", raw.RemoteAddr().String(), "err", err)
+				t.logger.Warn("raft connection ended", "remote", remote, "err", err)
+			} else if !established {
+				t.refused(admitted, fmt.Errorf("no frame within %v of the accept: %w", handshakeTimeout, err))
 			}
 			return
 		}
 		h, payload, err := readFrame(conn, buf, t.encrypted())
 		if err != nil {
 			if errors.Is(err, ErrBadFrame) {
-				t.logger.Warn("raft connection ended", "remote", raw.RemoteAddr().String(), "err", err)
+				t.logger.Warn("raft connection ended", "remote", remote, "err", err)
 			}
 			return
 		}
 		if cap(payload) <= 4<<20 {
 			buf = payload[:0] // keep a modest buffer for the next frame
 		}
-		if !t.deliver(h.method, payload, claims, raw.RemoteAddr().String()) {
+		if !established {
+			if err := admitted.Established(); err != nil {
+				t.refused(admitted, err)
+				return
+			}
+		}
+		if !t.deliver(h.method, payload, claims, remote) {
 			return
 		}
 	}

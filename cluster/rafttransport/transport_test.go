@@ -116,7 +116,7 @@ func TestBadFramesAreRefused(t *testing.T) {
 		frame.WriteString("abc")
 		_, _ = client.Write(frame.Bytes())
 	}()
-	if err := readMagic(server); err != nil {
+	if err := readMagic(server, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := readFrame(server, nil, false); !errors.Is(err, ErrBadFrame) {
