@@ -16,7 +16,7 @@ package actors
 //
 // Copies at the frontier. WrittenOn and DurableOn (fibril_queue_copies)
 // count the owner and every follower at or past the quorum frontier whose
-// link keeps up: a follower stalled, catching up or unreachable is not
+// link keeps up: a follower stalled or unreachable is not
 // counted, even when its last report happens to equal a frontier that has
 // stopped moving.
 

@@ -14,7 +14,7 @@ package actors
 // back.
 //
 // Admission: while fewer than W copies count toward it (a follower is
-// unreachable, latched, restarting, catching up, or stalled past
+// unreachable, latched, restarting, or stalled past
 // replication.LinkLimits.AdmitStallMax), the owner refuses new publishes
 // with unavailable (211): they are not appended, so the refusal is honest. Publishes
 // appended before stay pending until the quorum returns (or the owner
@@ -265,8 +265,8 @@ func (p *partition) retentionFloor() uint64 {
 }
 
 // admitsPublishes reports whether the owner may append new publishes: it
-// serves and at least W copies count toward admission (a follower catching
-// up or stalled does not). failure says why not.
+// serves and at least W copies count toward admission (a follower stalled
+// for long does not). failure says why not.
 func (p *partition) admitsPublishes() (bool, requestFailure) {
 	if !p.isReplicated() {
 		return true, requestFailure{}

@@ -28,9 +28,14 @@ package replication
 // and catching-up, only for the owner's epoch and only from the instance
 // the link established agreement with: a restarted follower is a new
 // instance and starts over at probing. Toward admission (whether the owner
-// takes new publishes) only a pushing follower counts, and not one that has
-// been stalled for AdmitStallMax: a copy that is catching up or cannot make
-// progress cannot hold a new record soon.
+// takes new publishes) the same followers count, except one that has been
+// stalled for AdmitStallMax: a copy that cannot make progress cannot hold a
+// new record soon. A follower that catches up still admits: it holds new
+// records within its catch-up, and refusing publishes each time a follower
+// fetches turned admission on and off between one connection's pipelined
+// publishes, so a refused publish retried by its client was stored after
+// a later one that was admitted (an order violation seen in the power-loss
+// class).
 //
 // What the link says of itself is true (Observe, with the time injected by
 // the caller): "in sync" only while the follower holds everything the
@@ -232,7 +237,7 @@ func (l *Link) Observe(owner OwnerLog, now time.Time, written bool) LinkHealth {
 		health.StalledFor = now.Sub(l.progressAt)
 		health.Stalled = health.StalledFor >= l.Limits.StallAfter
 	}
-	health.Admits = l.State == LinkPushing && health.StalledFor < l.Limits.AdmitStallMax
+	health.Admits = counts && health.StalledFor < l.Limits.AdmitStallMax
 	health.Text = l.healthText(health)
 	return health
 }

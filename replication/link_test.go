@@ -179,9 +179,10 @@ func TestLinkSaysWhenItIsBehindOrStalled(t *testing.T) {
 	}
 }
 
-// TestLinkCatchingUpNeverAdmits: a follower fetching what it lacks counts
-// toward the frontier (its positions are real) but not toward admission.
-func TestLinkCatchingUpNeverAdmits(t *testing.T) {
+// TestLinkCatchingUpAdmits: a follower fetching what it lacks counts
+// toward the frontier (its positions are real) and toward admission, and
+// says it is catching up.
+func TestLinkCatchingUpAdmits(t *testing.T) {
 	link := NewLink("node2", 3, DefaultLinkLimits)
 	owner := ownerLog(0, 200000, h(3, 0))
 	link.LinkUp()
@@ -190,7 +191,7 @@ func TestLinkCatchingUpNeverAdmits(t *testing.T) {
 		t.Fatalf("after a behind refusal: action %d, %+v", action, link)
 	}
 	health := link.Observe(owner, time.Unix(1000, 0), false)
-	if !link.Counts() || health.Admits || health.Text != "catching up, 199990 records behind (the follower fetches from 10)" {
+	if !link.Counts() || !health.Admits || health.Text != "catching up, 199990 records behind (the follower fetches from 10)" {
 		t.Fatalf("a catching-up follower: counts %v, %+v", link.Counts(), health)
 	}
 }
