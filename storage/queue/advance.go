@@ -34,7 +34,14 @@ func (q *Queue) Advance() (Progress, error) {
 	written, durable := q.frontiers(f)
 	captured := q.machine.advance(written, durable, q.nowMs(), &progress)
 	if err := q.fill(&progress); err != nil {
-		q.fence(err)
+		if status := q.log.Status(); status.Latched {
+			// The log latched and cut what was not durable between the
+			// frontier read above and this read: the storage error is the
+			// cause, the missing record only its symptom.
+			q.fenceOnLatch(status.LastError)
+		} else {
+			q.fence(err)
+		}
 		return Progress{}, q.fenced
 	}
 	if err := q.appendMarks(); err != nil {

@@ -29,6 +29,11 @@ type fakeLog struct {
 	refuse   error // returned by the next AppendAsync
 	lastSync int
 	levels   map[uint64]log.Durability // level of each append, by its first offset
+	// latchOnScan, when set, latches the log at the next scan with this
+	// cause, as a failed sync does on another goroutine: written drops to
+	// durable, what was not durable is cut, and the scan finds nothing.
+	latchOnScan error
+	latched     error
 }
 
 type fakeWaiter struct {
@@ -143,6 +148,12 @@ func (f *fakeLog) Frontiers() log.Frontiers {
 
 func (f *fakeLog) scan(from, limit uint64, fn func(log.Record) error) (uint64, error) {
 	f.mu.Lock()
+	if f.latchOnScan != nil {
+		f.latched, f.latchOnScan = f.latchOnScan, nil
+		f.records = f.records[:f.durable-f.base]
+		f.written = f.durable
+		limit = min(limit, f.durable)
+	}
 	if from < f.base {
 		f.mu.Unlock()
 		return from, fmt.Errorf("%w: %d below %d", log.ErrOutOfRange, from, f.base)
@@ -178,7 +189,11 @@ func (f *fakeLog) Sync(context.Context) error {
 
 func (f *fakeLog) Status() log.Status {
 	fr := f.Frontiers()
-	return log.Status{Frontiers: fr, FirstOffset: f.FirstOffset(), DurableLagRecords: fr.Written - fr.Durable}
+	f.mu.Lock()
+	latched := f.latched
+	f.mu.Unlock()
+	return log.Status{Frontiers: fr, FirstOffset: f.FirstOffset(), DurableLagRecords: fr.Written - fr.Durable,
+		Latched: latched != nil, LastError: latched}
 }
 
 func (f *fakeLog) FirstOffset() uint64 {
