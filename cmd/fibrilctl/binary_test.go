@@ -258,6 +258,10 @@ func TestBinaryPeekLeavesMessagesInTheQueue(t *testing.T) {
 	if strings.Count(r.stdout, " job\n") != 3 || !strings.Contains(r.stdout, "peeked 3 of 5 ready") {
 		t.Fatalf("peek: %q", r.stdout)
 	}
+	// The releases of the unsubscribe are records the queue appends: they
+	// count as ready only once they reach its boundary, and info on another
+	// connection is not ordered after them (docs/protocol.md 4.2).
+	waitForQueue(t, node, "jobs", func(info queueJSON) bool { return info.Ready == 5 && info.Leased == 0 })
 	r = mustSucceed(t, ctlAt(t, node, "peek", "jobs", "--count", "10", "--json"), "peek --json")
 	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 5 {
 		t.Fatalf("peek --json of 5 ready: %q", r.stdout)

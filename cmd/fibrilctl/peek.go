@@ -4,9 +4,12 @@ package main
 // consuming them. The protocol has no read-only browse, so peek does what
 // RabbitMQ's "get messages, requeue" does: it subscribes, takes what the
 // node delivers, and unsubscribes without settling, which releases every
-// message (ready again at once, the attempt not counted). Two things
-// follow, and peek says both: the messages come back marked redelivered
-// on their next delivery, and messages other consumers hold are not seen.
+// message (the attempt not counted). Two things follow, and peek says
+// both: the messages come back marked redelivered on their next delivery,
+// and messages other consumers hold are not seen. A release is a record
+// the queue appends, so the messages count as ready again once it reaches
+// the queue's boundary, which can be just after peek exits: a peek or an
+// info right after it may not see them ready yet.
 
 import (
 	"context"
