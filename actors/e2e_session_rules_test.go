@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/storage/vfs"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -253,6 +254,35 @@ func TestKeepaliveClosesClientsThatMissPongs(t *testing.T) {
 	if pings != missedMax || len(errs) != 1 || errs[0].Code != wire.CodeProtocolViolation ||
 		!strings.Contains(errs[0].Message, "pings unanswered") {
 		t.Fatalf("deaf client: %d pings, errors %+v; want %d pings then a protocol_violation", pings, errs, missedMax)
+	}
+}
+
+// A ping is answered while a delete holds the frames sent after it: the
+// delete waits for a publish whose sync the disk holds, and the ping sent
+// behind it is answered at once (docs/protocol.md 4.7, "as soon as it
+// can"), not when the delete is. A client that pings to find a dead node
+// must not take a long delete for one.
+func TestPingIsAnsweredWhileADeleteWaits(t *testing.T) {
+	gate := newGateFS(vfs.OS)
+	b := startModeBroker(t, t.TempDir(), gate)
+	c := connect(t, b)
+	c.mustDeclare("slow-delete", wire.ModeDurable, wire.QueueOptions{})
+	gate.hold(gateSyncs)
+	defer gate.release()
+	c.writeAll(
+		&wire.Publish{Queue: []byte("slow-delete"), Messages: []wire.PublishMessage{{Seq: 1, Payload: []byte("a")}}},
+		&wire.DeleteQueue{RequestID: 9, Queue: "slow-delete"},
+		&wire.Ping{RequestID: 10},
+	)
+	c.reply(10)
+	for _, frame := range c.backlog {
+		if requestIDOf(frame) == 9 {
+			t.Fatalf("the delete was answered (%+v) before the pong, with the sync of the publish before it held", frame)
+		}
+	}
+	gate.release()
+	if ok, isOK := c.reply(9).(*wire.OK); !isOK {
+		t.Fatalf("delete: %+v, want ok", ok)
 	}
 }
 

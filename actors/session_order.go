@@ -21,6 +21,7 @@ package actors
 // with no extra goroutine hop, lock or allocation. The list is bounded:
 // the reader stops reading while it holds heldFramesMax frames
 // (connection.go), so TCP slows a client that pipelines without end.
+// Pings and pongs are not held (isKeepaliveFrame).
 //
 // Keepalive (docs/protocol.md 4.1, 4.7). A connection that has not sent
 // hello within Config.HelloTimeout is closed with protocol_violation.
@@ -72,7 +73,7 @@ func (s *session) receiveInOrder(ctx actor.Context, message any) {
 			s.refuseDraining(ctx, message)
 			return
 		}
-		if s.order.awaiting != "" {
+		if s.order.awaiting != "" && !isKeepaliveFrame(message) {
 			s.order.held = append(s.order.held, message)
 			s.conn.holdFrame()
 			return
@@ -87,6 +88,21 @@ func (s *session) receiveInOrder(ctx actor.Context, message any) {
 			s.endBarrier(ctx)
 		}
 	}
+}
+
+// isKeepaliveFrame reports whether message is a ping or a pong. They
+// change nothing a later request could see, so they are never held behind
+// a barrier: a ping is answered as soon as the frame arrives (docs/
+// protocol.md 4.7), however long a declare or a delete before it waits (a
+// delete waits for its queue's appends, a cluster one for the coordination
+// shard). Held, a ping went unanswered for as long, and a client that pings
+// to find a dead node closed a healthy connection with the delete on it.
+func isKeepaliveFrame(message any) bool {
+	switch message.(type) {
+	case inPing, inPong:
+		return true
+	}
+	return false
 }
 
 // beginBarrier marks a request whose answer later frames must follow.
