@@ -29,9 +29,10 @@ const MinMaxBodyBytes = 4096
 // ProtocolVersion is the newest protocol version this package speaks and
 // MinProtocolVersion the oldest; hello negotiates the highest both sides
 // speak. Version 2 is version 1 with redirects as FRD2 (with the owner's
-// epoch) instead of FRD1.
+// epoch) instead of FRD1. Version 3 is version 2 with the publish fence: a
+// refused publish fences its queue on the connection until FRS1.
 const (
-	ProtocolVersion    uint16 = 2
+	ProtocolVersion    uint16 = 3
 	MinProtocolVersion uint16 = 1
 )
 
@@ -65,6 +66,7 @@ const (
 	TagPublishIdempotent Tag = 'F'<<24 | 'P'<<16 | 'B'<<8 | '2' // FPB2 client
 	TagConfirmIdempotent Tag = 'F'<<24 | 'C'<<16 | 'F'<<8 | '2' // FCF2 server
 	TagNegativeConfirm   Tag = 'F'<<24 | 'N'<<16 | 'C'<<8 | '1' // FNC1 server
+	TagResumePublishing  Tag = 'F'<<24 | 'R'<<16 | 'S'<<8 | '1' // FRS1 client, protocol 3
 	TagSubscribe         Tag = 'F'<<24 | 'S'<<16 | 'B'<<8 | '1' // FSB1 client
 	TagSubscribeOK       Tag = 'F'<<24 | 'S'<<16 | 'K'<<8 | '1' // FSK1 server
 	TagDeliver           Tag = 'F'<<24 | 'D'<<16 | 'L'<<8 | '1' // FDL1 server
@@ -157,6 +159,7 @@ var kinds = []kind{
 	{TagPublishIdempotent, "publish-idempotent", sentByClient, func() Frame { return new(PublishIdempotent) }},
 	{TagConfirmIdempotent, "confirm-idempotent", sentByServer, func() Frame { return new(ConfirmIdempotent) }},
 	{TagNegativeConfirm, "negative-confirm", sentByServer, func() Frame { return new(NegativeConfirm) }},
+	{TagResumePublishing, "resume-publishing", sentByClient, func() Frame { return new(ResumePublishing) }},
 	{TagSubscribe, "subscribe", sentByClient, func() Frame { return new(Subscribe) }},
 	{TagSubscribeOK, "subscribe-ok", sentByServer, func() Frame { return new(SubscribeOK) }},
 	{TagDeliver, "deliver", sentByServer, func() Frame { return new(Deliver) }},

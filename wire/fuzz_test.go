@@ -98,6 +98,7 @@ func FuzzDecodeConfirm(f *testing.F)           { fuzzDecoder(f, TagConfirm) }
 func FuzzDecodePublishIdempotent(f *testing.F) { fuzzDecoder(f, TagPublishIdempotent) }
 func FuzzDecodeConfirmIdempotent(f *testing.F) { fuzzDecoder(f, TagConfirmIdempotent) }
 func FuzzDecodeNegativeConfirm(f *testing.F)   { fuzzDecoder(f, TagNegativeConfirm) }
+func FuzzDecodeResumePublishing(f *testing.F)  { fuzzDecoder(f, TagResumePublishing) }
 func FuzzDecodeSubscribe(f *testing.F)         { fuzzDecoder(f, TagSubscribe) }
 func FuzzDecodeSubscribeOK(f *testing.F)       { fuzzDecoder(f, TagSubscribeOK) }
 func FuzzDecodeDeliver(f *testing.F)           { fuzzDecoder(f, TagDeliver) }

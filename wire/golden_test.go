@@ -117,6 +117,7 @@ func goldenCases() []goldenCase {
 		{"FMK1_mode_changed_pending", "still pending: a follower's durable progress is short of the revision",
 			&ModeChanged{RequestID: 10, Outcome: ModePending, Mode: ModeDurable, Applied: ModeBuffered, Revision: 3,
 				Message: "waiting for 2 durable copies at offset 1042; durable on 1 (node-3 unreachable)"}},
+		{"FRS1_resume_publishing", "publishes to orders are served again on this connection", &ResumePublishing{Queue: "orders"}},
 		{"FOK1_ok", "purge removed 42 messages", &OK{RequestID: 8, Count: 42}},
 		{"FPI1_ping", "", &Ping{RequestID: 9}},
 		{"FPO1_pong", "", &Pong{RequestID: 9}},

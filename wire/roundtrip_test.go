@@ -244,6 +244,8 @@ func (g *generator) frame(tag Tag) Frame {
 		return &Unsubscribe{RequestID: g.id(), SubscriptionID: g.id()}
 	case TagSubscriptionEnded:
 		return &SubscriptionEnded{SubscriptionID: g.id(), Code: Code(g.rng.Intn(65536)), Message: g.text(10)}
+	case TagResumePublishing:
+		return &ResumePublishing{Queue: g.text(5)}
 	case TagGetQueueInfo:
 		return &GetQueueInfo{RequestID: g.id(), Queue: g.text(5)}
 	case TagQueueInfoReply:

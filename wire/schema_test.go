@@ -201,7 +201,8 @@ var layouts = map[Tag][]field{
 		u16("code", "error code: why it ended"),
 		str("message", "for people"),
 	},
-	TagGetQueueInfo: {requestID(), str("queue", "queue name")},
+	TagGetQueueInfo:     {requestID(), str("queue", "queue name")},
+	TagResumePublishing: {str("queue", "queue name; its publish fence lifts")},
 	TagQueueInfoReply: {
 		replyID(),
 		msgpackField("info", "msgpack map, see Queue info"),
