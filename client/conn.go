@@ -22,9 +22,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fibrilmq/fibril/tlsconfig"
@@ -63,6 +65,24 @@ type conn struct {
 
 	reading readerState // owned by the reader goroutine
 	writing writerState // owned by the writer goroutine
+
+	// heard counts the bytes read from the node: the keepalive takes any
+	// of them, not only its pong, as a sign the node is there.
+	heard *atomic.Uint64
+}
+
+// countingReader counts the bytes its reads return into n.
+type countingReader struct {
+	src io.Reader
+	n   *atomic.Uint64
+}
+
+func (r countingReader) Read(p []byte) (int, error) {
+	n, err := r.src.Read(p)
+	if n > 0 {
+		r.n.Add(uint64(n))
+	}
+	return n, err
 }
 
 // connect dials address, exchanges hello and starts the goroutine pair.
@@ -77,7 +97,8 @@ func (c *Client) connect(ctx context.Context, l *link, address, previousSession 
 	if deadline, ok := ctx.Deadline(); ok {
 		netConn.SetDeadline(deadline)
 	}
-	reader := wire.NewReader(netConn, c.options.MaxBodyBytes)
+	heard := new(atomic.Uint64)
+	reader := wire.NewReader(countingReader{src: netConn, n: heard}, c.options.MaxBodyBytes)
 	writer := wire.NewWriter(netConn, 0)
 	helloOK, err := c.hello(reader, writer, previousSession)
 	if !interrupt() && err == nil {
@@ -106,6 +127,7 @@ func (c *Client) connect(ctx context.Context, l *link, address, previousSession 
 		done:        make(chan struct{}),
 		readerDone:  make(chan struct{}),
 		writerDone:  make(chan struct{}),
+		heard:       heard,
 	}
 	cn.reading = readerState{reader: reader, bindings: make(map[uint64]*binding)}
 	cn.writing = writerState{writer: writer}

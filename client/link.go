@@ -258,13 +258,40 @@ func (l *link) serve(c *conn) error {
 	}
 }
 
-// keepalive pings; an unanswered ping ends the connection.
+// keepalive pings and waits for the pong. It ends the connection only
+// when the pong is still missing and nothing at all came from the node for
+// a whole interval: a node that sends other frames (deliveries, confirms,
+// a long reply the pong waits behind) is there, however late the pong.
+// The node takes any frame for a sign of life the same way (docs/
+// protocol.md 4.7). A node that went away or stopped (a pause, a cut
+// network) sends nothing, and is found within two intervals of its last
+// byte, as before.
 func (l *link) keepalive(c *conn) {
-	ctx, cancel := context.WithTimeout(l.client.ctx, l.client.options.KeepaliveInterval)
+	interval := l.client.options.KeepaliveInterval
+	ctx, cancel := context.WithCancel(l.client.ctx)
 	defer cancel()
-	_, err := c.request(ctx, call{build: func(id uint64) wire.Frame { return &wire.Ping{RequestID: id} }})
-	if err != nil && ctx.Err() == context.DeadlineExceeded {
-		c.fail(connectionLost(errKeepaliveTimeout))
+	answered := make(chan struct{})
+	heard := c.heard.Load()
+	go func() {
+		defer close(answered)
+		_, _ = c.request(ctx, call{build: func(id uint64) wire.Frame { return &wire.Ping{RequestID: id} }})
+	}()
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-answered: // the pong, or the connection or the Client ended
+			return
+		case <-timer.C:
+			if now := c.heard.Load(); now != heard {
+				heard = now
+				timer.Reset(interval)
+				continue
+			}
+			c.fail(connectionLost(errKeepaliveTimeout))
+			<-answered // fail answered the ping
+			return
+		}
 	}
 }
 

@@ -65,8 +65,10 @@ type Options struct {
 	// DialTimeout bounds one connection attempt, hello included.
 	DialTimeout time.Duration
 	// KeepaliveInterval is how often each connection pings the node; a
-	// ping unanswered within the interval closes the connection (and so
-	// triggers a reconnect). Negative turns keepalive off.
+	// ping unanswered while nothing else came from the node for a whole
+	// interval closes the connection (and so triggers a reconnect): a busy
+	// node whose pong waits behind other frames is not taken for a dead
+	// one. Negative turns keepalive off.
 	KeepaliveInterval time.Duration
 	// MaxRedirects bounds how many redirects one request follows.
 	MaxRedirects int

@@ -188,6 +188,55 @@ func TestKeepaliveClosesASilentConnection(t *testing.T) {
 	await(t, server, "a reconnect after an unanswered ping", func(s clienttest.Stats) bool { return s.Hellos >= 2 })
 }
 
+// A node that never answers the keepalive's ping but keeps sending other
+// frames (its pong waits behind them, say) is there: the connection stays
+// up through several intervals. Once the node falls silent too, the ping
+// still unanswered closes it.
+func TestKeepaliveKeepsAConnectionTheNodeKeepsTalkingOn(t *testing.T) {
+	server := startServer(t, clienttest.Config{})
+	pinged := make(chan *clienttest.Conn, 1)
+	pongs := make(chan uint64, 1)
+	server.SetHook(func(conn *clienttest.Conn, frame wire.Frame) clienttest.Action {
+		switch f := frame.(type) {
+		case *wire.Ping:
+			select {
+			case pinged <- conn:
+			default:
+			}
+			return clienttest.Ignore
+		case *wire.Pong:
+			pongs <- f.RequestID
+			return clienttest.Ignore
+		}
+		return clienttest.Handle
+	})
+	const interval = 500 * time.Millisecond
+	lost := make(chan error, 1)
+	dial(t, client.Options{KeepaliveInterval: interval, OnConnectionLost: func(_ string, err error) {
+		select {
+		case lost <- err:
+		default:
+		}
+	}}, server)
+	conn := waitResult(t, pinged, "the first keepalive ping")
+	// The node talks (pings of its own, each answered before the next)
+	// for four intervals while the client's ping stays unanswered.
+	for id, start := uint64(1), time.Now(); time.Since(start) < 4*interval; id++ {
+		conn.Send(&wire.Ping{RequestID: id})
+		select {
+		case got := <-pongs:
+			if got != id {
+				t.Fatalf("pong %d, want %d", got, id)
+			}
+		case err := <-lost:
+			t.Fatalf("the connection the node was sending on was closed: %v", err)
+		case <-time.After(hangGuard):
+			t.Fatal("the client's pong never came")
+		}
+	}
+	await(t, server, "a reconnect once the node fell silent", func(s clienttest.Stats) bool { return s.Hellos >= 2 })
+}
+
 func TestCloseFailsEverythingPending(t *testing.T) {
 	server := startServer(t, clienttest.Config{})
 	c := dial(t, client.Options{Confirms: true}, server)
