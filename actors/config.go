@@ -9,6 +9,7 @@ import (
 
 	"github.com/fibrilmq/fibril/access"
 	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/replication"
 	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/storage/vfs"
 	"github.com/fibrilmq/fibril/tlsconfig"
@@ -121,6 +122,12 @@ type Config struct {
 	// DefaultFollowerRetentionHold). A follower gone longer catches up
 	// from the owner's snapshot when it returns.
 	FollowerRetentionHold time.Duration
+	// OwnerDiskStallAfter is how long, in a cluster, work may wait on an
+	// owner's queue disk with no progress (a write or, for a durable queue,
+	// an fsync that does not return) before the owner fences its copy and
+	// hands the partition to a healthy one (0 means
+	// replication.DiskStallAfter; partition_diskwatch.go).
+	OwnerDiskStallAfter time.Duration
 	// Trace, when set, records every client frame while a recorder runs.
 	Trace *wire.TraceSwitch
 	// Logger receives the broker's log lines (nil means discard).
@@ -211,6 +218,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: negative follower retention hold %v", ErrInvalidConfig, c.FollowerRetentionHold)
 	}
 	c.FollowerRetentionHold = cmp.Or(c.FollowerRetentionHold, DefaultFollowerRetentionHold)
+	if c.OwnerDiskStallAfter < 0 {
+		return c, fmt.Errorf("%w: negative owner disk stall bound %v", ErrInvalidConfig, c.OwnerDiskStallAfter)
+	}
+	c.OwnerDiskStallAfter = cmp.Or(c.OwnerDiskStallAfter, replication.DiskStallAfter)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
 	c.HelloTimeout = cmp.Or(c.HelloTimeout, DefaultHelloTimeout)
 	c.KeepaliveInterval = cmp.Or(c.KeepaliveInterval, DefaultKeepaliveInterval)

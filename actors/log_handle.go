@@ -96,6 +96,12 @@ type logHandle struct {
 	// cleared by the owner when it takes it.
 	woken atomic.Bool
 
+	// appendsPending counts the appends (and syncs) asked of the log whose
+	// done has not been called: the owner's disk watch reads it
+	// (partition_diskwatch.go), since the direct appender publishes
+	// staged_next only as it writes.
+	appendsPending atomic.Int64
+
 	closeOnce sync.Once
 	closed    chan struct{}
 	closeErr  error
@@ -142,6 +148,9 @@ func (h *logHandle) syncDone() {
 	}
 }
 
+// AppendsPending says appends or syncs asked of the log wait for it.
+func (h *logHandle) AppendsPending() bool { return h.appendsPending.Load() > 0 }
+
 // Log is the log itself, for reads, watches and status.
 func (h *logHandle) Log() *log.Log { return h.l }
 
@@ -153,6 +162,13 @@ func (h *logHandle) submit(request logRequest) (owned bool, err error) {
 		h.mu.Unlock()
 		return false, log.ErrClosed
 	}
+	if done := request.done; done != nil {
+		h.appendsPending.Add(1)
+		request.done = func(result log.Result) {
+			h.appendsPending.Add(-1)
+			done(result)
+		}
+	}
 	if h.kick == nil {
 		h.mu.Unlock()
 		h.run(request)
@@ -161,6 +177,9 @@ func (h *logHandle) submit(request logRequest) (owned bool, err error) {
 	}
 	if len(h.requests) >= logRequestsMax {
 		h.mu.Unlock()
+		if request.done != nil {
+			h.appendsPending.Add(-1) // refused: its done is never called
+		}
 		return false, errLogBacklog
 	}
 	h.requests = append(h.requests, request)

@@ -133,6 +133,13 @@ type clusterState struct {
 	// cutOffSince is when this owner last began to be cut off
 	// (replication.OwnerCutOff); zero while it is not.
 	cutOffSince time.Time
+	// diskWatch judges the owner's own log by its progress; diskCheckArmed
+	// says its timer runs; stallFenced says this copy fenced because its
+	// disk stalled, and reopens itself once the disk answers again
+	// (partition_diskwatch.go).
+	diskWatch      replication.DiskWatch
+	diskCheckArmed bool
+	stallFenced    bool
 	// fetchDiverged says a catch-up page did not agree with this log
 	// below its end (replication.PageAgrees): the next push behind the
 	// end is refused with the history, so the owner finds the divergence.
@@ -569,6 +576,7 @@ func (p *partition) becomeOwner(ctx actor.Context, state cluster.CoordState) {
 	r.role, r.epoch, r.recoveryPID, r.recoveryStep = roleOwner, state.Epoch, nil, ""
 	r.fence = max(r.fence, state.Epoch)
 	p.becomeComplete() // an owner holds its epoch's history
+	p.maybeArmDiskCheck(ctx)
 	p.recomputeQuorum(ctx)
 	p.maybeAnnounceServing(ctx)
 	p.advance(ctx)
