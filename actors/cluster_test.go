@@ -15,10 +15,12 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,12 +74,33 @@ func withClusterConfig(configure func(config *cluster.Config)) brokerClusterOpti
 
 // freeLoopbackAddresses returns n distinct loopback addresses whose ports
 // were free a moment ago: all are held open until every one is chosen, so
-// the kernel cannot hand out the same port twice.
+// none is handed out twice.
+//
+// The ports come from below the kernel's ephemeral range (ephemeralPorts),
+// not from a listen on port 0. A node of a test cluster gives its ports up
+// while it is stopped, and restarts on the same ones; a port of the
+// ephemeral range is meanwhile free for any process on the machine to be
+// handed by the kernel, for a listen on port 0 (another package's test
+// binary, run beside this one by go test ./..., does thousands) or as the
+// local end of a connection. Then the restart failed with "address already
+// in use". The kernel hands out no port outside that range by itself.
 func freeLoopbackAddresses(t *testing.T, n int) []string {
 	t.Helper()
+	low, high := ephemeralPorts()
+	from, to := 10000, low-1 // below 10000: the ports the repository's configs name (7420, ...)
+	if to-from < 1000 {
+		from, to = high+1, 65535
+	}
 	addresses := make([]string, 0, n)
-	for range n {
-		listener, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(addresses) < n; tries++ {
+		address := "127.0.0.1:0" // no room outside the ephemeral range: let the kernel choose
+		if to-from >= 1000 && tries < 100*n {
+			address = net.JoinHostPort("127.0.0.1", strconv.Itoa(from+rand.IntN(to-from+1)))
+		}
+		listener, err := net.Listen("tcp", address)
+		if err != nil && !strings.HasSuffix(address, ":0") {
+			continue // taken: another one
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,6 +108,23 @@ func freeLoopbackAddresses(t *testing.T, n int) []string {
 		addresses = append(addresses, listener.Addr().String())
 	}
 	return addresses
+}
+
+// ephemeralPorts is the range of ports the kernel chooses from for a
+// listen on port 0 and for a connection's local end: Linux's
+// ip_local_port_range, else the range IANA suggests (other systems' default).
+func ephemeralPorts() (low, high int) {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if fields := strings.Fields(string(data)); len(fields) == 2 {
+			low, errLow := strconv.Atoi(fields[0])
+			high, errHigh := strconv.Atoi(fields[1])
+			if errLow == nil && errHigh == nil && 0 < low && low <= high {
+				return low, high
+			}
+		}
+	}
+	return 49152, 65535
 }
 
 func clusterTestLogger(t *testing.T) *slog.Logger {
