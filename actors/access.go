@@ -25,6 +25,8 @@ package actors
 //	get-queue-info (FIQ1)              any permission on the queue (access.Store.Visible)
 //	list-queues (FLQ1)                 nothing; the list holds only the visible queues
 //	ping, pong, error (FPI1, FPO1, FER1) nothing
+//	resume-publishing (FRS1)           nothing; it lifts only this session's own publish fence,
+//	                                   and every publish after it is checked as usual
 //
 // Every other frame kind is refused from a client on its header
 // (inbound.go: node-to-node and server frames), so the table covers

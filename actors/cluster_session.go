@@ -131,6 +131,10 @@ func (s *session) failMessage(message any, failure requestFailure) {
 		s.rejectPublish(publish, failure)
 		return
 	}
+	if resume, ok := message.(inResume); ok {
+		s.fences.resume(resume.frame.Queue) // it has no answer to refuse it with
+		return
+	}
 	s.push(failure.frame(routedRequestID(message)))
 }
 

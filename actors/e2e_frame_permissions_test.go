@@ -44,6 +44,7 @@ var clientFrameRules = map[wire.Tag]string{
 	wire.TagPurgeQueue:        "admin",
 	wire.TagChangeMode:        "admin",
 	wire.TagPing:              ruleNothing,
+	wire.TagResumePublishing:  ruleNothing,
 	wire.TagPong:              ruleNothing,
 	wire.TagError:             ruleNothing,
 }
@@ -221,6 +222,9 @@ var frameAttempts = map[wire.Tag]frameAttempt{
 	},
 	wire.TagError: func(w *frameWalk, c *testClient, _, _ uint64) attemptResult {
 		return settleThenPing(c, &wire.ErrorFrame{Code: wire.CodeResourceLimit, Message: "a client's report"})
+	},
+	wire.TagResumePublishing: func(w *frameWalk, c *testClient, _, _ uint64) attemptResult {
+		return settleThenPing(c, &wire.ResumePublishing{Queue: walkQueue})
 	},
 }
 

@@ -60,6 +60,9 @@ func TestReopenRecoversAFencedQueue(t *testing.T) {
 	if health := b.Health(); !health.OK {
 		t.Fatalf("health after the reopen: %+v", health)
 	}
+	// The refusal fenced the queue on this connection: resume it first
+	// (docs/protocol.md 4.3, "Order across a refusal").
+	c.send(&wire.ResumePublishing{Queue: "fragile"})
 	c.mustConfirm("fragile", wire.BoundaryDurable, "after-reopen")
 	got := drain(t, c, "fragile")
 	for _, payload := range []string{"kept-1", "kept-2", "after-reopen"} {

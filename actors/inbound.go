@@ -66,6 +66,7 @@ type inListQueues struct{ frame *wire.ListQueues }
 type inDeleteQueue struct{ frame *wire.DeleteQueue }
 type inPurgeQueue struct{ frame *wire.PurgeQueue }
 type inPing struct{ frame *wire.Ping }
+type inResume struct{ frame *wire.ResumePublishing }
 type inPong struct{ frame *wire.Pong }
 type inPeerError struct{ frame *wire.ErrorFrame }
 
@@ -273,6 +274,8 @@ func decodeControl(tag wire.Tag, body []byte) (any, error) {
 		message = inChangeMode{frame: f}
 	case *wire.Ping:
 		message = inPing{frame: f}
+	case *wire.ResumePublishing:
+		message = inResume{frame: f}
 	case *wire.Pong:
 		message = inPong{frame: f}
 	case *wire.ErrorFrame:

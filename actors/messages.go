@@ -77,10 +77,13 @@ type listResult struct {
 
 // publishBatch is one publish frame's messages for one partition.
 type publishBatch struct {
-	replyTo  *actor.PID
-	batchID  uint64 // the session's id for the batch; the result names it
-	messages []queue.Message
-	bytes    int
+	replyTo *actor.PID
+	batchID uint64 // the session's id for the batch; the result names it
+	// generation is the session's fence generation for the queue
+	// (publish_fence.go); 0: the session does not fence.
+	generation uint64
+	messages   []queue.Message
+	bytes      int
 }
 
 // publishResult answers a batch: messages [0, confirmed) are confirmed at

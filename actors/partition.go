@@ -113,6 +113,9 @@ type partitionHome struct {
 	// declared); written by the partition, read by the declare path
 	// (partition_mode.go).
 	appliedMode atomic.Uint32
+	// publishFences are the sessions this queue refuses publishes of
+	// (publish_fence.go); here, so a restart of the instance keeps them.
+	publishFences partitionFences
 }
 
 // partition is one instance of the partition actor.
@@ -246,8 +249,6 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.sessionGone(ctx, msg.session)
 	case reopenQueue:
 		p.reopen(ctx)
-	case diskCheck:
-		p.checkDisk(ctx) // in every state: a copy fenced by a stall watches for its disk's return
 	case *actor.Stopped:
 	case injectedPanic:
 		panic(fmt.Errorf("injected panic in partition %s: %s", p.home.name, msg.reason))
@@ -587,7 +588,7 @@ func (p *partition) refuseOwedAs(ctx actor.Context, appended, failure requestFai
 		}
 	}
 	for _, batch := range p.busy {
-		ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: failure})
+		p.refuseBatch(ctx, batch, failure)
 	}
 	p.busy = nil
 	for _, message := range p.waiting {
@@ -650,7 +651,7 @@ func (p *partition) refuse(ctx actor.Context, message any, failure requestFailur
 	case infoRequest:
 		p.answerInfo(ctx, msg, infoResult{requestID: msg.requestID, failure: failure})
 	case publishBatch:
-		ctx.Send(msg.replyTo, publishResult{batchID: msg.batchID, failure: failure})
+		p.refuseBatch(ctx, msg, failure)
 	case subscribeRequest:
 		ctx.Send(msg.replyTo, subscribeResult{requestID: msg.requestID, subscriptionID: msg.subscriptionID, failure: failure})
 	case unsubscribeRequest:

@@ -216,6 +216,7 @@ func (p *partition) dropSubscription(ctx actor.Context, sub *subscription) {
 
 // sessionGone drops every subscription of a session that stopped.
 func (p *partition) sessionGone(ctx actor.Context, session *actor.PID) {
+	p.home.publishFences.forget(session.Id)
 	for _, sub := range append([]*subscription(nil), p.home.subscribers.order...) {
 		if sub.session.Id == session.Id {
 			p.dropSubscription(ctx, sub)

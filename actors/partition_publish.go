@@ -5,7 +5,10 @@ package actors
 // reports the append done, Advance applies everything the queue's boundary
 // has passed and the partition answers each batch with one publishResult.
 // A batch refused with ErrBusy (too many appends in flight) waits in a
-// bounded list and is retried after the next Advance.
+// bounded list and is retried after the next Advance. Every refusal of a
+// batch goes through refuseBatch, which keeps the session's publish fence
+// (publish_fence.go): once a batch of a session is refused so, its later
+// batches sent before the session heard of it are refused too.
 
 import (
 	"errors"
@@ -38,8 +41,13 @@ func (p *partition) checkpointEvery() int {
 }
 
 func (p *partition) publish(ctx actor.Context, batch publishBatch) {
+	if failure, fenced := p.home.publishFences.refusing(batch.replyTo.Id, batch.generation); fenced {
+		p.refuseBatch(ctx, batch, failure) // sent before its session heard of a refusal (publish_fence.go)
+		p.metrics.rejects.Add(len(batch.messages))
+		return
+	}
 	if p.state == partitionFenced {
-		ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: p.fencedFailure()})
+		p.refuseBatch(ctx, batch, p.fencedFailure())
 		p.metrics.rejects.Add(len(batch.messages))
 		return
 	}
@@ -48,7 +56,7 @@ func (p *partition) publish(ctx actor.Context, batch publishBatch) {
 		return
 	}
 	if admitted, failure := p.admitsPublishes(); !admitted {
-		ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: failure})
+		p.refuseBatch(ctx, batch, failure)
 		p.metrics.rejects.Add(len(batch.messages))
 		return
 	}
@@ -79,7 +87,7 @@ func (p *partition) tryPublish(ctx actor.Context, batch publishBatch) bool {
 		return false
 	}
 	p.metrics.rejects.Add(len(batch.messages))
-	ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: p.failureOf(err)})
+	p.refuseBatch(ctx, batch, p.failureOf(err))
 	p.maybeFence(ctx, err)
 	return true
 }
@@ -114,9 +122,9 @@ func (p *partition) leased(claims []queue.Claim) {
 func (p *partition) queueBusy(ctx actor.Context, batch publishBatch) {
 	if len(p.busy) >= busyBatchesMax {
 		p.metrics.rejects.Add(len(batch.messages))
-		ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: requestFailure{
+		p.refuseBatch(ctx, batch, requestFailure{
 			code: wire.CodeOverloaded, message: fmt.Sprintf("queue %q has %d publish batches waiting for its log; "+
-				"retry once earlier publishes are answered", p.home.name, len(p.busy))}})
+				"retry once earlier publishes are answered", p.home.name, len(p.busy))})
 		return
 	}
 	p.busy = append(p.busy, batch)
@@ -347,5 +355,16 @@ var drainingFailure = requestFailure{code: wire.CodeUnavailable,
 // every batch still queued in the partitions' mailboxes.
 func (p *partition) refuseDraining(ctx actor.Context, batch publishBatch) {
 	p.metrics.rejects.Add(len(batch.messages))
-	ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: drainingFailure})
+	p.refuseBatch(ctx, batch, drainingFailure)
+}
+
+// refuseBatch answers a batch the partition did not append with failure;
+// a fencing refusal fences the batch's session here until its next
+// generation (publish_fence.go). Every refusal of a session's batch goes
+// through it.
+func (p *partition) refuseBatch(ctx actor.Context, batch publishBatch, failure requestFailure) {
+	if p.home.publishFences.refused(batch.replyTo.Id, batch.generation, failure) {
+		ctx.Watch(batch.replyTo) // its end drops the fence (sessionGone)
+	}
+	ctx.Send(batch.replyTo, publishResult{batchID: batch.batchID, failure: failure})
 }

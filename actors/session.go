@@ -96,8 +96,9 @@ type session struct {
 	watched       map[string]*actor.PID // partitions watched, by PID id
 	cluster       clusterSession        // cluster mode only (cluster_session.go)
 
-	order    requestOrder // session_order.go
-	live     keepalive    // session_order.go
+	order    requestOrder  // session_order.go
+	fences   sessionFences // publish_fence.go
+	live     keepalive     // session_order.go
 	draining bool
 }
 
@@ -206,6 +207,8 @@ func (s *session) receiveOpen(ctx actor.Context, message any) {
 		s.publishAnswered(msg)
 	case inSettle:
 		s.settle(ctx, msg)
+	case inResume:
+		s.resumePublishing(msg.frame.Queue)
 	case deliverBatch:
 		s.deliver(msg)
 	case settleFailed:
@@ -222,7 +225,7 @@ func (s *session) receiveOpen(ctx actor.Context, message any) {
 func isClientFrame(message any) bool {
 	switch message.(type) {
 	case inDeclare, inPublish, inSubscribe, inUnsubscribe, inSettle, inQueueInfo, inListQueues,
-		inDeleteQueue, inPurgeQueue, inChangeMode, inPing, inPong, inPeerError:
+		inDeleteQueue, inPurgeQueue, inChangeMode, inPing, inPong, inPeerError, inResume:
 		return true
 	}
 	return false
@@ -252,6 +255,9 @@ func (s *session) hello(ctx actor.Context, msg inHello) {
 		return
 	}
 	s.helloDone, s.version = true, version
+	if version >= 3 {
+		s.fences.enable() // the publish fence came with protocol version 3
+	}
 	s.identity = identity
 	s.clientName = clipName(frame.ClientName)
 	s.clientMaxBodyBytes = frame.MaxBodyBytes

@@ -27,6 +27,10 @@ func (s *session) publish(ctx actor.Context, msg inPublish) {
 			return
 		}
 	}
+	if failure, fenced := s.fences.refusing(msg.queue); fenced {
+		s.refuseFenced(msg, failure)
+		return
+	}
 	if msg = s.withoutOversized(msg); len(msg.seqs) == 0 {
 		return
 	}
@@ -48,14 +52,42 @@ func (s *session) publish(ctx actor.Context, msg inPublish) {
 	s.nextBatchID++
 	s.pending[s.nextBatchID] = pendingBatch{partition: partition, queue: msg.queue, seqs: msg.seqs,
 		credit: msg.credit, idempotent: msg.idempotent}
-	ctx.Send(partition, publishBatch{replyTo: ctx.Self(), batchID: s.nextBatchID, messages: msg.messages, bytes: msg.bytes})
+	ctx.Send(partition, publishBatch{replyTo: ctx.Self(), batchID: s.nextBatchID,
+		generation: s.fences.generation(msg.queue), messages: msg.messages, bytes: msg.bytes})
 }
 
 // rejectPublish negatively confirms a batch the session could not route
-// and returns its credit.
+// and returns its credit; a fencing refusal fences the queue
+// (publish_fence.go).
 func (s *session) rejectPublish(msg inPublish, failure requestFailure) {
+	s.fences.refused(msg.queue, failure)
 	s.push(&wire.NegativeConfirm{Ranges: rejectRanges(nil, msg.seqs, failure)})
 	s.conn.returnCredit(msg.credit)
+}
+
+// refuseFenced refuses a publish to a fenced queue with the fence's code;
+// a not_owner refusal comes with its redirect, as every one does
+// (docs/protocol.md 4.6).
+func (s *session) refuseFenced(msg inPublish, failure requestFailure) {
+	var redirect wire.Frame
+	if failure.code == wire.CodeNotOwner {
+		failure, redirect = s.notOwnerRedirect(msg.queue, failure)
+	}
+	s.rejectPublish(msg, failure)
+	if redirect != nil {
+		s.push(redirect)
+	}
+}
+
+// resumePublishing takes the client's FRS1: the queue's fence lifts. While
+// publishes to the queue are held for it (cluster_session.go), the resume
+// joins them, so it takes effect after the publishes sent before it.
+func (s *session) resumePublishing(queue string) {
+	if held, ok := s.cluster.stash[queue]; ok && len(held) < maxStashedPerQueue {
+		s.cluster.stash[queue] = append(held, inResume{frame: &wire.ResumePublishing{Queue: queue}})
+		return
+	}
+	s.fences.resume(queue)
 }
 
 func (s *session) publishAnswered(msg publishResult) {
@@ -89,6 +121,7 @@ func (s *session) answerBatchDeduplicated(batch pendingBatch, confirmed int, dup
 		if !failure.failed() {
 			failure = requestFailure{code: wire.CodeInternal, message: "the publish was neither confirmed nor refused"}
 		}
+		s.fences.refused(batch.queue, failure)
 		var redirect wire.Frame
 		if failure.code == wire.CodeNotOwner {
 			failure, redirect = s.notOwnerRedirect(batch.queue, failure)

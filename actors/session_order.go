@@ -224,6 +224,8 @@ func (s *session) refuseDraining(ctx actor.Context, message any) {
 			message: "the node is shutting down; the message was not stored"})
 	case inSettle:
 		s.settle(ctx, msg) // finishing work is what a drain is for
+	case inResume:
+		s.resumePublishing(msg.frame.Queue) // it has no answer to refuse it with
 	case inPing, inPong, inPeerError:
 		s.receiveSessionFrame(message)
 	default:
