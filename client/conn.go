@@ -47,6 +47,11 @@ type conn struct {
 	netConn     net.Conn
 	session     Session
 	peerMaxBody uint32 // the node's body limit, from hello-ok
+	// fences: the session speaks protocol version 3, so a refused publish
+	// fences its queue (fence.go); fenced holds the fenced queues, under
+	// Client.lanes.mu.
+	fences bool
+	fenced map[string]bool
 
 	outbox     chan outbound
 	settleKick chan struct{} // capacity 1: some binding has settles to write
@@ -121,6 +126,7 @@ func (c *Client) connect(ctx context.Context, l *link, address, previousSession 
 			ServerVersion: helloOK.ServerVersion, MaxBodyBytes: maxBody(helloOK.MaxBodyBytes),
 		},
 		peerMaxBody: maxBody(helloOK.MaxBodyBytes),
+		fences:      helloOK.Version >= 3,
 		outbox:      make(chan outbound, c.options.WriteQueueLength),
 		settleKick:  make(chan struct{}, 1),
 		pending:     newPendingTable(),
@@ -151,6 +157,16 @@ func explainTLS(err error, address string) error {
 	return err
 }
 
+// spokenVersions lists every protocol version the client speaks, newest
+// first, so a node that does not speak the newest chooses the next one.
+func spokenVersions() []uint16 {
+	versions := make([]uint16, 0, wire.ProtocolVersion-wire.MinProtocolVersion+1)
+	for version := wire.ProtocolVersion; version >= wire.MinProtocolVersion; version-- {
+		versions = append(versions, version)
+	}
+	return versions
+}
+
 func maxBody(limit uint32) uint32 {
 	if limit == 0 {
 		return wire.DefaultMaxBodyBytes
@@ -161,7 +177,7 @@ func maxBody(limit uint32) uint32 {
 // hello sends hello and reads the node's answer.
 func (c *Client) hello(reader *wire.Reader, writer *wire.Writer, previousSession string) (*wire.HelloOK, error) {
 	hello := &wire.Hello{
-		Versions: []uint16{wire.ProtocolVersion, wire.MinProtocolVersion}, ClientName: c.options.ClientName,
+		Versions: spokenVersions(), ClientName: c.options.ClientName,
 		AuthToken: c.options.AuthToken, PreviousSession: previousSession, MaxBodyBytes: c.options.MaxBodyBytes,
 	}
 	if err := writer.WriteFrame(hello); err != nil {

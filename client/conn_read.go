@@ -147,6 +147,9 @@ func (c *conn) handleReject(body []byte) {
 	}
 	for _, rejected := range r.reject.Ranges {
 		futures := c.pending.takePublishRange(rejected.First, rejected.Last, nil)
+		for _, future := range futures {
+			c.markFenced(future.queue, rejected.Code) // before the lanes see them (fence.go)
+		}
 		if rejected.Code == wire.CodeNotOwner {
 			c.redirectPublishes(futures)
 			continue

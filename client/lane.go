@@ -191,12 +191,13 @@ func (c *Client) holdIfBusy(future *PublishFuture) bool {
 }
 
 // holdOrCount holds the publish when anything of its queue must go out
-// before it on another connection, and otherwise counts it as unresolved
-// on connection, where the caller sends it.
+// before it on another connection, or its queue is fenced on connection
+// (the drainer resumes it, fence.go), and otherwise counts it as
+// unresolved on connection, where the caller sends it.
 func (c *Client) holdOrCount(future *PublishFuture, connection *conn) bool {
 	c.lanes.mu.Lock()
 	l := c.lanes.laneLocked(future.queue)
-	if l.draining || (l.unresolved > 0 && l.conn != connection) {
+	if l.draining || (l.unresolved > 0 && l.conn != connection) || connection.fencedLocked(future.queue) {
 		outcome := c.holdLocked(l, future)
 		c.lanes.forgetIfIdleLocked(l)
 		c.lanes.mu.Unlock()
@@ -461,10 +462,16 @@ func (c *Client) drain(l *lane) {
 			continue
 		}
 		lostLink, lostSince = nil, nil
-		batch, ready := c.takeBatch(l, changed, connection)
+		batch, resume, ready := c.takeBatch(l, changed, connection)
 		if !ready {
 			c.awaitChange(changed, nil)
 			continue
+		}
+		if resume {
+			// Ahead of the batch: the node serves the queue's publishes on
+			// this connection again from here on (fence.go). Should it
+			// fail, the connection is gone and so is the batch.
+			_ = connection.enqueueUntil(c.ctx, resumeFrame(l.queue), nil)
 		}
 		for _, future := range batch {
 			if err := c.handOver(c.ctx, future, connection); err != nil {
@@ -571,15 +578,18 @@ func (c *Client) awaitChange(lane, link <-chan struct{}) {
 
 // takeBatch takes every held publish to send on connection, counting them
 // there, unless something must happen first (a redirect to wait for,
-// publishes unresolved on another connection, or a change since the
-// drainer looked).
-func (c *Client) takeBatch(l *lane, looked <-chan struct{}, connection *conn) ([]*PublishFuture, bool) {
+// publishes unresolved on another connection, or on this one while the
+// queue is fenced here, or a change since the drainer looked). resume says
+// the queue is fenced on connection: the batch goes right after a resume,
+// and the mark is cleared.
+func (c *Client) takeBatch(l *lane, looked <-chan struct{}, connection *conn) (batch []*PublishFuture, resume, ready bool) {
 	c.lanes.mu.Lock()
 	defer c.lanes.mu.Unlock()
-	if l.changed != looked || l.awaiting != nil || (l.unresolved > 0 && l.conn != connection) {
-		return nil, false
+	fenced := connection.fencedLocked(l.queue)
+	if l.changed != looked || l.awaiting != nil || (l.unresolved > 0 && (l.conn != connection || fenced)) {
+		return nil, false, false
 	}
-	batch := make([]*PublishFuture, 0, len(l.held))
+	batch = make([]*PublishFuture, 0, len(l.held))
 	for _, future := range l.held {
 		future.held, future.refusedBy = false, nil
 		future.mu.Lock()
@@ -597,7 +607,11 @@ func (c *Client) takeBatch(l *lane, looked <-chan struct{}, connection *conn) ([
 	clear(l.held)
 	l.held = l.held[:0]
 	l.conn, l.target = connection, nil
-	return batch, true
+	if fenced && len(batch) > 0 {
+		delete(connection.fenced, l.queue)
+		resume = true
+	}
+	return batch, resume, true
 }
 
 // takeHeldLocked empties the lane's held list and returns what was in it.

@@ -204,7 +204,10 @@ func (f *PublishFuture) Wait(ctx context.Context) (Confirm, error) {
 // not_owner is sent again to the owner before any later publish to its
 // queue (one refused with unavailable or fenced through another node, see
 // the package doc, "Redirects"), and the later ones wait for it (keeping
-// their window places).
+// their window places). A refusal in the middle of a pipeline keeps the
+// order too: on a node of protocol version 3 it fences the queue on the
+// connection, so the later publishes already sent are refused as well and
+// sent again after it (fence.go).
 // This is not promised across Clients, across queues, or for calls made
 // concurrently; a publish that fails is outside it (one refused by the
 // node was not stored; one that failed with ErrConnectionLost or

@@ -16,7 +16,9 @@
 // Config.DefaultMode and Config.LegacyDeclareOK give mode-less declares a
 // cluster's default or an older node's FDK1 answer;
 // Redirect sends a queue's requests to another address; Refuse answers
-// them (and its publishes) with an error code such as unavailable;
+// them (and its publishes) with an error code such as unavailable (a
+// refused publish fences its queue on the connection until the client's
+// FRS1, as a node of protocol version 3 does);
 // DropConnections
 // and Restart cut every connection abruptly. Await waits for a condition
 // on Stats without polling.

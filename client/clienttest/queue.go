@@ -130,7 +130,17 @@ func (c *Conn) publishMessagesLocked(f *wire.Publish, idempotent bool) bool {
 	}
 	c.lastSeq = last
 	queueName := string(f.Queue)
+	if fence, ok := c.fenced[queueName]; ok {
+		// An earlier publish to the queue was refused on this connection
+		// and no resume came since (docs/protocol.md 4.3).
+		c.rejectLocked(first, last, len(f.Messages), fence, "an earlier publish to this queue on this connection was refused; send FRS1")
+		if target, ok := s.redirects[queueName]; ok && fence == wire.CodeNotOwner {
+			c.sendLocked(target.frame(0, queueName))
+		}
+		return true
+	}
 	if target, ok := s.redirects[queueName]; ok {
+		c.fenceLocked(queueName, wire.CodeNotOwner)
 		redirect := target.frame(0, queueName)
 		if s.config.RedirectBeforeReject {
 			c.sendLocked(redirect)
@@ -142,6 +152,7 @@ func (c *Conn) publishMessagesLocked(f *wire.Publish, idempotent bool) bool {
 		return true
 	}
 	if refused, ok := s.refusals[queueName]; ok {
+		c.fenceLocked(queueName, refused.code)
 		c.rejectLocked(first, last, len(f.Messages), refused.code, refused.message)
 		return true
 	}
@@ -179,6 +190,22 @@ func (h heldConfirm) frame() wire.Frame {
 		return &wire.ConfirmIdempotent{Ranges: []wire.IdempotentRange{{First: h.First, Last: h.Last, Boundary: h.Boundary}}}
 	}
 	return &wire.Confirm{Ranges: []wire.ConfirmRange{h.ConfirmRange}}
+}
+
+// fenceLocked fences queue on the connection after a refusal with code,
+// as a node does for the codes that fence (protocol version 3): its later
+// publishes there are refused with the same code until FRS1.
+func (c *Conn) fenceLocked(queue string, code wire.Code) {
+	switch code {
+	case wire.CodeNotOwner, wire.CodeFenced, wire.CodeLimitReached, wire.CodeStorageFailure,
+		wire.CodeUnavailable, wire.CodeOverloaded:
+	default:
+		return
+	}
+	if c.fenced == nil {
+		c.fenced = make(map[string]wire.Code)
+	}
+	c.fenced[queue] = code
 }
 
 func (c *Conn) rejectLocked(first, last uint64, count int, code wire.Code, text string) {

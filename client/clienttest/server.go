@@ -58,6 +58,7 @@ type Stats struct {
 	IdempotentFrames int // of PublishFrames, FPB2 frames
 	Published        int // messages stored
 	Rejected         int // messages negatively confirmed
+	Resumes          int // resume-publishing frames (FRS1)
 	Declares         int
 	Subscribes       int // subscriptions created
 	Unsubscribes     int
@@ -309,6 +310,7 @@ type Conn struct {
 	lastSeq       uint64 // guarded by server.mu
 	heldConfirms  []heldConfirm
 	subscriptions map[uint64]*subscription // guarded by server.mu
+	fenced        map[string]wire.Code     // guarded by server.mu: queues whose publishes are refused until FRS1
 }
 
 // SessionID returns the session id hello-ok gave.
@@ -475,6 +477,9 @@ func (c *Conn) handleLocked(frame wire.Frame) bool {
 		s.stats.Discarded += len(f.DeliveryTags)
 	case *wire.GetQueueInfo, *wire.ListQueues, *wire.DeleteQueue, *wire.PurgeQueue:
 		c.adminLocked(f)
+	case *wire.ResumePublishing:
+		s.stats.Resumes++
+		delete(c.fenced, f.Queue)
 	case *wire.Ping:
 		s.stats.Pings++
 		c.sendLocked(&wire.Pong{RequestID: f.RequestID})
