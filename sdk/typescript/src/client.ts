@@ -12,6 +12,9 @@
 //     owner, at most maxRedirects times;
 //   - when a connection ends, everything pending on it fails at once with
 //     ConnectionLostError, and the link reconnects with backoff;
+//   - it speaks protocol version 1, so a node does not fence a queue after a
+//     refused publish (docs/protocol.md 4.3, "Order across a refusal"): a
+//     publish it sends again after not_owner may be stored after later ones;
 //   - with retryUnknownPublishes, a publish whose outcome that left unknown
 //     (or that the node refused with outcome_unknown, 215) is sent again
 //     after the reconnect instead, but only when it carries a dedup key and
