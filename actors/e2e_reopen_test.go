@@ -102,6 +102,45 @@ func checkFenceText(t *testing.T, message, queueName, cause string) {
 	}
 }
 
+// A reopened queue takes no latch report but its own log's: the report the
+// old log sends as it latches may reach the partition after the reopen
+// stopped that log (it overtakes nothing: the stop's termination notice
+// does), and it fenced the reopened queue again with the cause the reopen
+// had just recovered from.
+func TestReopenedQueueIgnoresTheOldLogsLatch(t *testing.T) {
+	mem := vfs.NewMem()
+	b := startBroker(t, func(config *Config) {
+		config.FS = mem
+		config.DataDir = "/data"
+	})
+	c := connect(t, b)
+	c.mustDeclare("fragile", wire.ModeDurable, wire.QueueOptions{})
+	c.mustConfirm("fragile", wire.BoundaryDurable, "kept")
+	mem.InjectFault(vfs.FaultRule{Op: vfs.FaultWrite, Pattern: "/data/queues/fragile/0/log/*", Err: syscall.EIO})
+	for _, out := range c.awaitOutcomes(c.publish("fragile", "refused")) {
+		if out.confirmed || out.code != wire.CodeFenced {
+			t.Fatalf("publish on the failing disk: %+v", out)
+		}
+	}
+	mem.ClearFaults()
+	if err := b.ReopenQueue("fragile"); err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	route, ok := b.core.directory.lookup("fragile")
+	if !ok {
+		t.Fatal("no route to the reopened queue")
+	}
+	// The report of a log the partition no longer runs; the info request
+	// after it comes from the same sender, so it is handled after it.
+	b.core.system.Root.Send(route.pid, logLatched{handle: new(logHandle),
+		err: fmt.Errorf("log latched: %w", syscall.EIO)})
+	if info, _ := b.QueueInfo("fragile"); info.Fenced || info.FenceError != "" {
+		t.Fatalf("the old log's latch fenced the reopened queue: %+v", info)
+	}
+	c.send(&wire.ResumePublishing{Queue: "fragile"}) // the refusal fenced the queue on this connection
+	c.mustConfirm("fragile", wire.BoundaryDurable, "after")
+}
+
 // A partition that spent its restart budget is stopped and its queue
 // failed; a reopen spawns it again and every confirmed message is back.
 func TestReopenRevivesAQueueThatSpentItsRestartBudget(t *testing.T) {

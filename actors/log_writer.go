@@ -79,8 +79,13 @@ type (
 		frontiers   log.Frontiers
 		incarnation uint64
 	}
-	// logLatched tells the partition its log refuses appends.
-	logLatched struct{ err error }
+	// logLatched tells the partition its log refuses appends. handle
+	// names the log, so that a partition that closed it since (a reopen, a
+	// restart) does not take the report for one of the log it runs now.
+	logLatched struct {
+		handle *logHandle
+		err    error
+	}
 )
 
 type logWriter struct {
@@ -227,7 +232,7 @@ func (w *logWriter) settle(ctx actor.Context) {
 		w.metrics.latched.Store(true)
 		if !w.latchReported {
 			w.latchReported = true
-			ctx.Send(w.partition, logLatched{err: fmt.Errorf("log latched: %w", status.LastError)})
+			ctx.Send(w.partition, logLatched{handle: w.handle, err: fmt.Errorf("log latched: %w", status.LastError)})
 		}
 		return
 	}

@@ -320,6 +320,12 @@ func (p *partition) receiveServing(ctx actor.Context, message any) {
 	case checkpointRan:
 		p.checkpointRan(ctx, msg)
 	case logLatched:
+		if msg.handle != p.handle {
+			// The old log's report, come after a reopen closed it: it
+			// could be sent after the partition stopped that log, and
+			// fenced the reopened queue with the cause already recovered.
+			return
+		}
 		p.becomeFenced(ctx, msg.err)
 	case setSyncInterval:
 		if p.syncPID != nil {
