@@ -265,6 +265,16 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.info(ctx, msg) // answered in every other state: a request future waits for it
 	case consumersRequest:
 		p.consumers(ctx) // answered in every state, like info
+	case coordinationView:
+		if p.state == partitionOpening {
+			// Not held for after the open, as requests are: a view is
+			// state, and the open reads the one in force (clusterOpened).
+			// Replayed after that, an older view undid what the newer one
+			// did: an owner that had just taken epoch 1 saw a view from
+			// before its claim, stepped down and recovered to epoch 2.
+			return
+		}
+		p.receiveServing(ctx, msg)
 	default:
 		if p.state == partitionOpening {
 			p.hold(ctx, msg)
