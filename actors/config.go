@@ -31,6 +31,9 @@ const (
 	// DefaultFollowerRetentionHold is how long a follower that stopped
 	// counting holds its owner's compaction (Config.FollowerRetentionHold).
 	DefaultFollowerRetentionHold = time.Hour
+	// DefaultCheckpointEveryRecords is how many applied records make a
+	// queue checkpoint (Config.CheckpointEveryRecords).
+	DefaultCheckpointEveryRecords = 100_000
 	// DefaultHelloTimeout is how long a new connection has to send hello.
 	DefaultHelloTimeout = 10 * time.Second
 	// DefaultKeepaliveInterval is how often the node checks that a client
@@ -114,7 +117,8 @@ type Config struct {
 	// four outside it.
 	OpenSegmentFiles int
 	// CheckpointEveryRecords is how many applied records make a queue
-	// checkpoint its state (and compact its log after); 0 means 100,000.
+	// checkpoint its state (and compact its log after); 0 means
+	// DefaultCheckpointEveryRecords.
 	CheckpointEveryRecords int
 	// FollowerRetentionHold is how long, in a cluster, a follower that
 	// stopped counting (down, unreachable, latched) keeps holding its

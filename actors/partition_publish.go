@@ -30,7 +30,7 @@ const busyBatchesMax = publishCreditMessages
 // checkpointEveryRecords is how many applied records trigger a checkpoint
 // (and a compaction after it), so recovery replays a bounded tail, unless
 // Config.CheckpointEveryRecords says otherwise.
-const checkpointEveryRecords = 100_000
+const checkpointEveryRecords = DefaultCheckpointEveryRecords
 
 // checkpointEvery is the checkpoint threshold in force.
 func (p *partition) checkpointEvery() int {

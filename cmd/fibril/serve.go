@@ -16,6 +16,7 @@ import (
 	"github.com/fibrilmq/fibril/actors"
 	"github.com/fibrilmq/fibril/admin"
 	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -75,6 +76,13 @@ func usage(w io.Writer) {
 `)
 }
 
+// The bounds of --segment-bytes: a segment holds at least one index
+// interval, and the log takes at most 1 GiB.
+const (
+	minSegmentBytes = 4 << 10
+	maxSegmentBytes = 1 << 30
+)
+
 // serveFlags are the flags of `fibril serve`.
 type serveFlags struct {
 	data, listen, http string
@@ -89,6 +97,12 @@ type serveFlags struct {
 	// Node-wide storage budgets.
 	tailCacheBytes   int64
 	openSegmentFiles int
+	// Log upkeep of every queue (0: the broker's default): the segment
+	// size, the checkpoint interval in applied records, and how long a
+	// follower that stopped counting holds its owner's compaction.
+	segmentBytes          int64
+	checkpointRecords     int
+	followerRetentionHold time.Duration
 	// Lifecycle and keepalive settings (0: the broker's default).
 	shutdownTimeout, helloTimeout, keepaliveInterval time.Duration
 	keepaliveMissedMax                               uint
@@ -120,6 +134,13 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 		"memory the tail caches of every queue log hold together (each log also keeps to 8 MiB)")
 	set.IntVar(&f.openSegmentFiles, "open-segment-files", actors.DefaultOpenSegmentFiles,
 		"descriptors kept open for the sealed segments of every queue log together")
+	set.Int64Var(&f.segmentBytes, "segment-bytes", log.DefaultSegmentBytes,
+		"size of each queue log's segment files; a log compacts in whole segments")
+	set.IntVar(&f.checkpointRecords, "checkpoint-records", actors.DefaultCheckpointEveryRecords,
+		"applied records after which a queue checkpoints its state and compacts its log")
+	set.DurationVar(&f.followerRetentionHold, "follower-retention-hold", actors.DefaultFollowerRetentionHold,
+		"cluster mode: how long a follower that stopped counting holds its owner's compaction; one gone longer "+
+			"catches up from the owner's snapshot")
 	set.DurationVar(&f.shutdownTimeout, "shutdown-timeout", actors.DefaultShutdownTimeout,
 		"bound on a clean shutdown: finishing in-flight work, stopping every actor, closing every log")
 	set.DurationVar(&f.helloTimeout, "hello-timeout", actors.DefaultHelloTimeout,
@@ -143,6 +164,12 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	}
 	if f.tailCacheBytes <= 0 || f.openSegmentFiles <= 0 {
 		return f, fmt.Errorf("--tail-cache-bytes and --open-segment-files must be above 0")
+	}
+	if f.segmentBytes < minSegmentBytes || f.segmentBytes > maxSegmentBytes {
+		return f, fmt.Errorf("--segment-bytes must be between %d and %d", minSegmentBytes, maxSegmentBytes)
+	}
+	if f.checkpointRecords <= 0 || f.followerRetentionHold <= 0 {
+		return f, fmt.Errorf("--checkpoint-records and --follower-retention-hold must be above 0")
 	}
 	if f.shutdownTimeout <= 0 || f.helloTimeout <= 0 || f.keepaliveInterval <= 0 || f.keepaliveMissedMax == 0 {
 		return f, fmt.Errorf("--shutdown-timeout, --hello-timeout, --keepalive-interval and --keepalive-missed-max must be above 0")
@@ -178,6 +205,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	config.KeepaliveInterval = flags.keepaliveInterval
 	config.KeepaliveMissedMax = int(min(flags.keepaliveMissedMax, 1<<20))
 	config.TailCacheBytes, config.OpenSegmentFiles = flags.tailCacheBytes, flags.openSegmentFiles
+	config.SegmentBytes, config.CheckpointEveryRecords = flags.segmentBytes, flags.checkpointRecords
+	config.FollowerRetentionHold = flags.followerRetentionHold
 	node, err := maybeStartClusterNode(&config, flags, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "fibril serve: %v\n", err)
