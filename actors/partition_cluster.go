@@ -172,6 +172,11 @@ type clusterState struct {
 	ownerNode    string
 	ownerEpoch   uint64
 	ownerHeardAt time.Time // the owner's last push (records or keepalive)
+	// ownerCommitted is the highest committed frontier an owner reported
+	// on a push this copy took: a replica applies only below it
+	// (replicaApplyLimit), so nothing it applies, checkpoints or compacts
+	// against can be cut by a later recovery.
+	ownerCommitted uint64
 	// leadershipOfferedAt rate-limits giving the coordination leadership
 	// back to a live owner; leadershipOffers counts the offers made while
 	// this replica kept leading, and doubles the wait after each (up to
@@ -372,6 +377,7 @@ func (p *partition) maybeReplicationAdvance(ctx actor.Context) {
 	}
 	if p.repl.role == roleReplica {
 		p.snapshotBeforeAdvance(ctx)
+		p.maybeCapReplicaApplies()
 		p.reportProgress(false)
 		return
 	}

@@ -257,8 +257,16 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 	if action == replication.PushCutThenAppend {
 		r.fetchDiverged = false
 	}
+	// This log agrees with the owner's below the push's start (log
+	// matching), and holds the push's records next: what the owner calls
+	// committed is, in this log, committed too.
+	committedMoved := push.CommittedNext > r.ownerCommitted
+	r.ownerCommitted = max(r.ownerCommitted, push.CommittedNext)
 	if push.RecordCount == 0 {
 		p.reportProgress(true)
+		if committedMoved {
+			p.advance(ctx) // a keepalive moved the committed frontier: apply up to it
+		}
 		return
 	}
 	p.appendReplicated(ctx, push.StartOffset, push.Records, int(push.RecordCount), p.appendLevel(), push.Epoch,
@@ -627,6 +635,17 @@ func (p *partition) pageAgrees(ctx actor.Context, page *wire.PageAfter) bool {
 	if page.RecordCount == 0 && page.EndOffset <= page.FromOffset {
 		return true // caught up, or the source lacks what is asked: nothing to append
 	}
+	if !fetch.recovery && page.RecordCount == 0 && page.FirstOffset > page.FromOffset {
+		// The source compacted what this copy lacks: the page holds no
+		// record to append, and no epoch of the record before it (the
+		// source keeps none below its first offset) to check. The copy
+		// catches up from the source's snapshot (pageArrived), which
+		// replaces its log. Checked as a divergence it stopped the fetch,
+		// and the owner, which cannot push below its first offset, never
+		// caught it up: a follower down past the retention hold stayed
+		// behind for good.
+		return true
+	}
 	end, history := p.replicaLogView()
 	follower := replication.FollowerLog{FirstOffset: p.q.Log().FirstOffset(), End: end, History: history}
 	if replication.PageAgrees(follower, page.FromOffset, page.PreviousEpoch) {
@@ -701,4 +720,19 @@ func (p *partition) fetchDone(ctx actor.Context, end uint64) {
 	if fetch.recovery {
 		p.installFetched(ctx)
 	}
+}
+
+// maybeCapReplicaApplies holds a replica's applies below the committed
+// frontier its owner reported (a copy awaiting a snapshot keeps the hold
+// of partition_snapshot.go instead). What lies above may still be cut by a
+// recovery that chooses another history: a replica that applied it, and
+// then captured a checkpoint at a marker there and compacted its log
+// against that checkpoint, could no longer rebuild its state once the cut
+// removed the marker. Committed records are never cut, so everything a
+// replica applies stands. A promotion applies the rest (queue.Promote).
+func (p *partition) maybeCapReplicaApplies() {
+	if p.q == nil || !p.q.IsReplica() || p.snapshotState().awaiting {
+		return
+	}
+	p.q.SetApplyLimit(p.repl.ownerCommitted)
 }

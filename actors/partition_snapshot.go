@@ -24,7 +24,8 @@ package actors
 //  4. once its log holds the snapshot's checkpoint marker durably, installs
 //     it (queue.InstallSnapshot: verified again against the log, stored as
 //     this copy's own and fsynced before it is used), lifts the apply hold
-//     and applies what follows.
+//     and applies what follows below the committed frontier its owner
+//     reports (maybeCapReplicaApplies, partition_replica.go).
 //
 // A copy whose queue opens awaiting a snapshot (it restarted between 2 and
 // 4: its log starts past offset 0 without one) holds its applies where its
@@ -50,7 +51,6 @@ package actors
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -421,7 +421,7 @@ func (p *partition) maybeInstallSnapshot(ctx actor.Context) bool {
 		return false
 	}
 	s.awaiting = false
-	p.q.SetApplyLimit(math.MaxUint64) // no limit: a replica applies at its boundary
+	p.maybeCapReplicaApplies() // the hold ends: a replica applies below the committed frontier
 	p.core.metrics.replication.snapshotsInstalled.WithLabelValues(p.home.name).Inc()
 	p.core.logger.Info("the replica installed its source's snapshot", "queue", p.home.name, "covers", s.covers,
 		"source", s.source)
