@@ -44,5 +44,8 @@ func TestLiveReopenOfAFencedQueue(t *testing.T) {
 		t.Fatalf("status after the reopen: %+v", status)
 	}
 	do(t, node.server, "GET", "/healthz", "").expectStatus(t, 200)
+	// The refusal fenced the queue on this connection: resume it first
+	// (docs/protocol.md 4.3, "Order across a refusal").
+	client.send(&wire.ResumePublishing{Queue: "bad"})
 	client.mustPublish("bad", 1)
 }
