@@ -347,6 +347,227 @@ func TestClusterRepeatedFailovers(t *testing.T) {
 	})
 }
 
+// 15. A follower's data dir is wiped and the follower restarted (with
+// --rejoin-empty), and the owner is SIGKILLed right after, before the
+// wiped copy has caught up; then the owner is restarted. The recoveries
+// of the owner's queues then run among a complete copy and an empty or
+// incomplete one: a recovery that counted the incomplete copy's seal (a
+// queue at every copy, W = E, needs one seal) could install its short
+// history and lose confirmed messages, which the checker finds. The
+// queues must serve again. The kill comes as soon as the wiped node
+// serves (its copies are not open yet), or once it has opened its empty
+// copies of the owner's queues (they answer the recovery's seal requests
+// while they fetch).
+func TestClusterWipedFollowerThenOwnerKill(t *testing.T) {
+	runFaultClass(t, faultClass{
+		title: "15. wiped follower rejoins, owner SIGKILL before it caught up", shortTrials: 1, soakTrials: 20,
+		trialsVariable: "FIBRIL_CLUSTER_WIPE_OWNER_KILL_TRIALS",
+		subcases: []subcase{
+			{name: "owner killed as the wiped node serves", needsFailover: true,
+				plan: func(r *trialRun, roles roleNodes) faultPlan {
+					return wipeThenKillOwnerPlan(r, r.pick(roles.followers), roles.owner, false)
+				}},
+			{name: "owner killed once the wiped node opened its empty copies", needsFailover: true,
+				plan: func(r *trialRun, roles roleNodes) faultPlan {
+					return wipeThenKillOwnerPlan(r, r.pick(roles.followers), roles.owner, true)
+				}},
+		},
+	})
+}
+
+// wipeThenKillOwnerPlan wipes follower, restarts it, kills owner when the
+// wiped node serves or, with opened, once its log says it opened its
+// copies of the owner's queues, within a seeded tenth of a second; then
+// restarts owner after a while. It logs how much of each queue the wiped
+// copy had fetched when the owner died.
+func wipeThenKillOwnerPlan(r *trialRun, follower, owner *procNode, opened bool) faultPlan {
+	downtime := r.downtime()
+	delay := time.Duration(r.random.IntN(100)) * time.Millisecond
+	moment := "it serves"
+	if opened {
+		moment = "it opened its copies"
+	}
+	return faultPlan{name: fmt.Sprintf("wipe the data dir of %s, restart it, SIGKILL %s %v after %s",
+		describe(follower, "follower"), describe(owner, "owner"), delay, moment), nodes: []*procNode{follower, owner},
+		touchesOwner: true, expectsFailover: true, outage: true, hold: r.downtime(),
+		apply: func() error {
+			queues := r.ownedBy(owner)
+			written := map[string]uint64{}
+			for _, queue := range queues {
+				info, err := queueInfo(r.admin, queue)
+				if err != nil {
+					return fmt.Errorf("info %s before the wipe: %w", queue, err)
+				}
+				written[queue] = info.WrittenNext
+			}
+			if err := follower.killAndWipe(); err != nil {
+				return err
+			}
+			time.Sleep(downtime)
+			if err := follower.restart(); err != nil {
+				return err
+			}
+			if opened {
+				if err := follower.awaitReplicasOpened(queues, time.Minute); err != nil {
+					return err
+				}
+			}
+			time.Sleep(delay)
+			owner.kill()
+			behind := 0
+			for _, queue := range queues {
+				fetched, err := follower.metric("fibril_replication_fetched_records_total", queue)
+				if err != nil {
+					r.t.Logf("%s: fetched records of %s: %v", follower.id, queue, err)
+					continue
+				}
+				if uint64(fetched) < written[queue] {
+					behind++
+				}
+				r.t.Logf("%s: when %s died, the wiped copy on %s had fetched %d records; the owner had written %d before the wipe",
+					queue, owner.id, follower.id, uint64(fetched), written[queue])
+			}
+			r.t.Logf("%d of %d queues had not caught up on %s when %s died", behind, len(queues), follower.id, owner.id)
+			return nil
+		},
+		heal: owner.restart}
+}
+
+// compactionOptions make an owner checkpoint every 500 applied records
+// in segments of 16 KiB, and stop holding its log for a follower that
+// stopped counting a second ago: the trial traffic (about 600 records a
+// second on each queue) then makes it compact past a stopped follower
+// within seconds.
+var compactionOptions = procClusterOptions{segmentBytes: 16 << 10, checkpointRecords: 500,
+	followerRetentionHold: time.Second}
+
+// 16. A follower down long enough for the owner to compact past what it
+// holds: it is SIGKILLed, the owner keeps taking publishes and acks until
+// on every queue that still admits publishes (W < E) its first retained
+// offset is above every record the follower held (an owner that went on
+// holding its log for a lost follower fails here), then the follower
+// restarts and must catch up from the owner's snapshot: its copy of
+// every queue reaches the owner's end, and it installed a snapshot of
+// each compacted queue. The checker holds the trial to nothing confirmed
+// lost.
+func TestClusterFollowerMissesCompaction(t *testing.T) {
+	runFaultClass(t, faultClass{
+		title: "16. follower down while the owner compacts, catches up from a snapshot", shortTrials: 1, soakTrials: 20,
+		trialsVariable: "FIBRIL_CLUSTER_COMPACTED_TRIALS", options: compactionOptions,
+		subcases: []subcase{
+			{name: "a node owning none of the queues", plan: func(r *trialRun, roles roleNodes) faultPlan {
+				return missCompactionPlan(r, r.pick(roles.followers))
+			}},
+		},
+	})
+}
+
+// missCompactionPlan kills n, waits for its owners to compact past it,
+// restarts it and waits for its copies to catch up.
+func missCompactionPlan(r *trialRun, n *procNode) faultPlan {
+	everyCopy := r.load.everyCopy()
+	var queues, compacting []string // the test queues n follows; those that go on admitting
+	held := map[string]uint64{}
+	return faultPlan{name: fmt.Sprintf("SIGKILL %s until its owner compacts past it, then restart it", describe(n, "follower")),
+		nodes: []*procNode{n}, outage: true,
+		apply: func() error {
+			for _, queue := range r.queues {
+				if r.roles.owners[queue] == n.id {
+					continue
+				}
+				queues = append(queues, queue)
+				if !everyCopy[queue] {
+					compacting = append(compacting, queue)
+				}
+			}
+			n.kill()
+			// The follower holds no record its owner had not written when
+			// it died: the owner's written frontier read after the kill
+			// bounds what the follower holds (the owner forgets a lost
+			// follower's position).
+			for _, queue := range compacting {
+				info, err := queueInfo(r.admin, queue)
+				if err != nil {
+					return fmt.Errorf("info %s after the kill: %w", queue, err)
+				}
+				held[queue] = info.WrittenNext
+			}
+			for _, queue := range compacting {
+				if err := awaitCompactedPast(r, queue, held[queue]); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		heal: func() error {
+			if err := n.restart(); err != nil {
+				return err
+			}
+			for _, queue := range queues {
+				info, err := queueInfo(r.admin, queue)
+				if err != nil {
+					return fmt.Errorf("info %s after the restart: %w", queue, err)
+				}
+				if err := awaitReplicaCaughtUp(r, queue, n.id, info.WrittenNext); err != nil {
+					return err
+				}
+			}
+			for _, queue := range compacting {
+				if err := awaitSnapshotInstalled(r, n, queue); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}
+}
+
+// awaitCompactedPast waits until the owner of queue has compacted its log
+// past held (its oldest segment starts above it), at most two minutes: an
+// owner that keeps every record a stopped follower lacks, long past the
+// retention hold, fails the trial.
+func awaitCompactedPast(r *trialRun, queue string, held uint64) error {
+	owner := r.c.node(r.roles.owners[queue])
+	began := time.Now()
+	deadline := began.Add(2 * time.Minute)
+	var first uint64
+	var err error
+	for time.Now().Before(deadline) {
+		first, err = owner.firstRetained(queue)
+		if err == nil && first > held {
+			r.t.Logf("%s: %s compacted its log to offset %d, past the %d the stopped follower holds, within %v",
+				queue, owner.id, first, held, time.Since(began).Round(time.Millisecond))
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: the owner's log: %w", queue, err)
+	}
+	return fmt.Errorf("%s: %s still keeps its log from offset %d after two minutes, at or below the %d the stopped follower "+
+		"holds (the retention hold is %v)", queue, owner.id, first, held, r.c.options.followerRetentionHold)
+}
+
+// awaitSnapshotInstalled waits until n counts a snapshot of queue
+// installed (fibril_replication_snapshots_installed_total), at most a
+// minute.
+func awaitSnapshotInstalled(r *trialRun, n *procNode, queue string) error {
+	deadline := time.Now().Add(time.Minute)
+	var installed float64
+	var err error
+	for time.Now().Before(deadline) {
+		installed, err = n.metric("fibril_replication_snapshots_installed_total", queue)
+		if err == nil && installed >= 1 {
+			r.t.Logf("%s: %s installed %v snapshot(s) to catch up", queue, n.id, installed)
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %s's metrics: %w", queue, n.id, err)
+	}
+	return fmt.Errorf("%s: %s caught up below its owner's compaction without installing a snapshot", queue, n.id)
+}
+
 // mixedMinutes is the length of the mixed schedule: FIBRIL_MIXED_MINUTES,
 // or 60 under FIBRIL_SOAK=1; 0 skips it.
 func mixedMinutes(t *testing.T) int {

@@ -35,6 +35,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,6 +94,14 @@ type procClusterOptions struct {
 	// snapshot and compact often (a node cut off long enough then catches
 	// up from a snapshot).
 	snapshotEntries, compactionOverhead uint64
+	// segmentBytes, checkpointRecords and followerRetentionHold, when
+	// set, are passed to every node (fibril serve --segment-bytes,
+	// --checkpoint-records, --follower-retention-hold): small values make
+	// an owner checkpoint, compact, and stop holding its log for a
+	// stopped follower within seconds.
+	segmentBytes          int64
+	checkpointRecords     int
+	followerRetentionHold time.Duration
 }
 
 // procCluster is a running cluster of processes.
@@ -298,6 +307,15 @@ func (n *procNode) launchLocked() (<-chan struct{}, error) {
 	fmt.Fprintf(logFile, "=== harness: start %d of %s at %s\n", n.starts, n.id, time.Now().Format(time.RFC3339Nano))
 	args := []string{"serve", "--config", n.c.config, "--node", n.id,
 		"--log-level", "info", "--http-allow-non-loopback", "--allow-insecure-listen"}
+	if o := n.c.options; o.segmentBytes > 0 {
+		args = append(args, "--segment-bytes", strconv.FormatInt(o.segmentBytes, 10))
+	}
+	if o := n.c.options; o.checkpointRecords > 0 {
+		args = append(args, "--checkpoint-records", strconv.Itoa(o.checkpointRecords))
+	}
+	if o := n.c.options; o.followerRetentionHold > 0 {
+		args = append(args, "--follower-retention-hold", o.followerRetentionHold.String())
+	}
 	if n.rejoinEmpty {
 		args = append(args, "--rejoin-empty")
 		n.rejoinEmpty = false // one start: from then on the data dir holds the node's identity
@@ -668,4 +686,92 @@ func agreeOn(views []nodeView, queues []string) string {
 		}
 	}
 	return ""
+}
+
+// metric reads one series of a node's /metrics: the value of family with
+// the label queue="queue" (0 when the node has no such series yet).
+func (n *procNode) metric(family, queue string) (float64, error) {
+	response, err := viewClient.Get("http://" + n.httpAddress() + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer response.Body.Close()
+	body, err := io.ReadAll(response.Body)
+	if err != nil {
+		return 0, err
+	}
+	if response.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s /metrics: %s %s", n.id, response.Status, body)
+	}
+	label := fmt.Sprintf(`queue=%q`, queue)
+	for _, line := range strings.Split(string(body), "\n") {
+		series, value, ok := strings.Cut(line, " ")
+		if !ok || !strings.HasPrefix(series, family+"{") || !strings.Contains(series, label) {
+			continue
+		}
+		parsed, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s /metrics: %q: %w", n.id, line, err)
+		}
+		return parsed, nil
+	}
+	return 0, nil
+}
+
+// firstRetained is the base offset of the oldest segment file of the
+// node's copy of queue (<data_dir>/queues/NAME/0/log/<base>.log): every
+// record below it is compacted away on that node.
+func (n *procNode) firstRetained(queue string) (uint64, error) {
+	dir := filepath.Join(n.dataDir, "queues", queue, "0", "log")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	first, found := uint64(0), false
+	for _, entry := range entries {
+		stem, ok := strings.CutSuffix(entry.Name(), ".log")
+		if !ok || len(stem) != 20 {
+			continue
+		}
+		base, err := strconv.ParseUint(stem, 10, 64)
+		if err != nil {
+			continue
+		}
+		if !found || base < first {
+			first, found = base, true
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("%s: no segment file in %s", n.id, dir)
+	}
+	return first, nil
+}
+
+// awaitReplicasOpened waits until the node's log says, since its last
+// start, that it opened its copy of every queue named (at most timeout).
+func (n *procNode) awaitReplicasOpened(queues []string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		data, err := os.ReadFile(n.logPath)
+		if err != nil {
+			return err
+		}
+		text := string(data)
+		if at := strings.LastIndex(text, "=== harness: start "); at >= 0 {
+			text = text[at:]
+		}
+		var missing []string
+		for _, queue := range queues {
+			if !strings.Contains(text, fmt.Sprintf(`msg="opening this node's replica of a queue" queue=%s `, queue)) {
+				missing = append(missing, queue)
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not open its copies of %v within %v", n.id, missing, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

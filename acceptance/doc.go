@@ -36,7 +36,9 @@
 // and the cluster fault classes of docs/durability.md ("Cluster faults"):
 // three real `fibril serve` processes in network namespaces
 // (netns_test.go, cluster_process_test.go) under SIGKILL, SIGSTOP, cuts,
-// isolation and wiped data dirs (cluster_faults_test.go), and in-process
+// isolation, wiped data dirs (one followed by the owner's SIGKILL before
+// the wiped copy caught up) and a follower down while its owner compacts
+// past it (cluster_faults_test.go), and in-process
 // clusters on crash-simulating filesystems for power loss, corruption and
 // an owner whose queue disk fails while its process runs on
 // (cluster_memory_test.go, cluster_disk_test.go); two publishers and two competing consumers
