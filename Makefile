@@ -52,8 +52,10 @@ fuzz:
 # failures, checkpoint crashes, a minute of garbage frames, a 1M-message
 # backlog and the ten-minute sustained run (about 25 min here; the sustained
 # run keeps its whole history and needs about 12 GiB free); then the cluster
-# fault classes, 20 trials each (30 SIGKILL), the compound schedules and the
-# pause and cut-off failover-time classes (11-13, about 50 min) and the
+# fault classes, 20 trials each (30 SIGKILL; with 15, a wiped follower then
+# the owner's SIGKILL, and 16, a follower down past its owner's compaction),
+# the compound schedules and the pause and cut-off failover-time classes
+# (11-13, about 50 min) and the
 # one-hour mixed schedule (about 3 h more; the process classes need root and
 # iproute2). Prints the
 # summary tables; docs/durability.md says how to write the cluster one there.
