@@ -213,6 +213,21 @@ func (s *CoordState) activate(command coordCommand) bool {
 // owner or the partition has stayed ownerless for the grace period under
 // its leadership (the preferred owner did not take the leadership it was
 // offered).
+// shouldOfferFirstTransfer says whether this node asks for the shard's
+// leadership to move to the preferred owner before the first claim. The
+// first owner is the shard's leader, so the leadership moves to the
+// preferred owner (placement spreads those): both the leader and the
+// preferred owner ask, once per election timeout, until it moves or the
+// leader's grace runs out. Then they stop: the leader claims itself, and a
+// transfer still asked for would drop its claim's proposal (a shard that
+// transfers takes none) again and again on a starved machine.
+func shouldOfferFirstTransfer(self, preferred string, selfIsLeader bool, ownerlessFor, grace time.Duration) bool {
+	if ownerlessFor >= grace {
+		return false
+	}
+	return self != preferred && selfIsLeader || self == preferred && !selfIsLeader
+}
+
 func shouldClaimFirst(state CoordState, self, preferred string, selfIsLeader bool, ownerlessFor, grace time.Duration) bool {
 	if state.Epoch != 0 || !selfIsLeader {
 		return false

@@ -168,3 +168,29 @@ func TestConfirmedIsRecordedOnlyByTheServingOwner(t *testing.T) {
 		t.Fatal("the mark did not survive a claim and an activation")
 	}
 }
+
+// TestShouldOfferFirstTransfer: before the first claim the leader and the
+// preferred owner ask for the leadership to move to the preferred owner,
+// and stop once the grace is over, when the leader claims itself.
+func TestShouldOfferFirstTransfer(t *testing.T) {
+	grace := time.Second
+	cases := []struct {
+		name         string
+		self         string
+		selfIsLeader bool
+		ownerlessFor time.Duration
+		want         bool
+	}{
+		{"other leader offers within the grace", "node2", true, grace / 2, true},
+		{"preferred follower asks within the grace", "node1", false, grace / 2, true},
+		{"preferred leader has nothing to move", "node1", true, 0, false},
+		{"other follower does not ask", "node2", false, 0, false},
+		{"other leader stops at the grace: it claims", "node2", true, grace, false},
+		{"preferred follower stops at the grace", "node1", false, 2 * grace, false},
+	}
+	for _, tc := range cases {
+		if got := shouldOfferFirstTransfer(tc.self, "node1", tc.selfIsLeader, tc.ownerlessFor, grace); got != tc.want {
+			t.Errorf("%s: shouldOfferFirstTransfer = %v", tc.name, got)
+		}
+	}
+}

@@ -294,11 +294,7 @@ func (r *reconciler) maybeClaim(shardID uint64, shard *hostedShard, now time.Tim
 	}
 	preferred := shard.view.Replicas[0]
 	grace := 10 * n.coordinationElectionTimeout
-	if n.self.ID != preferred && selfLeads || n.self.ID == preferred && !selfLeads {
-		// The first owner is the shard's leader: move the leadership to the
-		// preferred owner (placement spreads those). Both the leader and the
-		// preferred owner ask, once per election timeout, until it moves or
-		// the leader's grace runs out.
+	if shouldOfferFirstTransfer(n.self.ID, preferred, selfLeads, waited, grace) {
 		if replicaID, found := n.replicaIDOf(preferred); found && now.Sub(shard.transferOfferedAt) >= n.coordinationElectionTimeout {
 			shard.transferOfferedAt = now
 			_ = n.nodeHost.RequestLeaderTransfer(shardID, replicaID) // best effort; the grace covers a refusal
