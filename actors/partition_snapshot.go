@@ -289,9 +289,12 @@ func (p *partition) snapshotArrived(ctx actor.Context, from string, frame *wire.
 	l := p.q.Log()
 	end, _ := p.replicaLogView()
 	// A snapshot fits a log that awaits one when the log can hold its
-	// marker and the records of every message live in it.
+	// marker and the records of every message live in it, and can still
+	// fetch them: a source that compacted past this log's end since the
+	// last rebase no longer holds the records up to the marker, and the
+	// log, left waiting for them, never installed (it is rebased again).
 	first := l.FirstOffset()
-	fits := s.awaiting && !s.diverged && covers-1 >= first && firstLive >= first
+	fits := s.awaiting && !s.diverged && covers-1 >= first && firstLive >= first && frame.FirstOffset <= end
 	switch {
 	case fits:
 		s.pending, s.covers = frame.Snapshot, covers
