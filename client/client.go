@@ -254,10 +254,33 @@ func (c *Client) roundTrip(ctx context.Context, request call) (reply, error) {
 	if target == nil {
 		target = c.linkFor(request.queue)
 	}
-	var refusedAt []string // nodes that answered unavailable or fenced (detour.go)
+	var refusedAt []string // nodes that answered unavailable or fenced, or redirected to a node that is down (detour.go)
 	refusals := 0
+	var redirectedBy *conn // while target is what a redirect named: the connection that gave it
+	var routed string      // the queue that redirect was about
 	for redirects := 0; ; redirects++ {
-		connection, err := target.connection(ctx)
+		var connection *conn
+		var err error
+		if redirectedBy != nil && routed != "" {
+			connection, err = target.reach(ctx)
+		} else {
+			connection, err = target.connection(ctx)
+		}
+		if errors.Is(err, errUnreachable) {
+			// The node that redirected here has not heard that the node it
+			// names is down: ask the next node the Client knows, once per
+			// node (detour.go); the redirect that led here is not counted.
+			var next *link
+			next, refusedAt, refusals = c.passUnreachable(routed, []*conn{redirectedBy}, target, refusedAt, refusals)
+			switch {
+			case c.isClosed():
+				return reply{}, ErrClosed
+			case next == nil:
+				return reply{}, target.failure()
+			}
+			target, redirectedBy, redirects = next, nil, redirects-1
+			continue
+		}
 		if err != nil {
 			return reply{}, err
 		}
@@ -287,6 +310,7 @@ func (c *Client) roundTrip(ctx context.Context, request call) (reply, error) {
 		if target = c.learnRoute(queue, answer.redirect.Address, answer.redirect.Epoch); target == nil {
 			return reply{}, ErrClosed
 		}
+		redirectedBy, routed = connection, queue
 	}
 }
 

@@ -17,16 +17,31 @@ package client
 // chosen last, that is not avoided and not down; when every one is, the
 // one avoided longest ago (after a full round the first comes back).
 //
+// A node that redirects a queue's request or publish to a node the Client
+// cannot reach (its link has no connection and a connect attempt failed:
+// link.unreachable; a slow node keeps its connection and is not passed
+// over) is treated the same way: it has not heard that the node it names
+// lost power, while another node may have (the new owner itself, or a
+// node that redirects to it). Its route is dropped, the redirecting node
+// is avoided for the queue, and the request or publish goes to the next
+// node (passUnreachable; lane.go's detourAround for held publishes); its
+// round counts both nodes.
+//
 // A detour is temporary: it lapses with the avoidance that caused it (the
 // queue's traffic then goes to its route, or home, again), and it ends
 // when a redirect for the queue is followed or its node stops answering.
 // What is re-sent through it: a refused publish, to the next node, until
 // every node the SDK knows has refused it (then it fails with the last
 // refusal, retryable; the application's retry goes to the node chosen
-// next); a request, within roundTrip, the same way. Neither spins: each
-// refusal moves to another node, and a round ends (roundDone: a node
-// whose avoidance lapsed while the publish waited may refuse it once
-// more, so the round also ends at twice as many refusals as nodes).
+// next); a request, within roundTrip, the same way. A round that ends
+// because every node named a node that is down does not fail a publish
+// of a Client that waits for reconnects: it waits for that node's next
+// failed attempt and begins again (lane.go, drain); a request fails with
+// ErrConnectionLost and a resubscribe tries again after its backoff.
+// Nothing spins: each refusal moves to another node, and a round ends
+// (roundDone: a node whose avoidance lapsed while the publish waited may
+// refuse it once more, so the round also ends at twice as many refusals
+// as nodes; roundGoesOn: or when the next node is down or in the round).
 //
 // State per queue, guarded by Client.routesMu: the detour link and when
 // it lapses, the avoided addresses with when each avoidance ends, and the
@@ -74,6 +89,60 @@ func noteRefusal(refusedAt []string, address string) []string {
 		return refusedAt
 	}
 	return append(refusedAt, address)
+}
+
+// passUnreachable handles a redirect for queue, given by the nodes behind
+// by, to down, a node the Client cannot reach (link.unreachable). Those
+// nodes have not heard that it is down (one that has holds the request
+// until the new owner serves, then redirects there), but another node may
+// have: so the route to down is dropped, each of them is avoided for the
+// queue as one that refused it, and the round (refusedAt, refusals)
+// counts them and down. It returns the node to ask next and the round;
+// no node when the round is over (the next node is down too, or already
+// in the round, or every known node is) or the Client closed.
+func (c *Client) passUnreachable(queue string, by []*conn, down *link, refusedAt []string, refusals int) (*link, []string, int) {
+	next := c.avoidAround(queue, by, down)
+	var byAddresses []string
+	for _, refusing := range by {
+		byAddresses = append(byAddresses, refusing.session.Address)
+	}
+	refusedAt, refusals = noteUnreachable(refusedAt, refusals, byAddresses, down)
+	if !c.roundGoesOn(refusedAt, refusals, next, down) {
+		return nil, refusedAt, refusals
+	}
+	return next, refusedAt, refusals
+}
+
+// avoidAround drops queue's route to down and avoids the nodes behind by
+// for the queue (see passUnreachable); it returns the link the queue's
+// traffic goes to now, nil once the Client is closed.
+func (c *Client) avoidAround(queue string, by []*conn, down *link) *link {
+	c.dropRoute(queue, down)
+	var next *link
+	for _, refusing := range by {
+		next = c.avoid(queue, refusing)
+	}
+	return next
+}
+
+// noteUnreachable counts in a round that the nodes at by redirected to
+// down, which cannot be reached: they and down's addresses were tried.
+func noteUnreachable(refusedAt []string, refusals int, by []string, down *link) ([]string, int) {
+	for _, address := range by {
+		refusedAt = noteRefusal(refusedAt, address)
+	}
+	for _, address := range down.addresses {
+		refusedAt = noteRefusal(refusedAt, address)
+	}
+	return refusedAt, refusals + 1
+}
+
+// roundGoesOn reports whether a round that passed down may go on to next:
+// next is another node, not down as well, not tried in the round yet, and
+// the round is not done.
+func (c *Client) roundGoesOn(refusedAt []string, refusals int, next, down *link) bool {
+	return next != nil && next != down && !next.unreachable() && !slices.Contains(refusedAt, next.address()) &&
+		!roundDone(refusedAt, refusals, c.knownNodes())
 }
 
 // knownNodes returns how many node addresses the Client knows.

@@ -22,9 +22,9 @@ package client
 // one per lane that holds publishes, sends them out in that order on one
 // connection once nothing is unresolved elsewhere and, for refused ones,
 // once the redirect has named their queue's owner (or the connection that
-// refused them ended: they then go wherever the queue is routed; so they
-// do when the named node is down, see drain). It exits when the lane
-// holds nothing.
+// refused them ended: they then go wherever the queue is routed; when the
+// named node is down they go through another node, see drain). It exits
+// when the lane holds nothing.
 //
 // A held publish keeps its window place, so the window bounds what lanes
 // hold. Its deadline completes it where it is (expirePublish), and its
@@ -417,13 +417,20 @@ func (c *Client) finishHeld(future *PublishFuture, result Confirm) {
 // the file comment says, and returns when the lane holds nothing.
 //
 // While refused publishes are held, they go to the node their redirect
-// named. When that node is down, the drainer waits for it (bounded by the
-// publishes' deadlines) without WaitForReconnect failing only the
-// refused ones; with it, once the node has failed one more connection
-// attempt while they waited, they go to wherever the queue is routed
-// instead (the route to a node that is gone is dropped: home, which
-// redirects to the new owner after a failover). That detour does not
-// count against MaxRedirects, and the node's reconnect backoff paces it.
+// named. While that node's connection is down and no attempt to get it
+// back has failed yet, the drainer waits (without WaitForReconnect it
+// fails only the refused ones, with ErrConnectionLost). Once an attempt
+// has failed, the node is down, and the node that redirected there has
+// not heard so: the refused publishes go through the next node the
+// Client knows instead (detourAround: the redirecting node is avoided for
+// the queue, as one that refused it is, detour.go), which serves the
+// queue, redirects to the owner it knows, or refuses. When every node of
+// their round has named a node that is down, they wait for that node's
+// next failed attempt (its reconnect backoff paces the rounds) and then
+// go wherever the queue is routed (home, or a detour), a new round;
+// without WaitForReconnect they fail with ErrConnectionLost instead.
+// Neither the detours nor the rounds count against MaxRedirects; every
+// publish's deadline ends its wait.
 func (c *Client) drain(l *lane) {
 	defer c.resending.Done()
 	var lostLink *link            // the named node, when it was seen down
@@ -443,10 +450,15 @@ func (c *Client) drain(l *lane) {
 		}
 		connection, linkChanged, err := target.poll()
 		switch {
-		case err != nil:
-			c.failHeld(l, err, named != nil)
-			continue
-		case connection == nil && named != nil && target.lost():
+		case connection == nil && named != nil && target.unreachable():
+			if lostLink != target && c.detourAround(l, target) {
+				continue // on to another node the Client knows
+			}
+			// Every node of the round named a node that is down (or is).
+			if !c.options.WaitForReconnect {
+				c.failHeld(l, target.failure(), true)
+				continue
+			}
 			if lostLink == target && isClosed(lostSince) {
 				c.reroute(l, target)
 				lostLink, lostSince = nil, nil
@@ -456,6 +468,9 @@ func (c *Client) drain(l *lane) {
 				lostLink, lostSince = target, linkChanged
 			}
 			c.awaitChange(changed, linkChanged)
+			continue
+		case err != nil:
+			c.failHeld(l, err, named != nil)
 			continue
 		case connection == nil:
 			c.awaitChange(changed, linkChanged)
@@ -549,8 +564,68 @@ func (c *Client) failHeld(l *lane, err error, onlyRefused bool) {
 	}
 }
 
+// detourAround sends the refused publishes to the next node the Client
+// knows instead of the node their redirect named, which is down (see
+// drain): the nodes that redirected them there are avoided for the queue,
+// as refusing nodes are (detour.go), and each publish's round counts them
+// and the node that is down. It reports false when the round of any of
+// them is over (no other node is left to ask: the drainer then waits for
+// the named node's next attempt); the refusal the detour may meet is not
+// counted against MaxRedirects.
+func (c *Client) detourAround(l *lane, down *link) bool {
+	c.lanes.mu.Lock()
+	if l.target != down {
+		c.lanes.mu.Unlock()
+		return true // changed meanwhile: look again
+	}
+	var by []*conn
+	for _, future := range l.held {
+		if isRefused(future) && !slices.Contains(by, future.refusedBy) {
+			by = append(by, future.refusedBy)
+		}
+	}
+	c.lanes.mu.Unlock()
+	next := c.avoidAround(l.queue, by, down)
+	if next == nil {
+		return true // closed: the drainer's next look ends it
+	}
+	c.lanes.mu.Lock()
+	if l.target != down {
+		c.lanes.mu.Unlock()
+		return true
+	}
+	var rounds [][]string
+	var counts []int
+	for _, future := range l.held {
+		if isRefused(future) {
+			future.refusedAt, future.refusals = noteUnreachable(future.refusedAt, future.refusals,
+				[]string{future.refusedBy.session.Address}, down)
+			rounds, counts = append(rounds, slices.Clone(future.refusedAt)), append(counts, future.refusals)
+		}
+	}
+	c.lanes.mu.Unlock()
+	for i := range rounds {
+		if !c.roundGoesOn(rounds[i], counts[i], next, down) {
+			return false
+		}
+	}
+	c.lanes.mu.Lock()
+	defer c.lanes.mu.Unlock()
+	if l.target == down {
+		l.target = nil
+		for _, future := range l.held {
+			if isRefused(future) {
+				future.rerouted = true
+			}
+		}
+	}
+	return true
+}
+
 // reroute sends the refused publishes to the queue's route instead of the
-// node their redirect named, which is down (see drain); the refusal the
+// node their redirect named, which is down, once every node of their
+// round named a node that is down and that node has failed one more
+// connection attempt (see drain): a new round begins. The refusal the
 // detour may meet is not counted against MaxRedirects.
 func (c *Client) reroute(l *lane, down *link) {
 	c.lanes.mu.Lock()
@@ -562,6 +637,7 @@ func (c *Client) reroute(l *lane, down *link) {
 	for _, future := range l.held {
 		if isRefused(future) {
 			future.rerouted = true
+			future.refusedAt, future.refusals = nil, 0
 		}
 	}
 }

@@ -17,6 +17,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -32,6 +33,7 @@ type link struct {
 	changed       chan struct{}              // closed and replaced on every change below
 	attempted     bool                       // a connect attempt has finished
 	lastFailure   error                      // why the last connection or attempt failed
+	dialFailed    bool                       // a connect attempt failed since the last connection was made
 	session       Session                    // of the last connection
 	subscriptions map[*Subscription]struct{} // established subscriptions routed here
 	nextAddress   int                        // where the next reconnect round starts
@@ -123,6 +125,50 @@ func (l *link) lost() bool {
 	return (l.current == nil || l.current.isDead()) && l.attempted
 }
 
+// unreachable reports whether the link has no connection and a connect
+// attempt failed since it last had one: its node is down, not merely slow
+// (a slow node keeps its connection) nor between a connection that ended
+// and the reconnect that may follow at once.
+func (l *link) unreachable() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return (l.current == nil || l.current.isDead()) && l.dialFailed
+}
+
+// failure returns the error a request waiting for an unreachable link
+// fails with: the last connect attempt's, as a lost connection.
+func (l *link) failure() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return connectionLost(l.lastFailure)
+}
+
+// errUnreachable: a link's node cannot be reached (see unreachable).
+var errUnreachable = errors.New("client: the node cannot be reached")
+
+// reach is connection for a node a redirect named: its wait also ends,
+// with errUnreachable, once the link is unreachable (a connect attempt
+// failed), whatever Options.WaitForReconnect says, so the request can be
+// sent through another node instead.
+func (l *link) reach(ctx context.Context) (*conn, error) {
+	for {
+		if l.unreachable() {
+			return nil, errUnreachable
+		}
+		current, changed, err := l.poll()
+		if current != nil || err != nil {
+			return current, err
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-l.client.ctx.Done():
+			return nil, ErrClosed
+		}
+	}
+}
+
 // notifyLocked wakes everyone waiting for a change. Lock must be held.
 func (l *link) notifyLocked() {
 	close(l.changed)
@@ -142,6 +188,19 @@ func (l *link) currentAddress() string {
 		return ""
 	}
 	return l.current.session.Address
+}
+
+// address returns the address of the link's node: the one it is
+// connected to, else its only one; "" for a home link of several
+// addresses while it reconnects.
+func (l *link) address() string {
+	if address := l.currentAddress(); address != "" {
+		return address
+	}
+	if len(l.addresses) == 1 {
+		return l.addresses[0]
+	}
+	return ""
 }
 
 func (l *link) supervise(first *conn) {
@@ -209,7 +268,7 @@ func (l *link) reconnect(failures *int) *conn {
 
 func (l *link) noteFailure(address string, round int, err error) {
 	l.mu.Lock()
-	l.attempted, l.lastFailure = true, err
+	l.attempted, l.lastFailure, l.dialFailed = true, err, true
 	l.notifyLocked()
 	l.mu.Unlock()
 	options := l.client.options
@@ -223,7 +282,7 @@ func (l *link) noteFailure(address string, round int, err error) {
 
 func (l *link) becomeConnected(c *conn) {
 	l.mu.Lock()
-	l.current, l.session, l.attempted, l.lastFailure = c, c.session, true, nil
+	l.current, l.session, l.attempted, l.lastFailure, l.dialFailed = c, c.session, true, nil, false
 	for i, address := range l.addresses {
 		if address == c.session.Address {
 			l.nextAddress = i // reconnect to the same node first

@@ -10,7 +10,9 @@ package client
 // avoided for the queue as for publishes (detour.go): the subscribe goes
 // to the next node the Client knows, which serves the queue or redirects
 // to its owner, and the loop's next attempt goes where the queue is
-// detoured. A refusal that cannot succeed later (unknown_queue, for
+// detoured. A node that redirects the subscribe to a node that is down
+// (a connection attempt to it failed) is passed the same way within
+// roundTrip. A refusal that cannot succeed later (unknown_queue, for
 // example) ends the subscription with that error.
 //
 // Invariant: at most one loop runs per subscription (rebinding), and it
