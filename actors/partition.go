@@ -249,6 +249,8 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.sessionGone(ctx, msg.session)
 	case reopenQueue:
 		p.reopen(ctx)
+	case diskCheck:
+		p.checkDisk(ctx) // in every state: a copy fenced by a stall watches for its disk's return
 	case *actor.Stopped:
 	case injectedPanic:
 		panic(fmt.Errorf("injected panic in partition %s: %s", p.home.name, msg.reason))
