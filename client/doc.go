@@ -130,15 +130,24 @@
 // ahead of the later publishes to their queue: those wait (holding their
 // window places) until the refused ones, and any still unanswered on the
 // connection the queue is leaving, have gone out or ended, then follow in
-// the order they were made. The redirect's node may be down (a failover
-// not yet known to the node that redirected). Without WaitForReconnect
-// the refused publishes then fail at once with ErrConnectionLost; with
-// it, each time that node fails another connection attempt they go to
-// wherever the queue is routed instead (the route to the node that is
-// down is dropped, so home, which names the new owner once it knows),
-// until they are stored or their deadlines pass; such a detour does not
-// count against MaxRedirects. The later publishes wait behind them
-// meanwhile, and every publish's deadline ends its wait.
+// the order they were made. The redirect's node may be down (it lost
+// power, and the node that redirected has not heard so yet). While its
+// connection is gone and no attempt to get it back has failed, the
+// refused publishes wait for it (without WaitForReconnect they fail at
+// once with ErrConnectionLost); a node that is merely slow keeps its
+// connection and is waited for. Once an attempt has failed, the SDK drops
+// the route to it, avoids the node that redirected there for the queue as
+// it avoids one that answers unavailable (below), and sends the refused
+// publishes, like a request or a resubscribe, through the next node it
+// knows, which serves the queue, redirects to the owner it knows (the new
+// one, once it has heard), or refuses. When every node it knows has named
+// a node that is down, a request fails with ErrConnectionLost and a
+// resubscribe tries again after its backoff, while the refused publishes
+// wait for that node's next failed attempt (its reconnect backoff paces
+// this) and go round again until they are stored or their deadlines pass
+// (without WaitForReconnect they fail with ErrConnectionLost). Such
+// detours do not count against MaxRedirects. The later publishes wait
+// behind them meanwhile, and every publish's deadline ends its wait.
 // The SDK speaks protocol version 2, whose redirects carry the owner's
 // epoch: a redirect naming an older epoch than one it already followed
 // for the queue (from a node that has not heard of a failover yet) is not
