@@ -484,7 +484,12 @@ func (p *partition) becomeFenced(ctx actor.Context, cause error) {
 	p.handover = handoverState{}
 	p.handOverFenced(ctx, cause)
 	failure := p.fencedFailure()
-	p.refuseOwed(ctx, failure)
+	// A publish that reached the log may have been made durable before
+	// the failure (its sync came back, the confirm had not been released
+	// yet), and then the reopen's cut keeps it: it is answered
+	// outcome_unknown, never "not stored". What never reached the log gets
+	// the fence itself.
+	p.refuseOwedUnknown(ctx, failure)
 	p.home.subscribers.endAll(ctx, failure)
 	p.deadline.stop()
 	p.publishSummary()
