@@ -389,14 +389,34 @@ func (c *Client) redirected(connection *conn, queue string, target *link, refusa
 
 // connectionEnded lets the publishes a connection refused go on without
 // its redirect: to wherever their queue is routed now.
+//
+// A lane whose queue the ended connection had fenced (fence.go) fails what
+// it holds with the connection's error: those publishes were held for
+// that connection's answers, which its end turned into failures, so they
+// fail with the publishes sent before them, as they would have had the
+// fence not held them back, and the application sends them again in its
+// own order. Held on, they would wait for a reconnect that may be long in
+// coming, while everything sent before them has already failed.
 func (c *Client) connectionEnded(connection *conn) {
+	var failed []*PublishFuture
 	c.lanes.mu.Lock()
-	defer c.lanes.mu.Unlock()
 	for _, l := range c.lanes.byQueue {
 		if l.awaiting == connection {
 			l.awaiting, l.target = nil, nil
 			l.signalLocked()
 		}
+		if connection.fencedLocked(l.queue) && len(l.held) > 0 {
+			failed = append(failed, c.takeHeldLocked(l)...)
+			l.signalLocked()
+		}
+	}
+	c.lanes.mu.Unlock()
+	err := connection.failure
+	if err == nil {
+		err = ErrConnectionLost
+	}
+	for _, future := range failed {
+		c.finishHeld(future, Confirm{Err: err})
 	}
 }
 
@@ -471,6 +491,16 @@ func (c *Client) drain(l *lane) {
 			continue
 		case err != nil:
 			c.failHeld(l, err, named != nil)
+			continue
+		case connection == nil && named == nil && target.unreachable():
+			// The queue's own node is down (an attempt to get it back
+			// failed). What the lane holds were publishes already: they
+			// fail as the ones sent on the lost connection did, and the
+			// application sends them again in its own order
+			// (WaitForReconnect makes only a Publish call made while no
+			// connection is up wait, before it becomes a future). Held on,
+			// they would wait out a node that may stay down.
+			c.failHeld(l, target.failure(), false)
 			continue
 		case connection == nil:
 			c.awaitChange(changed, linkChanged)
