@@ -14,9 +14,12 @@
 // hello. Options.OnConnectionLost reports a connection that ended,
 // Options.OnReconnectFailed each failed attempt to get one back, and
 // Options.OnConnect each success; Session().Resumed tells when the node
-// restarted since. Requests made while reconnecting fail at once too,
-// unless Options.WaitForReconnect makes them wait (bounded by their
-// context).
+// restarted since. A publish the Client holds back to keep its queue's
+// order (behind a refusal or a redirect) fails the same way once its
+// queue's node is down (an attempt to get it back failed), or once the
+// connection that fenced its queue ended. Requests made while
+// reconnecting fail at once too, unless Options.WaitForReconnect makes
+// them wait (bounded by their context).
 //
 // A node with TLS and users (docs/security.md) takes Options.TLS (the CA
 // file that signs its certificate, optionally a client certificate, the
