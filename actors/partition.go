@@ -484,12 +484,13 @@ func (p *partition) becomeFenced(ctx actor.Context, cause error) {
 	p.handover = handoverState{}
 	p.handOverFenced(ctx, cause)
 	failure := p.fencedFailure()
-	// A publish that reached the log may have been made durable before
-	// the failure (its sync came back, the confirm had not been released
-	// yet), and then the reopen's cut keeps it: it is answered
-	// outcome_unknown, never "not stored". What never reached the log gets
+	// A publish that reached the log below its durable frontier was made
+	// durable before the failure (its sync came back, the confirm had not
+	// been released yet), and the reopen's cut keeps it: it is answered
+	// outcome_unknown, never "not stored". One above it is cut by the
+	// reopen, and one that never reached the log is not stored: both get
 	// the fence itself.
-	p.refuseOwedUnknown(ctx, failure)
+	p.refuseOwedSplit(ctx, failure, p.appendedDurableBeforeFence())
 	p.home.subscribers.endAll(ctx, failure)
 	p.deadline.stop()
 	p.publishSummary()
@@ -600,9 +601,33 @@ func (p *partition) refuseOwedUnknown(ctx actor.Context, failure requestFailure)
 }
 
 func (p *partition) refuseOwedAs(ctx actor.Context, appended, failure requestFailure) {
+	p.refuseOwedSplit(ctx, failure, func(queue.Ticket) bool { return appended != failure })
+}
+
+// appendedDurableBeforeFence says, for a fenced queue, whether an appended
+// publish's records begin below the log's durable frontier, which the
+// reopen's cut keeps.
+func (p *partition) appendedDurableBeforeFence() func(queue.Ticket) bool {
+	if p.q == nil {
+		return func(queue.Ticket) bool { return false }
+	}
+	q, durable := p.q, p.q.Log().Frontiers().Durable
+	return func(ticket queue.Ticket) bool {
+		first, pending := q.PendingFirst(ticket)
+		return !pending || first < durable // not known: it may be stored
+	}
+}
+
+// refuseOwedSplit is refuseOwedAs with the appended publishes answered
+// outcome_unknown where unknown says so, and failure otherwise.
+func (p *partition) refuseOwedSplit(ctx actor.Context, failure requestFailure, unknown func(queue.Ticket) bool) {
 	for ticket, pending := range p.tickets {
 		delete(p.tickets, ticket)
 		p.metrics.rejects.Add(pending.count)
+		appended := failure
+		if unknown(ticket) {
+			appended = outcomeUnknown(failure)
+		}
 		if pending.replyTo != nil {
 			ctx.Send(pending.replyTo, publishResult{batchID: pending.batchID, failure: appended})
 		} else if batch, ok := p.deadLetterBatches[pending.batchID]; ok {

@@ -451,6 +451,19 @@ func (q *Queue) owner() error {
 	return nil
 }
 
+// PendingFirst is the first offset of the append a ticket names, while it
+// is pending (appended, not applied); false once it applied or for a
+// ticket the queue does not know.
+func (q *Queue) PendingFirst(ticket Ticket) (uint64, bool) {
+	m := q.machine
+	for _, p := range m.pending[m.pendHead:] {
+		if p.ticket == ticket {
+			return p.first, true
+		}
+	}
+	return 0, false
+}
+
 // Epoch is the epoch this copy appends under: chosen at open on a single
 // node, the caller's on a replicated owner, 0 on a replica.
 func (q *Queue) Epoch() uint64 { return q.epoch }
