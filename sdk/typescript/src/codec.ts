@@ -76,7 +76,9 @@ export type Frame =
   | { tag: "FRD2"; requestId: bigint; queue: string; nodeId: string; address: string; epoch: bigint }
   | { tag: "FAK2"; requestId: bigint; subscriptionId: bigint; deliveryTags: bigint[] }
   | { tag: "FMC1"; requestId: bigint; queue: string; mode: number; waitMs: number }
-  | { tag: "FMK1"; requestId: bigint; outcome: number; mode: number; applied: number; revision: bigint; message: string };
+  | { tag: "FMK1"; requestId: bigint; outcome: number; mode: number; applied: number; revision: bigint; message: string }
+  /** Protocol version 3's resume-publishing (this SDK speaks version 1, whose sessions are never fenced; encoded and decoded for completeness). */
+  | { tag: "FRS1"; queue: string };
 
 export type Tag = Frame["tag"];
 
@@ -89,7 +91,7 @@ export const TAGS: Record<Tag, "client" | "node" | "either"> = {
   FNC1: "node", FSB1: "client", FSK1: "node", FDL1: "node", FAK1: "client", FNK1: "client", FRL1: "client",
   FDS1: "client", FUS1: "client", FSE1: "node", FIQ1: "client", FIR1: "node", FLQ1: "client", FLR1: "node",
   FDQ1: "client", FPG1: "client", FOK1: "node", FPI1: "either", FPO1: "either", FER1: "either", FRD1: "node",
-  FAK2: "client", FPB2: "client", FCF2: "node", FRD2: "node", FMC1: "client", FMK1: "node",
+  FAK2: "client", FPB2: "client", FCF2: "node", FRD2: "node", FMC1: "client", FMK1: "node", FRS1: "client",
 };
 
 /** A body that breaks its layout. */
@@ -426,6 +428,9 @@ export function encodeBody(e: Encoder, f: Frame): void {
     case "FPO1":
       e.u64(f.requestId);
       return;
+    case "FRS1":
+      e.string(f.queue);
+      return;
     case "FER1":
       e.u64(f.requestId).u16(f.code).string(f.message);
       return;
@@ -640,6 +645,9 @@ export function decodeBody(tag: string, body: Buffer): Frame {
     case "FPI1":
     case "FPO1":
       f = { tag, requestId: d.nonZeroU64("request_id") };
+      break;
+    case "FRS1":
+      f = { tag, queue: d.string("queue") };
       break;
     case "FER1":
       f = { tag, requestId: d.u64("request_id"), code: d.u16("code"), message: d.string("message") };
