@@ -388,7 +388,7 @@ func (p *partition) becomeOpening(ctx actor.Context) {
 		})
 		if replication != nil {
 			attempt.q, attempt.fence, attempt.err = openReplicated(fs, dataDir, dir, name, replication.shardID, unique,
-				replication.neverConfirmed, options, logOptions, queue.Clock(clock), openLog)
+				replication.copyMayHaveCounted, options, logOptions, queue.Clock(clock), openLog)
 		} else {
 			attempt.q, attempt.err = queue.Open(dir, options, logOptions, queue.Clock(clock), openLog)
 		}

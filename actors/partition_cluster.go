@@ -74,20 +74,21 @@ type replicaHome struct {
 	timeline *failoverTimeline
 }
 
-// neverConfirmedReadTimeout bounds the read neverConfirmed makes.
-const neverConfirmedReadTimeout = 2 * time.Second
+// countedReadTimeout bounds the read copyMayHaveCounted makes.
+const countedReadTimeout = 2 * time.Second
 
-// neverConfirmed reports whether the coordination shard, read
-// linearizably, says the partition never confirmed a record
-// (cluster.CoordState.Confirmed false). A copy created empty then lost
-// nothing a confirm stood on and starts complete. It blocks on Raft (the
-// open goroutine calls it); when the read fails it answers false, and the
-// copy starts incomplete.
-func (h *replicaHome) neverConfirmed() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), neverConfirmedReadTimeout)
+// copyMayHaveCounted reports whether the coordination shard, read
+// linearizably, says a copy on this node may have counted toward a
+// confirm of the partition (cluster.CoordState.MayHaveCounted: the
+// partition confirmed, and this node is a voter). A copy created empty on
+// a node whose copies never counted lost nothing a confirm stood on and
+// starts complete. It blocks on Raft (the open goroutine calls it); when
+// the read fails it answers true, and the copy starts incomplete.
+func (h *replicaHome) copyMayHaveCounted() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), countedReadTimeout)
 	defer cancel()
 	state, err := h.node.ReadCoordination(ctx, h.shardID)
-	return err == nil && !state.Confirmed
+	return err != nil || state.MayHaveCounted(h.self)
 }
 
 type partitionRole uint8
@@ -126,10 +127,11 @@ type clusterState struct {
 	incomplete    bool
 	completeAt    uint64
 	completeKnown bool
-	// confirmed says the coordination shard records that the partition
-	// confirms (cluster.CoordState.Confirmed); confirming that the owner
-	// proposed it and waits (partition_quorum.go confirmedRecorded).
-	confirmed, confirming bool
+	// recorded is the coordination shard's state after this partition's
+	// last proposal of voters (partition_quorum.go maybeRecordVoters);
+	// recording says one is in flight.
+	recorded  cluster.CoordState
+	recording bool
 	// cutOffSince is when this owner last began to be cut off
 	// (replication.OwnerCutOff); zero while it is not.
 	cutOffSince time.Time
@@ -238,11 +240,13 @@ func (p *partition) isReplicated() bool { return p.home.replication != nil }
 // shard holds an earlier declaration of the queue's name: it is removed
 // first (queue names are reused across deletes; shard ids never are). A
 // partition opened for the first time records its shard in a fence of
-// epoch 0, marked incomplete (fence.go): a directory made now holds
-// nothing, and this node may have lost what it held, unless
-// neverConfirmed says the partition never confirmed a record (then no
-// copy can have lost one). It returns the fence.
-func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64, neverConfirmed func() bool,
+// epoch 0, marked incomplete (fence.go) when mayHaveCounted says a copy on
+// this node may have counted toward a confirm: a directory made now holds
+// nothing, and this node may have lost what it held. Otherwise no copy on
+// this node ever counted (the partition never confirmed, or this node was
+// never one of its voters), so it lost nothing a confirm stood on and
+// starts complete. It returns the fence.
+func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64, mayHaveCounted func() bool,
 	options queue.Options, logOptions log.Options, clock queue.Clock, open ...queue.OpenOption) (*queue.Queue, fenceRecord, error) {
 	fence, exists, err := readFence(fs, dir)
 	if err != nil {
@@ -270,7 +274,7 @@ func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64
 			return nil, fenceRecord{}, err
 		}
 		// The same fence epoch: the new copy refuses what the old one refused.
-		fence.shardID, fence.incomplete = shardID, !neverConfirmed()
+		fence.shardID, fence.incomplete = shardID, mayHaveCounted()
 		if err := writeFence(fs, dir, fence); err != nil {
 			_ = q.Close()
 			return nil, fenceRecord{}, fmt.Errorf("record the replica's fence after setting its damaged copy aside: %w", err)
@@ -281,7 +285,7 @@ func openReplicated(fs vfs.FS, dataDir, dir, name string, shardID, unique uint64
 		return nil, fenceRecord{}, err
 	}
 	if !exists {
-		fence = fenceRecord{shardID: shardID, incomplete: !neverConfirmed()}
+		fence = fenceRecord{shardID: shardID, incomplete: mayHaveCounted()}
 		if err := writeFence(fs, dir, fence); err != nil {
 			_ = q.Close()
 			return nil, fenceRecord{}, fmt.Errorf("record the replica's fence: %w", err)
@@ -352,7 +356,7 @@ func (p *partition) receiveCluster(ctx actor.Context, message any) bool {
 	case confirmedResult:
 		p.confirmedAnswered(ctx, msg)
 	case confirmedRetry:
-		p.repl.confirming = false
+		p.repl.recording = false
 		if p.recomputeQuorum(ctx) {
 			p.advance(ctx)
 		}

@@ -156,14 +156,22 @@ func (p *partition) recomputeQuorum(ctx actor.Context) bool {
 	}
 	p.q.SetRetentionFloor(p.retentionFloor())
 	p.linkShared.writtenBoundary.Store(p.appliedMode() == queue.Buffered)
-	frontier, ok := p.quorum().Frontier(p.ownerPosition(), followers)
-	if r.role == roleRecovering && r.promoted && !r.installed && ok && frontier >= r.installEnd {
+	every, everyOK := p.quorum().Frontier(p.ownerPosition(), followers)
+	if r.role == roleRecovering && r.promoted && !r.installed && everyOK && every >= r.installEnd {
 		r.installed = true // maybeFinishInstall serves
 	}
-	if !p.confirmedRecorded(ctx, ok && frontier > 0) {
-		r.commitWait.note(time.Now(), p.ownerPosition(), r.committed)
-		return false // nothing applies before the shard knows the partition confirms
+	// Only the copies of recorded voters count (replication.CountVoters):
+	// the owner records the others before their copies count, and nothing
+	// applies before the shard knows the partition confirms.
+	counted, ownerCounts, unrecorded := replication.CountVoters(p.home.replication.self, r.followers, p.voterRecorded)
+	if len(unrecorded) > 0 && everyOK && every > 0 {
+		p.maybeRecordVoters(ctx, unrecorded)
 	}
+	if !ownerCounts {
+		r.commitWait.note(time.Now(), p.ownerPosition(), r.committed)
+		return false
+	}
+	frontier, ok := p.quorum().Frontier(p.ownerPosition(), counted)
 	moved := ok && frontier > r.committed
 	if moved {
 		r.committed = frontier
@@ -172,54 +180,69 @@ func (p *partition) recomputeQuorum(ctx actor.Context) bool {
 	r.commitWait.note(time.Now(), p.ownerPosition(), r.committed)
 	// Each record applies below the quorum frontier of its own mode's
 	// boundary, a mode revision below the durable one (partition_mode.go).
-	if p.applyQuorumLimits(followers) {
+	if p.applyQuorumLimits(counted) {
 		moved = true
 	}
 	return moved
 }
 
-// confirmedRecorded reports whether the coordination shard records that
-// the partition confirms (cluster.CoordState.Confirmed): before its first
-// quorum frontier applies, the owner records it, once in the partition's
-// life, so that a recovery knows whether a copy that opened empty can have
-// lost a confirmed record. needed says a frontier is ready to apply; the
-// proposal runs on a goroutine and its answer (confirmedResult) recomputes
-// the quorum.
-func (p *partition) confirmedRecorded(ctx actor.Context, needed bool) bool {
+// voterRecorded reports whether the coordination shard records node as a
+// voter of the partition (cluster.CoordState.MayHaveCounted), in this
+// partition's view or in the answer to its last proposal.
+func (p *partition) voterRecorded(node string) bool {
 	r := p.repl
-	if r.confirmed || r.view.State.Confirmed {
-		r.confirmed = true
-		return true
+	return r.view.State.MayHaveCounted(node) || r.recorded.MayHaveCounted(node)
+}
+
+// maybeRecordVoters proposes that the coordination shard record nodes as
+// voters (and that the partition confirms, the first time): a copy counts
+// toward the quorum frontier only once its node is recorded, so a copy
+// created empty on a node that was never recorded lost nothing a confirm
+// stood on (docs/cluster.md, "A copy earns its vote"). It proposes once
+// for the copies counting at the partition's first frontier and once more
+// per node whose copy starts counting later; one proposal runs at a time,
+// on a goroutine, and its answer (confirmedResult) recomputes the quorum.
+func (p *partition) maybeRecordVoters(ctx actor.Context, nodes []string) {
+	r := p.repl
+	if r.recording {
+		return
 	}
-	if !needed || r.confirming {
-		return false
-	}
-	r.confirming = true
+	r.recording = true
 	node, shardID, epoch := p.home.replication.node, p.home.replication.shardID, r.epoch
+	voters := slices.Clone(nodes)
 	self, system := ctx.Self(), ctx.ActorSystem()
 	go func() {
 		proposeCtx, cancel := context.WithTimeout(context.Background(), recoveryRaftTimeout)
 		defer cancel()
-		state, won, err := node.RecordConfirmed(proposeCtx, shardID, epoch)
-		system.Root.Send(self, confirmedResult{epoch: epoch, confirmed: won || state.Confirmed, err: err})
+		state, _, err := node.RecordConfirmed(proposeCtx, shardID, epoch, voters)
+		system.Root.Send(self, confirmedResult{epoch: epoch, state: state, voters: voters, err: err})
 	}()
-	return false
 }
 
-// confirmedResult answers confirmedRecorded's proposal.
+// confirmedResult answers maybeRecordVoters' proposal: the shard's state
+// after it.
 type confirmedResult struct {
-	epoch     uint64
-	confirmed bool
-	err       error
+	epoch  uint64
+	state  cluster.CoordState
+	voters []string
+	err    error
 }
 
-// confirmedAnswered takes the proposal's answer: on success the quorum
-// frontier applies; otherwise it is proposed again at the next recompute
-// (after recoveryRetry, so a shard without a leader is not hammered).
+// confirmedAnswered takes the proposal's answer: once the shard records
+// the voters, their copies count; otherwise they are proposed again at
+// the next recompute after recoveryRetry (so a shard without a leader is
+// not hammered).
 func (p *partition) confirmedAnswered(ctx actor.Context, msg confirmedResult) {
 	r := p.repl
-	if msg.confirmed {
-		r.confirmed, r.confirming = true, false
+	if msg.err == nil && len(msg.state.Voters) >= len(r.recorded.Voters) {
+		r.recorded = msg.state
+	}
+	recorded := msg.err == nil
+	for _, node := range msg.voters {
+		recorded = recorded && msg.state.MayHaveCounted(node)
+	}
+	if recorded {
+		r.recording = false
 		if p.recomputeQuorum(ctx) {
 			p.advance(ctx)
 		}
@@ -227,14 +250,14 @@ func (p *partition) confirmedAnswered(ctx actor.Context, msg confirmedResult) {
 		return
 	}
 	if msg.err != nil {
-		p.core.logger.Warn("could not record that the partition confirms; retrying", "queue", p.home.name,
-			"epoch", msg.epoch, "err", msg.err)
+		p.core.logger.Warn("could not record the partition's voters; retrying", "queue", p.home.name,
+			"epoch", msg.epoch, "voters", msg.voters, "err", msg.err)
 	}
 	self, system := ctx.Self(), ctx.ActorSystem()
 	time.AfterFunc(recoveryRetry, func() { system.Root.Send(self, confirmedRetry{}) })
 }
 
-// confirmedRetry recomputes the quorum after a failed confirmedRecorded
+// confirmedRetry recomputes the quorum after a failed maybeRecordVoters
 // proposal, which proposes again.
 type confirmedRetry struct{}
 

@@ -171,3 +171,41 @@ func TestARestartedOwnerOfADurableQueueRecoversFromItsOwnCopy(t *testing.T) {
 	serving := c.servingOwner(name)
 	drainPayloads(t, ctx, c.dialSDKHome(serving, "consumer"), name, confirmed)
 }
+
+// A copy created empty on a node that was never a voter counts: it never
+// counted toward a confirm, so it lost nothing one stood on. A follower is
+// down (Raft and broker) from before the first confirm, so the owner
+// records only itself and the other follower as voters; the follower's
+// queue disk comes back empty and its copy is created after the confirms;
+// the owner goes down before that copy caught up. The two remaining copies
+// must recover the queue without the owner (W = 2 of 3), from the copy that
+// holds the confirms. When every copy created after the first confirm
+// counted as having lost data, this recovery waited for the owner for good
+// (the binary failover tests' "no node serves" under load).
+func TestACopyCreatedOnANodeThatNeverCountedSealsComplete(t *testing.T) {
+	c, _ := memCluster(t, nil)
+	ctx := testContext(t)
+	name := "late-copy"
+	owner, followers := c.declareServed(name, client.QueueConfig{Policy: "majority_durable"})
+	late, holder := followers[0], followers[1]
+	c.stop(late)
+	confirmed := confirmedPayloads(t, ctx, c.dialSDKHome(owner, "publisher"), name, "m", 50)
+	found, err := c.members[owner].node.WaitOwner(ctx, name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, _ := c.members[holder].node.Partition(found.ShardID)
+	if view.State.MayHaveCounted(late) || !view.State.MayHaveCounted(holder) {
+		t.Fatalf("voters %v (known %v): %s must not be one, %s must", view.State.Voters, view.State.VotersKnown,
+			late, holder)
+	}
+	c.stop(owner)
+	c.startNodeOnly(owner) // the shard keeps a majority; the owner's copy stays away
+	c.fs[late] = vfs.NewMem()
+	c.restart(late)
+	serving := c.servingOwner(name)
+	if serving == owner {
+		t.Fatalf("the stopped owner %s serves", owner)
+	}
+	drainPayloads(t, ctx, c.dialSDKHome(serving, "consumer"), name, confirmed)
+}

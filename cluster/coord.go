@@ -23,14 +23,21 @@ package cluster
 //   - activate {owner, instance, epoch, first_offset}: when the claim of that
 //     epoch by that instance is still the current one and recovering, it
 //     becomes active; the history gains {epoch, first_offset}.
-//   - confirmed {owner, instance, epoch}: when that instance serves that
-//     epoch (active), the partition is marked as having confirmed a record.
-//     The owner records it before it lets its first quorum frontier apply
-//     (its first confirm or delivery), once in the partition's life. Until
-//     then no copy can have lost a confirmed record, so a recovery counts
-//     the seal of a copy that opened empty (replication.SealReport's
-//     Incomplete); from then on it does not (docs/cluster.md, "A copy earns
-//     its vote").
+//   - confirmed {owner, instance, epoch, voters}: when that instance serves
+//     that epoch (active), the partition is marked as having confirmed a
+//     record, and the nodes in voters join Voters, the nodes whose copies
+//     an owner counts toward its quorum frontier. The owner records a node
+//     before the first frontier that node's copy counts toward applies: so
+//     once for the copies counting at the partition's first confirm or
+//     delivery, and once more for each node whose copy starts counting
+//     later. Until the partition confirmed, no copy can have lost a
+//     confirmed record, so a recovery counts the seal of a copy that opened
+//     empty (replication.SealReport's Incomplete); from then on it does not.
+//     A copy created empty on a node that is not a voter starts complete:
+//     no copy on that node ever counted, so it lost nothing a confirm stood
+//     on (docs/cluster.md, "A copy earns its vote"). A state confirmed by
+//     a node of an earlier version has Confirmed without VotersKnown: any
+//     node may have counted.
 //
 // Invariant: History epochs strictly increase and never pass Epoch; first
 // offsets never decrease; Phase is PhaseActive exactly when Epoch > 0 and
@@ -89,6 +96,12 @@ type CoordState struct {
 	// apply: a record may have been confirmed or delivered. It never goes
 	// back to false.
 	Confirmed bool `msgpack:"confirmed" json:"confirmed"`
+	// Voters names the nodes (sorted) whose copies an owner has counted
+	// toward a quorum frontier; it only grows. VotersKnown says Voters has
+	// been recorded since the partition's first confirm, so a node it does
+	// not name never counted.
+	Voters      []string `msgpack:"voters,omitempty" json:"voters,omitempty"`
+	VotersKnown bool     `msgpack:"voters_known,omitempty" json:"voters_known,omitempty"`
 	// ClaimedUnixMs and ActivatedUnixMs time the current epoch (from the
 	// claimer's and activator's clocks), for the failover timeline.
 	ClaimedUnixMs   int64 `msgpack:"claimed_unix_ms" json:"claimed_unix_ms"`
@@ -98,6 +111,14 @@ type CoordState struct {
 // Serving reports whether instance of node is the serving owner.
 func (s CoordState) Serving(node string, instance uint64) bool {
 	return s.Phase == PhaseActive && s.Owner == node && s.OwnerInstance == instance
+}
+
+// MayHaveCounted reports whether a copy on node may have counted toward a
+// confirm or delivery of the partition: then a copy of it created empty
+// may have lost a record a confirm stood on. An owner counts a copy toward
+// its quorum frontier only once this says so.
+func (s CoordState) MayHaveCounted(node string) bool {
+	return s.Confirmed && (!s.VotersKnown || slices.Contains(s.Voters, node))
 }
 
 type coordCommandKind uint8
@@ -116,6 +137,7 @@ type coordCommand struct {
 	Epoch       uint64           `msgpack:"epoch"` // claim: the epoch expected now; activate: the epoch to activate
 	FirstOffset uint64           `msgpack:"first_offset"`
 	UnixMs      int64            `msgpack:"unix_ms"`
+	Voters      []string         `msgpack:"voters,omitempty"` // confirmed: the nodes to record as voters
 }
 
 // Result values of a coordination command.
@@ -127,6 +149,7 @@ const (
 func (s *CoordState) clone() CoordState {
 	out := *s
 	out.History = slices.Clone(s.History)
+	out.Voters = slices.Clone(s.Voters)
 	return out
 }
 
@@ -143,14 +166,26 @@ func (s *CoordState) apply(command coordCommand) bool {
 	return false
 }
 
-// confirmed marks the partition as having confirmed a record, when the
-// command's instance serves the command's epoch.
+// confirmed marks the partition as having confirmed a record and records
+// the command's voters, when the command's instance serves the command's
+// epoch. Voters are known from the first confirm on; a state an earlier
+// version marked confirmed never knows them.
 func (s *CoordState) confirmed(command coordCommand) bool {
-	if s.Confirmed || !s.Serving(command.Owner, command.Instance) || s.Epoch != command.Epoch {
+	if !s.Serving(command.Owner, command.Instance) || s.Epoch != command.Epoch {
 		return false
 	}
-	s.Confirmed = true
-	return true
+	changed := false
+	if !s.Confirmed {
+		s.Confirmed, s.VotersKnown, changed = true, true, true
+	}
+	for _, node := range command.Voters {
+		if !slices.Contains(s.Voters, node) {
+			s.Voters = append(s.Voters, node)
+			changed = true
+		}
+	}
+	slices.Sort(s.Voters)
+	return changed
 }
 
 func (s *CoordState) claim(command coordCommand) bool {
@@ -189,6 +224,11 @@ func (s CoordState) inForce(command coordCommand) bool {
 		return s.Epoch == command.Epoch && s.Phase == PhaseActive && n > 0 &&
 			s.History[n-1] == replication.HistoryEntry{Epoch: command.Epoch, FirstOffset: command.FirstOffset}
 	case coordConfirmed:
+		for _, node := range command.Voters {
+			if !slices.Contains(s.Voters, node) {
+				return false
+			}
+		}
 		return s.Confirmed
 	}
 	return false

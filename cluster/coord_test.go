@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -166,6 +167,45 @@ func TestConfirmedIsRecordedOnlyByTheServingOwner(t *testing.T) {
 	state.apply(activationOf("node2", 22, 2, 40))
 	if !state.Confirmed {
 		t.Fatal("the mark did not survive a claim and an activation")
+	}
+}
+
+// TestVotersAreRecordedByTheServingOwnerAndOnlyGrow: the first confirmed
+// command records its voters and makes them known; later ones add nodes;
+// only a recorded node may have counted; a retry of a recorded set is in
+// force, one naming a node not recorded is not; a state an earlier
+// version confirmed (no voters known) lets every node have counted.
+func TestVotersAreRecordedByTheServingOwnerAndOnlyGrow(t *testing.T) {
+	var state CoordState
+	confirmedWith := func(voters ...string) coordCommand {
+		return coordCommand{Kind: coordConfirmed, Owner: "node1", Instance: 11, Epoch: 1, UnixMs: 3, Voters: voters}
+	}
+	state.apply(claimOf("node1", 11, 0))
+	if state.MayHaveCounted("node1") {
+		t.Fatal("a copy counted before the partition confirmed")
+	}
+	if !state.apply(confirmedWith("node1", "node2")) || !state.VotersKnown {
+		t.Fatalf("the first voters were refused: %+v", state)
+	}
+	if !state.MayHaveCounted("node2") || state.MayHaveCounted("node3") {
+		t.Fatalf("voters %v: node2 must have counted, node3 not", state.Voters)
+	}
+	if state.inForce(confirmedWith("node3")) || !state.inForce(confirmedWith("node2")) {
+		t.Fatal("in force for a node not recorded, or not for a recorded one")
+	}
+	if !state.apply(confirmedWith("node3")) || state.apply(confirmedWith("node3", "node1")) {
+		t.Fatal("a new voter was not added, or a known set changed the state")
+	}
+	if want := []string{"node1", "node2", "node3"}; !slices.Equal(state.Voters, want) {
+		t.Fatalf("voters = %v, want %v", state.Voters, want)
+	}
+	state.apply(claimOf("node2", 22, 1))
+	if !state.MayHaveCounted("node3") {
+		t.Fatal("the voters did not survive a claim")
+	}
+	legacy := CoordState{Confirmed: true}
+	if !legacy.MayHaveCounted("node9") {
+		t.Fatal("a state confirmed without known voters must let any node have counted")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -96,11 +97,13 @@ func (n *Node) ActivateEpoch(ctx context.Context, shardID, epoch, firstOffset ui
 }
 
 // RecordConfirmed proposes that the partition, served by this node's
-// claim of epoch, has confirmed a record (CoordState.Confirmed). Blocks on
-// Raft; won is true once the state shows it, by this call or an earlier one.
-func (n *Node) RecordConfirmed(ctx context.Context, shardID, epoch uint64) (CoordState, bool, error) {
+// claim of epoch, has confirmed a record (CoordState.Confirmed) and that
+// the copies of voters count toward its quorum frontier
+// (CoordState.Voters). Blocks on Raft; won is true once the state shows
+// it, by this call or an earlier one.
+func (n *Node) RecordConfirmed(ctx context.Context, shardID, epoch uint64, voters []string) (CoordState, bool, error) {
 	command := coordCommand{Kind: coordConfirmed, Owner: n.self.ID, Instance: n.instance, Epoch: epoch,
-		UnixMs: time.Now().UnixMilli()}
+		UnixMs: time.Now().UnixMilli(), Voters: slices.Clone(voters)}
 	return n.coordinate(ctx, shardID, command)
 }
 

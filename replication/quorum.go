@@ -100,3 +100,35 @@ func SealsNeeded(replicas, copies int) int {
 	}
 	return replicas - copies + 1
 }
+
+// CountVoters applies the voter rule to a quorum (docs/cluster.md, "A copy
+// earns its vote"): a copy counts toward the frontier only once the
+// coordination shard records its node as a voter (recorded), so that a
+// copy created empty on a node that was never a voter can be trusted to
+// have lost nothing a confirm stood on. It returns the followers with
+// Counts cleared for every node not recorded, whether the owner itself is
+// recorded, and the nodes (owner first, then followers in order of name)
+// that count now but are not recorded yet: the owner records them before
+// their copies count.
+func CountVoters(owner string, followers map[string]ReplicaProgress, recorded func(node string) bool) (
+	counted []ReplicaProgress, ownerCounts bool, unrecorded []string) {
+	ownerCounts = recorded(owner)
+	if !ownerCounts {
+		unrecorded = append(unrecorded, owner)
+	}
+	names := make([]string, 0, len(followers))
+	for node := range followers {
+		names = append(names, node)
+	}
+	slices.Sort(names)
+	counted = make([]ReplicaProgress, 0, len(followers))
+	for _, node := range names {
+		progress := followers[node]
+		if progress.Counts && !recorded(node) {
+			progress.Counts = false
+			unrecorded = append(unrecorded, node)
+		}
+		counted = append(counted, progress)
+	}
+	return counted, ownerCounts, unrecorded
+}

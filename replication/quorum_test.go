@@ -64,3 +64,36 @@ func TestSealsNeeded(t *testing.T) {
 		}
 	}
 }
+
+// TestCountVoters: only recorded voters count; the owner and the counting
+// followers that are not recorded are named, a follower that does not
+// count is not.
+func TestCountVoters(t *testing.T) {
+	followers := map[string]ReplicaProgress{
+		"node2": {Counts: true, WrittenNext: 10, DurableNext: 10},
+		"node3": {Counts: true, WrittenNext: 7, DurableNext: 7},
+		"node4": {Counts: false, WrittenNext: 3, DurableNext: 3},
+	}
+	recordedSet := map[string]bool{"node1": true, "node2": true}
+	recorded := func(node string) bool { return recordedSet[node] }
+	counted, ownerCounts, unrecorded := CountVoters("node1", followers, recorded)
+	if !ownerCounts {
+		t.Fatal("the recorded owner does not count")
+	}
+	if len(unrecorded) != 1 || unrecorded[0] != "node3" {
+		t.Fatalf("unrecorded = %v, want [node3]", unrecorded)
+	}
+	if CountingCopies(counted) != 2 {
+		t.Fatalf("counting copies = %d, want 2 (the owner and node2)", CountingCopies(counted))
+	}
+	if frontier, ok := (Quorum{Copies: 3}).Frontier(12, counted); ok {
+		t.Fatalf("W=3 reached a frontier (%d) with one recorded follower", frontier)
+	}
+	if frontier, ok := (Quorum{Copies: 2}).Frontier(12, counted); !ok || frontier != 10 {
+		t.Fatalf("W=2 frontier = %d, %v; want 10 from node2", frontier, ok)
+	}
+	_, ownerCounts, unrecorded = CountVoters("node5", followers, recorded)
+	if ownerCounts || len(unrecorded) != 2 || unrecorded[0] != "node5" || unrecorded[1] != "node3" {
+		t.Fatalf("an unrecorded owner: counts %v, unrecorded %v; want false, [node5 node3]", ownerCounts, unrecorded)
+	}
+}
