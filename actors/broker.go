@@ -334,10 +334,10 @@ func (b *Broker) shutdownTree(deadline time.Time, steps *shutdownSteps) error {
 	if core.peerListener != nil {
 		_ = core.peerListener.Close() // also when the tree did not stop it
 	}
-	if !waitGroupUntil(&core.peerRoutines, deadline) {
+	if !core.peerRoutines.waitUntil(deadline) {
 		errs = append(errs, errors.New("peer links did not close in time"))
 	}
-	if !waitGroupUntil(&core.storageClosers, deadline) {
+	if !core.storageClosers.waitUntil(deadline) {
 		errs = append(errs, errors.New("queue storage did not close in time (a log close or sync is still running)"))
 	}
 	lap(&steps.storage)

@@ -46,7 +46,7 @@ type brokerCore struct {
 
 	// storageClosers counts goroutines closing queue storage; Close waits
 	// for them so every log is flushed, synced and closed before it returns.
-	storageClosers sync.WaitGroup
+	storageClosers taskGroup
 	// connections counts live client connections' goroutines.
 	connections sync.WaitGroup
 	// closing tracks queue directories whose storage is still closing, so
@@ -91,7 +91,7 @@ type brokerCore struct {
 	shards       *shardDirectory
 	// peerRoutines counts the goroutines of peer links (accepting, dialing,
 	// handshakes, transports); Close waits for them after the tree stopped.
-	peerRoutines sync.WaitGroup
+	peerRoutines taskGroup
 	// peersDown names the nodes whose outbound peer link is down (a dial
 	// failed or the link ended) by node id; peer links write it, sessions
 	// and the manager read it to hold requests for an owner that is gone

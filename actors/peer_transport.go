@@ -75,12 +75,12 @@ type peerTransport struct {
 	closeOnce sync.Once
 	done      chan struct{} // closed when the socket is closed and both goroutines ended
 	ended     sync.WaitGroup
-	routines  *sync.WaitGroup // the owner's count of peer goroutines, if any
+	routines  *taskGroup // the owner's count of peer goroutines, if any
 }
 
 // newPeerTransport wraps a socket whose handshake is done. routines, when
 // not nil, counts the transport's goroutines until they end.
-func newPeerTransport(conn net.Conn, reader *wire.Reader, remote wire.PeerHello, routines *sync.WaitGroup) *peerTransport {
+func newPeerTransport(conn net.Conn, reader *wire.Reader, remote wire.PeerHello, routines *taskGroup) *peerTransport {
 	if tcp, ok := conn.(*net.TCPConn); ok {
 		_ = tcp.SetNoDelay(true)
 	}

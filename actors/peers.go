@@ -36,7 +36,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -134,7 +133,7 @@ func (p *peersSupervisor) startAccepting(ctx actor.Context) {
 // byte, TLS with tls files, the peer handshake, and the gate's count of
 // links. On failure the connection is closed.
 func acceptPeer(admitted *netlimit.Conn, peerTLS *tlsconfig.Node, config cluster.Config, self string,
-	identity peerIdentity, routines *sync.WaitGroup) (*peerTransport, error) {
+	identity peerIdentity, routines *taskGroup) (*peerTransport, error) {
 	if err := admitted.AwaitFirstByte(); err != nil {
 		_ = admitted.Close()
 		return nil, fmt.Errorf("%w: %w", errPeerRefused, err)
