@@ -17,14 +17,15 @@ package acceptance
 // sync of their queue filesystems fail from now on (so nothing written or
 // synced after the image can be acknowledged to a peer: the broker's peer
 // links, where they exist, are not cut by the plug), take the crash image
-// of each queue filesystem, wait for the outcome of every publish to the
-// queues the victims owned (a publish to a surviving owner may wait for a
-// victim's copy), end the lives
-// of the queues that lost their serving copy, close the old brokers and
-// nodes (what they write now goes nowhere; their errors are only logged),
-// reset the Raft filesystems to what was synced, and start the members
-// again on what is left, all together when several lost power. Nothing a
-// client or a peer saw came after the image was taken.
+// of each queue filesystem, close the old brokers and nodes at once, as
+// the power cut stops their processes (what they write now goes nowhere;
+// their errors are only logged; their peer links close with them), wait
+// for the outcome of every publish to the queues the victims owned (a
+// publish to a surviving owner may wait for a victim's copy), end the
+// lives of the queues that lost their serving copy, reset the Raft
+// filesystems to what was synced, and start the members again on what is
+// left, all together when several lost power. Nothing a client or a peer
+// saw came after the image was taken.
 //
 // Each member logs to <trial dir>/<node>.log. dragonboat's logger is
 // process-wide and follows the node started last, so Raft's own lines of
@@ -348,19 +349,28 @@ func (c *memCluster) powerLoss(l *clusterLoad, victims []*memMember, roles agree
 			damage(m, images[i])
 		}
 	}
+	// The power is off: the victims' processes stop at once, their peer
+	// links with them (a broker left running while the harness waited
+	// kept its follower links' keepalives going, so its peers handed the
+	// coordination leadership back to it and named it the owner for the
+	// whole wait). Their plugs stay pulled: nothing they do on the way
+	// down reaches a client, and their disks take no more writes.
+	for _, m := range victims {
+		fmt.Fprintf(m.logFile, "=== harness: power lost at %s\n", time.Now().Format(time.RFC3339Nano))
+		c.closeMember(m, true)
+	}
 	var lostOwner []string // the queues whose serving copy lost power: their clients were unplugged
 	for _, queue := range sortedKeys(roles.owners) {
 		if slices.ContainsFunc(victims, func(m *memMember) bool { return m.config.ID == roles.owners[queue] }) {
 			lostOwner = append(lostOwner, queue)
 		}
 	}
-	// Their publishes end with the cut connections, except those the SDK
-	// parked to resend to the owner a redirect named while that is the
-	// victim: they wait in the SDK for it to return (and are then stored
-	// in its new life), so the wait is bounded and what stays open is
-	// only logged.
+	// Their publishes end with the cut connections or are sent again to
+	// the new owner, except on a queue that needs every copy (W = E): its
+	// new owner holds them until the victim's copy is back, after this
+	// wait, so the wait is bounded and what stays open is only logged.
 	if open := l.settleOutcomes(10*time.Second, lostOwner...); open > 0 {
-		c.t.Logf("%d publishes to %v still open after the power cut (parked in the SDK for a node that is down)",
+		c.t.Logf("%d publishes to %v still open after the power cut (held for a copy that is down)",
 			open, lostOwner)
 	}
 	kind := EndFailover
@@ -377,8 +387,6 @@ func (c *memCluster) powerLoss(l *clusterLoad, victims []*memMember, roles agree
 	}
 	for i, m := range victims {
 		m.plug.release()
-		fmt.Fprintf(m.logFile, "=== harness: power lost at %s\n", time.Now().Format(time.RFC3339Nano))
-		c.closeMember(m, true)
 		m.raftFS.ResetToSyncedState()
 		m.raftFS.SetIgnoreSyncs(false)
 		m.queueFS = images[i]
