@@ -168,15 +168,17 @@ func (s *CoordState) apply(command coordCommand) bool {
 
 // confirmed marks the partition as having confirmed a record and records
 // the command's voters, when the command's instance serves the command's
-// epoch. Voters are known from the first confirm on; a state an earlier
-// version marked confirmed never knows them.
+// epoch. Voters are known from a first confirm that names them on; a
+// state an earlier version marked confirmed never knows them.
 func (s *CoordState) confirmed(command coordCommand) bool {
 	if !s.Serving(command.Owner, command.Instance) || s.Epoch != command.Epoch {
 		return false
 	}
 	changed := false
 	if !s.Confirmed {
-		s.Confirmed, s.VotersKnown, changed = true, true, true
+		// A command of an earlier version names no voters (and its owner
+		// counts every copy): the voters are then never known.
+		s.Confirmed, s.VotersKnown, changed = true, len(command.Voters) > 0, true
 	}
 	for _, node := range command.Voters {
 		if !slices.Contains(s.Voters, node) {

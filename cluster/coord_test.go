@@ -207,6 +207,17 @@ func TestVotersAreRecordedByTheServingOwnerAndOnlyGrow(t *testing.T) {
 	if !legacy.MayHaveCounted("node9") {
 		t.Fatal("a state confirmed without known voters must let any node have counted")
 	}
+	// An owner of an earlier version confirms without naming voters: it
+	// counts every copy, so no voters are known, then or later.
+	var mixed CoordState
+	mixed.apply(claimOf("node1", 11, 0))
+	if !mixed.apply(confirmedWith()) || mixed.VotersKnown || !mixed.MayHaveCounted("node3") {
+		t.Fatalf("a confirm without voters: %+v; want confirmed, voters unknown", mixed)
+	}
+	mixed.apply(confirmedWith("node1"))
+	if mixed.VotersKnown || !mixed.MayHaveCounted("node3") {
+		t.Fatal("voters named after a confirm without them became known")
+	}
 }
 
 // TestShouldOfferFirstTransfer: before the first claim the leader and the
