@@ -59,11 +59,25 @@ func (s *session) maybeClusterRoute(ctx actor.Context, name string, message any)
 		s.cluster.stash[name] = append(held, message)
 		return true
 	}
-	if route, open := s.core.directory.lookup(name); open && route.failure.code != wire.CodeNotOwner {
+	route, open := s.core.directory.lookup(name)
+	if open && route.failure.code != wire.CodeNotOwner {
 		return false // served here, or refused with the reason it failed here
 	}
 	owner, err := node.Owner(name, 0)
 	switch {
+	case err == nil && open && route.failure.cutOff && servedByThisProcessOnce(node, owner):
+		// This node's view still names this very process the serving
+		// owner, yet its copy stepped down cut off from its peers: it has
+		// not heard of the next epoch, and nothing here will serve the
+		// queue before the cut heals. So the client is told at once
+		// (unavailable: not stored) and goes through another node, which
+		// knows the new owner; held here, its publishes waited for the
+		// queue to open for most of the cut. (An owner that stepped down
+		// for another reason, a fenced copy handing over, still holds
+		// requests: its peers name the new owner within moments.)
+		s.failMessage(message, requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
+			"queue %q: this node stopped serving it and has not heard which node serves it now "+
+				"(it may be cut off from the other nodes); retry through another node", name)})
 	case errors.Is(err, cluster.ErrQueueNotFound) && s.cluster.replaying:
 		return false // the manager confirmed it through Raft: unknown_queue
 	case err != nil && !errors.Is(err, cluster.ErrOwnerUnknown) && !errors.Is(err, cluster.ErrQueueNotFound):
@@ -228,4 +242,16 @@ func (s *session) returnStashedCredit(message any) {
 		s.returnCreditOf(held)
 	}
 	delete(s.cluster.stash, awaited.name)
+}
+
+// servedByThisProcessOnce reports whether this node's coordination view
+// names this process (its instance, not only its node) as the active
+// owner of owner's partition. A restarted process is another instance:
+// its view names the old one, and it recovers the partition itself soon.
+func servedByThisProcessOnce(node *cluster.Node, owner cluster.OwnerInfo) bool {
+	if !owner.IsSelf {
+		return false
+	}
+	view, ok := node.Partition(owner.ShardID)
+	return ok && view.State.Serving(owner.NodeID, node.Instance())
 }

@@ -17,6 +17,11 @@ import (
 type requestFailure struct {
 	code    wire.Code
 	message string
+	// cutOff marks the not_owner route of an owner that stepped down cut
+	// off from its peers (replication.OwnerCutOff): while its own view
+	// still names it, the session answers unavailable at once instead of
+	// holding requests for the queue to open (cluster_session.go).
+	cutOff bool
 }
 
 func (f requestFailure) failed() bool { return f.code != 0 }

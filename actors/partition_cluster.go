@@ -621,14 +621,18 @@ func (p *partition) maybeAnnounceServing(ctx actor.Context) {
 // of the directory, what it owed is answered (appended publishes with
 // outcome_unknown: a new owner may or may not hold them), the follower
 // links stop, and the queue reopens as a replica.
-func (p *partition) stepDown(ctx actor.Context, reason string) {
+func (p *partition) stepDown(ctx actor.Context, reason string) { p.stepDownWith(ctx, reason, false) }
+
+// stepDownWith steps down; cutOff says the owner stepped down because it
+// is cut off from its peers (requestFailure.cutOff).
+func (p *partition) stepDownWith(ctx actor.Context, reason string, cutOff bool) {
 	r := p.repl
 	if r.role != roleOwner && r.role != roleRecovering {
 		return
 	}
 	p.core.logger.Warn("partition steps down", "queue", p.home.name, "epoch", r.epoch, "role", r.role.String(), "reason", reason)
 	failure := requestFailure{code: wire.CodeNotOwner, message: fmt.Sprintf(
-		"queue %q changed owner: %s", p.home.name, reason)}
+		"queue %q changed owner: %s", p.home.name, reason), cutOff: cutOff}
 	if r.serving {
 		r.serving = false
 		ctx.Send(p.home.manager, partitionNotServing{name: p.home.name, pid: ctx.Self(), failure: failure})

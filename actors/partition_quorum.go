@@ -120,8 +120,8 @@ func (p *partition) maybeStepDownCutOff(ctx actor.Context) {
 	switch {
 	case stepDown:
 		r.cutOffSince = time.Time{}
-		p.stepDown(ctx, fmt.Sprintf("cut off for %v: %d of %d copies keep up and this node does not lead the coordination shard (%s)",
-			replication.CutOffAfter, keepingUp+1, len(p.home.replication.replicas), p.replicaStates()))
+		p.stepDownWith(ctx, fmt.Sprintf("cut off for %v: %d of %d copies keep up and this node does not lead the coordination shard (%s)",
+			replication.CutOffAfter, keepingUp+1, len(p.home.replication.replicas), p.replicaStates()), true)
 	case !since.IsZero() && !wasCutOff:
 		self, system := ctx.Self(), ctx.ActorSystem()
 		time.AfterFunc(replication.CutOffAfter, func() { system.Root.Send(self, recheckCoordination{}) })
