@@ -45,6 +45,11 @@ const (
 	// linkObserveInterval is how often a counting link looks at its
 	// follower's progress (replication.Link.Observe).
 	linkObserveInterval = 250 * time.Millisecond
+	// linkReportRefresh is how often a link reports at the least, changed
+	// or not; linkReportStaleAfter is the age at which the partition takes
+	// a report for a link that no longer runs.
+	linkReportRefresh    = time.Second
+	linkReportStaleAfter = 2 * linkReportRefresh
 )
 
 // Messages of a follower link.
@@ -85,8 +90,10 @@ type followerLink struct {
 	// refusals counts the follower's refusals; lastRefusal is the newest.
 	refusals    uint64
 	lastRefusal string
-	// reported is the last report sent to the partition.
-	reported *linkProgress
+	// reported is the last report sent to the partition (without its
+	// time), at reportedAt.
+	reported   *linkProgress
+	reportedAt time.Time
 }
 
 func newFollowerLink(entry *Entry, core *brokerCore, partition *actor.PID, queueName string, shardID uint64,
@@ -174,18 +181,20 @@ func (f *followerLink) ownerLog() replication.OwnerLog {
 }
 
 // report tells the partition how the follower counts now, unless nothing
-// it would say changed since the last report (the periodic observation
-// calls it four times a second).
+// it would say changed since the last report less than linkReportRefresh
+// ago (the periodic observation calls it four times a second).
 func (f *followerLink) report(ctx actor.Context) {
 	now := time.Now()
 	health := f.link.Observe(f.ownerLog(), now, f.shared.writtenBoundary.Load())
 	retention, holds := f.link.RetentionHold(now)
 	report := linkProgress{node: f.node, progress: f.link.Progress(), state: health.Text, admits: health.Admits,
 		stalled: health.Stalled, lagRecords: health.LagRecords, retention: retention, holdsRetention: holds}
-	if f.reported != nil && *f.reported == report {
+	if f.reported != nil && *f.reported == report && now.Sub(f.reportedAt) < linkReportRefresh {
 		return
 	}
-	f.reported = &report
+	kept := report
+	f.reported, f.reportedAt = &kept, now
+	report.at = now
 	ctx.Send(f.partition, report)
 }
 

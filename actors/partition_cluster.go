@@ -224,6 +224,10 @@ type (
 		lagRecords     uint64
 		retention      uint64
 		holdsRetention bool
+		// at is when the link sent the report; a link sends one at least
+		// every linkReportRefresh while it runs, so an older one is stale
+		// (the link stopped running) and keeps nobody up.
+		at time.Time
 	}
 	// linkStale says a follower is sealed at a newer epoch.
 	linkStale struct {

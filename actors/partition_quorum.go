@@ -109,7 +109,9 @@ func (p *partition) maybeStepDownCutOff(ctx actor.Context) {
 	}
 	keepingUp := 0
 	for _, report := range r.linkReports {
-		if report.admits && !report.stalled {
+		// A report older than linkReportStaleAfter comes from a link that
+		// no longer runs: it says nothing about the follower now.
+		if report.admits && !report.stalled && time.Since(report.at) < linkReportStaleAfter {
 			keepingUp++
 		}
 	}
