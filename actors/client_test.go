@@ -6,6 +6,7 @@ package actors
 // waits, so confirms and deliveries may interleave freely.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -78,7 +79,15 @@ func (c *testClient) read() (wire.Frame, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wire.DecodeFrame(tag, body)
+	return decodeOwned(tag, body)
+}
+
+// decodeOwned decodes a frame into bytes of its own: a decoded frame's
+// byte fields (a delivery's payload) alias the body, which the reader
+// overwrites at its next frame, and the test client keeps frames in its
+// backlog across reads.
+func decodeOwned(tag wire.Tag, body []byte) (wire.Frame, error) {
+	return wire.DecodeFrame(tag, bytes.Clone(body))
 }
 
 // waitFor returns the first frame (backlog first) that match accepts.
@@ -315,7 +324,7 @@ func (c *testClient) quietFor(d time.Duration, match func(wire.Frame) bool) bool
 			}
 			c.t.Fatalf("reading: %v", err)
 		}
-		frame, err := wire.DecodeFrame(tag, body)
+		frame, err := decodeOwned(tag, body)
 		if err != nil {
 			c.t.Fatalf("decode: %v", err)
 		}

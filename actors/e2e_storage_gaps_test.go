@@ -205,6 +205,16 @@ func TestNodeBudgetsBoundEveryLogAndShowInMetrics(t *testing.T) {
 	second := startBrokerOn(t, config)
 	c2 := connect(t, second)
 	got := drain(t, c2, "long")
+	wanted := map[string]bool{}
+	for _, want := range payloads {
+		wanted[want] = true
+	}
+	for payload, delivery := range got {
+		if !wanted[payload] {
+			t.Errorf("read back a payload never published: %d bytes, starting %.40q, ending %.40q, delivery %+v",
+				len(payload), payload, payload[max(0, len(payload)-40):], delivery.Offset)
+		}
+	}
 	for _, want := range payloads {
 		if _, ok := got[want]; !ok {
 			t.Fatalf("message %.3s not read back (%d of %d)", want, len(got), len(payloads))
