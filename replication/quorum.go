@@ -107,8 +107,8 @@ func SealsNeeded(replicas, copies int) int {
 // copy created empty on a node that was never a voter can be trusted to
 // have lost nothing a confirm stood on. It returns the followers with
 // Counts cleared for every node not recorded, whether the owner itself is
-// recorded, and the nodes (owner first, then followers in order of name)
-// that count now but are not recorded yet: the owner records them before
+// recorded, and the nodes (owner first, then followers in no particular
+// order) that count now but are not recorded yet: the owner records them before
 // their copies count.
 func CountVoters(owner string, followers map[string]ReplicaProgress, recorded func(node string) bool) (
 	counted []ReplicaProgress, ownerCounts bool, unrecorded []string) {
@@ -116,14 +116,8 @@ func CountVoters(owner string, followers map[string]ReplicaProgress, recorded fu
 	if !ownerCounts {
 		unrecorded = append(unrecorded, owner)
 	}
-	names := make([]string, 0, len(followers))
-	for node := range followers {
-		names = append(names, node)
-	}
-	slices.Sort(names)
 	counted = make([]ReplicaProgress, 0, len(followers))
-	for _, node := range names {
-		progress := followers[node]
+	for node, progress := range followers {
 		if progress.Counts && !recorded(node) {
 			progress.Counts = false
 			unrecorded = append(unrecorded, node)

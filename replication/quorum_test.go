@@ -93,7 +93,7 @@ func TestCountVoters(t *testing.T) {
 		t.Fatalf("W=2 frontier = %d, %v; want 10 from node2", frontier, ok)
 	}
 	_, ownerCounts, unrecorded = CountVoters("node5", followers, recorded)
-	if ownerCounts || len(unrecorded) != 2 || unrecorded[0] != "node5" || unrecorded[1] != "node3" {
+	if ownerCounts || len(unrecorded) != 2 || unrecorded[0] != "node5" || unrecorded[1] != "node3" { // node4 does not count
 		t.Fatalf("an unrecorded owner: counts %v, unrecorded %v; want false, [node5 node3]", ownerCounts, unrecorded)
 	}
 }
