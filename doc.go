@@ -4,7 +4,7 @@
 //
 // A package depends only downward (DESIGN.md, "Layout"):
 //
-//	cmd → admin → actors (the actor shells) → replication, cluster, storage, access, wire
+//	cmd → admin → actors (the actor shells) → runtime, replication, cluster, storage, access, wire
 //	cluster → replication, wire, tlsconfig, cluster/rafttransport
 //	client → wire, tlsconfig
 //
@@ -18,6 +18,9 @@
 //   - replication imports no package of the broker: its rules (who may
 //     vote, cut, confirm or serve) take plain values and return decisions,
 //     so tests and a seeded model drive them step by step.
+//   - runtime (the actor system, dispatcher, supervision, lifecycle and
+//     registry every actor runs on) imports no package of the broker: it
+//     knows how actors live and die, never what they do.
 //   - cluster holds only the Raft-backed state and imports replication,
 //     wire, tlsconfig and its Raft transport, never the actor shells,
 //     storage, admin or the SDK.

@@ -19,6 +19,7 @@ var importRules = map[string][]string{
 	"storage/...":           {"storage/..."},
 	"wire":                  {},
 	"replication":           {},
+	"runtime":               {},
 	"cluster":               {"replication", "wire", "tlsconfig", "cluster/rafttransport"},
 	"cluster/rafttransport": {"tlsconfig", "wire", "netlimit"},
 	"netlimit":              {},
@@ -26,7 +27,7 @@ var importRules = map[string][]string{
 	"client":                {"wire", "tlsconfig"},
 	"tlsconfig":             {"wire"}, // known exception: the plain-text refusal frame
 	"admin":                 {"access", "actors", "storage/queue", "wire", "client"},
-	"actors":                {"access", "cluster", "cluster/rafttransport", "netlimit", "replication", "storage/...", "tlsconfig", "wire"},
+	"actors":                {"access", "cluster", "cluster/rafttransport", "netlimit", "replication", "runtime", "storage/...", "tlsconfig", "wire"},
 }
 
 // knownExceptions are rules the layout wants and the code does not meet

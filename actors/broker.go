@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -103,8 +104,8 @@ func Start(config Config) (*Broker, error) {
 		given := config.Fatal
 		config.Fatal = func(err error) { b.recordFatal(err); given(err) }
 	}
-	system := newActorSystem(config.Logger)
-	registry := NewRegistry(config.Clock)
+	system := runtime.NewActorSystem(config.Logger)
+	registry := runtime.NewRegistry(config.Clock)
 	metrics := newMetrics(registry.RestartsTotal)
 	b.core = newBrokerCore(config, system, registry, metrics)
 	metrics.setQueueInfos(b.Queues) // queue gauges are read from fresh infos at scrape time
@@ -145,8 +146,8 @@ func (b *Broker) startTree() error {
 	core := b.core
 	// The manager's id is fixed by the tree; every session reads it.
 	core.queuesManager = actor.NewPID(core.system.Address(), "node/queues")
-	guardian := &fatalGuardian{fatal: core.config.Fatal}
-	props := core.registry.props("node", core.logger, func(entry *Entry) actor.Actor {
+	guardian := &runtime.FatalGuardian{Fatal: core.config.Fatal}
+	props := core.registry.Props("node", core.logger, func(entry *runtime.Entry) actor.Actor {
 		return &node{entry: entry, core: core}
 	}, actor.WithGuardian(guardian), actor.WithSupervisor(nodePolicy(core)))
 	pid, err := core.system.Root.SpawnNamed(props, "node")
@@ -178,7 +179,7 @@ func (b *Broker) Addr() net.Addr { return b.listener.Addr() }
 func (b *Broker) Config() Config { return b.core.config }
 
 // Registry returns the registry of live actors.
-func (b *Broker) Registry() *Registry { return b.core.registry }
+func (b *Broker) Registry() *runtime.Registry { return b.core.registry }
 
 // Metrics returns the node's metrics.
 func (b *Broker) Metrics() *Metrics { return b.core.metrics }
@@ -318,13 +319,13 @@ func (b *Broker) shutdownTree(deadline time.Time, steps *shutdownSteps) error {
 		sessions := actor.NewPID(core.system.Address(), b.node.Id+"/sessions")
 		core.draining.Store(true)
 		core.system.Root.Send(sessions, drainSessions{})
-		if !waitBefore(core.sessionsDrained.C(), deadline) {
+		if !runtime.WaitBefore(core.sessionsDrained.C(), deadline) {
 			errs = append(errs, fmt.Errorf("sessions did not finish their work in time (still open: %s)",
 				b.livePaths("session")))
 		}
 		lap(&steps.drain)
 		b.stopAndWait(sessions, deadline, &errs)
-		if !waitGroupUntil(&core.connections, deadline) {
+		if !runtime.WaitGroupUntil(&core.connections, deadline) {
 			errs = append(errs, errors.New("client connections did not close in time"))
 		}
 		lap(&steps.connections)
@@ -334,10 +335,10 @@ func (b *Broker) shutdownTree(deadline time.Time, steps *shutdownSteps) error {
 	if core.peerListener != nil {
 		_ = core.peerListener.Close() // also when the tree did not stop it
 	}
-	if !core.peerRoutines.waitUntil(deadline) {
+	if !core.peerRoutines.WaitUntil(deadline) {
 		errs = append(errs, errors.New("peer links did not close in time"))
 	}
-	if !core.storageClosers.waitUntil(deadline) {
+	if !core.storageClosers.WaitUntil(deadline) {
 		errs = append(errs, errors.New("queue storage did not close in time (a log close or sync is still running)"))
 	}
 	lap(&steps.storage)
@@ -348,12 +349,12 @@ func (b *Broker) shutdownTree(deadline time.Time, steps *shutdownSteps) error {
 // stopAndWait stops the actor at pid (for a shutdown) and waits until it
 // and everything under it stopped, or deadline.
 func (b *Broker) stopAndWait(pid *actor.PID, deadline time.Time, errs *[]error) {
-	entry := b.core.registry.entryAt(pid.Id)
+	entry := b.core.registry.EntryAt(pid.Id)
 	if entry == nil {
 		return // never started, or stopped already
 	}
-	b.core.registry.stopActor(b.core.system.Root, pid, stopShutdown)
-	if !waitBefore(entry.Stopped(), deadline) {
+	b.core.registry.StopActor(b.core.system.Root, pid, runtime.StopShutdown)
+	if !runtime.WaitBefore(entry.Stopped(), deadline) {
 		*errs = append(*errs, fmt.Errorf("stop %s: not stopped in time (still running: %s)", pid.Id, b.livePaths("")))
 	}
 }

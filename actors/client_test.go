@@ -73,6 +73,10 @@ func (c *testClient) sendRaw(b []byte) {
 }
 
 // read returns the next frame from the socket, or an error.
+// testWait bounds every wait in these tests; it is a safety net against a
+// hang, never a latency assertion.
+const testWait = 30 * time.Second
+
 func (c *testClient) read() (wire.Frame, error) {
 	_ = c.conn.SetReadDeadline(time.Now().Add(testWait))
 	tag, body, err := c.reader.Next()

@@ -27,6 +27,7 @@ import (
 
 	"github.com/fibrilmq/fibril/client"
 	"github.com/fibrilmq/fibril/cluster"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/storage/vfs"
 	"github.com/fibrilmq/fibril/wire"
 )
@@ -132,7 +133,7 @@ func clusterTestLogger(t *testing.T) *slog.Logger {
 		return testLogger(t)
 	}
 	log.SetOutput(io.Discard) // the Raft log store writes a few lines through the standard logger
-	return discardLogger()
+	return runtime.DiscardLogger()
 }
 
 // startBrokerCluster starts nodeCount nodes, each a cluster node plus a

@@ -10,6 +10,7 @@ import (
 	"github.com/fibrilmq/fibril/access"
 	"github.com/fibrilmq/fibril/cluster"
 	"github.com/fibrilmq/fibril/replication"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/storage/vfs"
 	"github.com/fibrilmq/fibril/tlsconfig"
@@ -204,7 +205,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.FS = vfs.OS
 	}
 	if c.Logger == nil {
-		c.Logger = discardLogger()
+		c.Logger = runtime.DiscardLogger()
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now

@@ -25,6 +25,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/fibrilmq/fibril/netlimit"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/storage/vfs"
 )
@@ -33,7 +34,7 @@ type brokerCore struct {
 	config    Config
 	logger    *slog.Logger
 	system    *actor.ActorSystem
-	registry  *Registry
+	registry  *runtime.Registry
 	metrics   *Metrics
 	directory *directory
 	// queuesManager is the queues actor's PID; set before the tree starts.
@@ -46,7 +47,7 @@ type brokerCore struct {
 
 	// storageClosers counts goroutines closing queue storage; Close waits
 	// for them so every log is flushed, synced and closed before it returns.
-	storageClosers taskGroup
+	storageClosers runtime.TaskGroup
 	// connections counts live client connections' goroutines.
 	connections sync.WaitGroup
 	// closing tracks queue directories whose storage is still closing, so
@@ -56,9 +57,9 @@ type brokerCore struct {
 	// ready fires once every queue found on disk at start has opened or
 	// failed (or with the fatal error that prevented it); Start waits for
 	// it. A restarted queues manager fires it again, which does nothing.
-	ready *signal
+	ready *runtime.Signal
 	// sessionsDrained fires once a shutdown's drain left no session.
-	sessionsDrained *signal
+	sessionsDrained *runtime.Signal
 	// draining is set when a shutdown begins: partitions refuse, as not
 	// stored, every publish they have not appended (one atomic load per
 	// publish batch).
@@ -91,7 +92,7 @@ type brokerCore struct {
 	shards       *shardDirectory
 	// peerRoutines counts the goroutines of peer links (accepting, dialing,
 	// handshakes, transports); Close waits for them after the tree stopped.
-	peerRoutines taskGroup
+	peerRoutines runtime.TaskGroup
 	// peersDown names the nodes whose outbound peer link is down (a dial
 	// failed or the link ended) by node id; peer links write it, sessions
 	// and the manager read it to hold requests for an owner that is gone
@@ -103,13 +104,13 @@ type brokerCore struct {
 	timelines sync.Map
 }
 
-func newBrokerCore(config Config, system *actor.ActorSystem, registry *Registry, metrics *Metrics) *brokerCore {
+func newBrokerCore(config Config, system *actor.ActorSystem, registry *runtime.Registry, metrics *Metrics) *brokerCore {
 	core := &brokerCore{
 		config: config, logger: config.Logger, system: system, registry: registry, metrics: metrics,
 		directory:   newDirectory(),
 		shards:      newShardDirectory(),
 		incarnation: uint64(config.Clock().UnixNano()),
-		ready:       newSignal(), sessionsDrained: newSignal(),
+		ready:       runtime.NewSignal(), sessionsDrained: runtime.NewSignal(),
 		limiter: newConnectionLimiter(config.Limits),
 	}
 	core.listening, core.stopListening = context.WithCancel(context.Background())

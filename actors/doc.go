@@ -44,11 +44,11 @@
 // arrive as tag lists; a connection's writer flushes everything queued in
 // one write. Sessions run on a synchronized dispatcher (their Receive runs
 // on the sender's goroutine), which saves a goroutine handoff each way;
-// every other actor runs on its own keep-alive dispatcher (dispatcher.go),
+// every other actor runs on its own keep-alive dispatcher (runtime/dispatcher.go),
 // which keeps one goroutine, and its grown stack, from one wake-up to the
 // next.
 //
-// Supervision is explicit (supervision.go): the root runs under a guardian
+// Supervision is explicit (runtime/supervision.go): the root runs under a guardian
 // that turns any failure reaching it into a fatal stop of the process;
 // each level has its own decider and restart budget; panics are logged with
 // their stack before the library recovers them. No actor stops without its
@@ -60,8 +60,8 @@
 // These rules hold for every actor of the tree, today's (node, sessions,
 // session, queues manager, partition, log, sync) and the ones to come
 // (log writers, follower links, replicas, failover drivers). The mechanism
-// that enforces them is in lifecycle.go; an actor gets it by being spawned
-// through Registry.props, which every spawn in this package is.
+// that enforces them is in runtime/lifecycle.go; an actor gets it by being spawned
+// through runtime.Registry.Props, which every spawn in this package is.
 //
 //  1. Every actor has explicit states. The lifecycle phases are common to
 //     all (starting, running, restarting, stopping, stopped, kept on the
@@ -78,7 +78,7 @@
 //  3. A supervisor never restarts a child that is stopping, was asked to
 //     stop, or sits under an ancestor that is stopping or restarting: such
 //     a failure is answered with Stop (a fatal reason still escalates).
-//     Stops are asked for with Registry.stopActor, never the library's
+//     Stops are asked for with Registry.StopActor, never the library's
 //     Stop directly, so the reason is recorded (Entry.StopCause) and no
 //     restart decided later can overtake the stop.
 //  4. A stop always completes. Stopping, Stopped and Restarting handlers
@@ -87,7 +87,7 @@
 //     runs). Broker.Close stops the whole tree against one deadline
 //     (Config.ShutdownTimeout), storage closes included, and names what is
 //     still running if it passes.
-//  5. Readiness signals fire once (signal): a restarted actor that fires
+//  5. Readiness signals fire once (runtime.Signal): a restarted actor that fires
 //     again does nothing, so nothing is closed twice.
 //  6. An actor that owns durable state rebuilds it from disk when it
 //     restarts (the manager rescans the data directory after the old
@@ -98,7 +98,7 @@
 //     user messages, so a stop would take effect before requests sent
 //     earlier (the delete of a queue is a deleteQueue message; the
 //     partition stops itself once it has finished what it took before).
-//  8. Only a failure the node cannot contain (wrapping ErrFatal, or a spent
+//  8. Only a failure the node cannot contain (wrapping runtime.ErrFatal, or a spent
 //     restart budget at the top) stops the process: the guardian calls
 //     Config.Fatal, the broker logs it in one line, and cmd/fibril exits
 //     non-zero.

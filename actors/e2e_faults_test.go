@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/storage/vfs"
 	"github.com/fibrilmq/fibril/wire"
 )
@@ -61,7 +62,7 @@ func TestPartitionPastRestartBudgetIsReportedFailed(t *testing.T) {
 	c := connect(t, b)
 	c.mustDeclare("doomed", wire.ModeBuffered, wire.QueueOptions{})
 	for i := 0; i <= partitionRestartsMax; i++ {
-		waitForActor(t, b, "node/queues/doomed/0", func(info ActorInfo) bool {
+		waitForActor(t, b, "node/queues/doomed/0", func(info runtime.ActorInfo) bool {
 			return strings.HasPrefix(info.Summary, "open") && info.Restarts == uint64(i)
 		})
 		if err := b.InjectPanic("node/queues/doomed/0", "again"); err != nil {
@@ -177,7 +178,7 @@ func waitFor(t *testing.T, what string, done func() bool) {
 	}
 }
 
-func waitForActor(t *testing.T, b *Broker, path string, done func(ActorInfo) bool) {
+func waitForActor(t *testing.T, b *Broker, path string, done func(runtime.ActorInfo) bool) {
 	t.Helper()
 	waitFor(t, "actor "+path, func() bool {
 		info, ok := b.Registry().Lookup(path)
@@ -204,12 +205,12 @@ func TestUncontainableFailureIsFatal(t *testing.T) {
 		}
 		t.Fatal("start succeeded on an unusable data directory")
 	}
-	if !errors.Is(err, ErrFatal) || !strings.Contains(err.Error(), "cannot list the queues") {
+	if !errors.Is(err, runtime.ErrFatal) || !strings.Contains(err.Error(), "cannot list the queues") {
 		t.Fatalf("start error %v", err)
 	}
 	select {
 	case got := <-hooked:
-		if !errors.Is(got, ErrFatal) {
+		if !errors.Is(got, runtime.ErrFatal) {
 			t.Fatalf("fatal hook got %v", got)
 		}
 	case <-time.After(testWait):

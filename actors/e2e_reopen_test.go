@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/storage/vfs"
 	"github.com/fibrilmq/fibril/wire"
 )
@@ -158,7 +159,7 @@ func TestReopenRevivesAQueueThatSpentItsRestartBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i < partitionRestartsMax {
-			waitForActor(t, b, path, func(info ActorInfo) bool { return info.Restarts == uint64(i+1) })
+			waitForActor(t, b, path, func(info runtime.ActorInfo) bool { return info.Restarts == uint64(i+1) })
 		}
 	}
 	waitFor(t, "the queue to fail", func() bool {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/storage/vfs"
 	"github.com/fibrilmq/fibril/wire"
 )
@@ -38,7 +39,7 @@ func TestFailedBackgroundSyncFencesPromptly(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No request reaches the partition: the log actor reports the latch.
-	waitForActor(t, b, "node/queues/quiet/0", func(info ActorInfo) bool {
+	waitForActor(t, b, "node/queues/quiet/0", func(info runtime.ActorInfo) bool {
 		return strings.HasPrefix(info.Summary, "fenced")
 	})
 	info := c.info("quiet")

@@ -30,6 +30,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/fibrilmq/fibril/replication"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,7 +70,7 @@ type linkShared struct {
 }
 
 type followerLink struct {
-	entry     *Entry
+	entry     *runtime.Entry
 	core      *brokerCore
 	partition *actor.PID
 	shardID   uint64
@@ -96,7 +97,7 @@ type followerLink struct {
 	reportedAt time.Time
 }
 
-func newFollowerLink(entry *Entry, core *brokerCore, partition *actor.PID, queueName string, shardID uint64,
+func newFollowerLink(entry *runtime.Entry, core *brokerCore, partition *actor.PID, queueName string, shardID uint64,
 	node string, epoch uint64, l *log.Log, shared *linkShared) *followerLink {
 	linkMetrics := core.metrics.replication
 	limits := replication.DefaultLinkLimits

@@ -30,13 +30,14 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"runtime"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -453,7 +454,7 @@ func (r *lifecycleRun) panicPartition(name string, q *lifecycleQueue) {
 	if err := r.broker.InjectPanic(path, "randomized lifecycle"); err != nil {
 		r.t.Fatal(err)
 	}
-	waitForActor(r.t, r.broker, path, func(info ActorInfo) bool { return info.Restarts > before.Restarts })
+	waitForActor(r.t, r.broker, path, func(info runtime.ActorInfo) bool { return info.Restarts > before.Restarts })
 	// Held deliveries are gone with the old instance: a notice frame may
 	// arrive on the client; it is kept in the backlog and ignored.
 }
@@ -465,7 +466,7 @@ func (r *lifecycleRun) panicManager() {
 	if err := r.broker.InjectPanic("node/queues", "randomized lifecycle"); err != nil {
 		r.t.Fatal(err)
 	}
-	waitForActor(r.t, r.broker, "node/queues", func(info ActorInfo) bool { return info.Restarts > before.Restarts })
+	waitForActor(r.t, r.broker, "node/queues", func(info runtime.ActorInfo) bool { return info.Restarts > before.Restarts })
 }
 
 func (r *lifecycleRun) panicSession() {
@@ -529,7 +530,7 @@ func (r *lifecycleRun) check(step int) {
 // treeMismatch describes how the registry differs from the model; empty
 // when it matches and every partition serves.
 func (r *lifecycleRun) treeMismatch() string {
-	partitions := map[string]ActorInfo{}
+	partitions := map[string]runtime.ActorInfo{}
 	children := map[string]int{}
 	for _, info := range r.broker.Registry().Snapshot() {
 		switch info.Kind {
@@ -588,7 +589,7 @@ func (r *lifecycleRun) actorsOutsideRegistry() []string {
 func brokerGoroutines() []string {
 	buffer := make([]byte, 1<<20)
 	for {
-		n := runtime.Stack(buffer, true)
+		n := goruntime.Stack(buffer, true)
 		if n < len(buffer) {
 			buffer = buffer[:n]
 			break

@@ -53,6 +53,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/storage/log"
 )
 
@@ -89,7 +90,7 @@ type (
 )
 
 type logWriter struct {
-	entry     *Entry
+	entry     *runtime.Entry
 	core      *brokerCore
 	handle    *logHandle
 	partition *actor.PID
@@ -108,7 +109,7 @@ type logWriter struct {
 	syncWants     uint64 // ticks asked of the scheduler
 }
 
-func newLogWriter(entry *Entry, core *brokerCore, handle *logHandle, partition, scheduler *actor.PID,
+func newLogWriter(entry *runtime.Entry, core *brokerCore, handle *logHandle, partition, scheduler *actor.PID,
 	notify func(), metrics *queueMetrics) *logWriter {
 	return &logWriter{entry: entry, core: core, handle: handle, partition: partition, scheduler: scheduler,
 		notify: notify, metrics: metrics, clock: core.config.Clock}
@@ -121,7 +122,7 @@ func newLogWriter(entry *Entry, core *brokerCore, handle *logHandle, partition, 
 func spawnLogActors(ctx actor.Context, core *brokerCore, handle *logHandle, interval time.Duration,
 	notify func(), metrics *queueMetrics) (logPID, syncPID *actor.PID) {
 	logName := actor.NewPID(ctx.Self().Address, ctx.Self().Id+"/log") // spawned next: the ticks go there
-	props := core.registry.props("sync", core.logger, func(entry *Entry) actor.Actor {
+	props := core.registry.Props("sync", core.logger, func(entry *runtime.Entry) actor.Actor {
 		scheduler := newSyncScheduler(entry, handle, logName, interval, core.config.Clock)
 		scheduler.syncSeconds = metrics.syncSeconds
 		return scheduler
@@ -131,7 +132,7 @@ func spawnLogActors(ctx actor.Context, core *brokerCore, handle *logHandle, inte
 		panic(fmt.Errorf("actors: spawn the sync scheduler of %s: %w", ctx.Self().Id, err))
 	}
 	partition := ctx.Self()
-	props = core.registry.props("log", core.logger, func(entry *Entry) actor.Actor {
+	props = core.registry.Props("log", core.logger, func(entry *runtime.Entry) actor.Actor {
 		return newLogWriter(entry, core, handle, partition, syncPID, notify, metrics)
 	})
 	logPID, err = ctx.SpawnNamed(props, "log")
@@ -293,9 +294,9 @@ func (w *logWriter) close() {
 }
 
 // publishSummary stores the log's progress; the registry formats it only
-// when read (registry.go). A latch is rare and carries its error text.
+// when read (runtime/registry.go). A latch is rare and carries its error text.
 func (w *logWriter) publishSummary(status log.Status) {
-	values := [SummaryValuesMax]int64{int64(status.Frontiers.Written), int64(status.Frontiers.Durable),
+	values := [runtime.SummaryValuesMax]int64{int64(status.Frontiers.Written), int64(status.Frontiers.Durable),
 		int64(status.DurableLagRecords), status.DurableLagBytes, 0, int64(w.syncWants)}
 	if status.SyncPending {
 		values[4] = 1
@@ -308,7 +309,7 @@ func (w *logWriter) publishSummary(status log.Status) {
 }
 
 // logWriterSummary formats publishSummary's values.
-var logWriterSummary SummaryFormat = func(v [SummaryValuesMax]int64) string {
+var logWriterSummary runtime.SummaryFormat = func(v [runtime.SummaryValuesMax]int64) string {
 	return fmt.Sprintf("written=%d durable=%d lag=%d records/%d bytes sync_pending=%v sync_ticks_asked=%d",
 		v[0], v[1], v[2], v[3], v[4] != 0, v[5])
 }

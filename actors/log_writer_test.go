@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/storage/vfs"
 )
@@ -20,7 +21,7 @@ import (
 type logRig struct {
 	t        *testing.T
 	system   *actor.ActorSystem
-	registry *Registry
+	registry *runtime.Registry
 	core     *brokerCore
 	handle   *logHandle
 	metrics  *queueMetrics
@@ -38,13 +39,13 @@ func startLogRig(t *testing.T, name string, options log.Options) *logRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rig := &logRig{t: t, system: newActorSystem(discardLogger()), registry: NewRegistry(nil), handle: handle,
+	rig := &logRig{t: t, system: runtime.NewActorSystem(runtime.DiscardLogger()), registry: runtime.NewRegistry(nil), handle: handle,
 		latched: make(chan error, 1), frontier: make(chan logFrontiers, 64)}
-	rig.core = &brokerCore{config: Config{Clock: time.Now}, logger: discardLogger(), registry: rig.registry,
+	rig.core = &brokerCore{config: Config{Clock: time.Now}, logger: runtime.DiscardLogger(), registry: rig.registry,
 		system: rig.system}
 	rig.metrics = newMetrics(rig.registry.RestartsTotal).forQueue(name, "written")
 	ready := make(chan struct{})
-	props := rig.registry.props("partition", discardLogger(), func(*Entry) actor.Actor {
+	props := rig.registry.Props("partition", runtime.DiscardLogger(), func(*runtime.Entry) actor.Actor {
 		return actor.ReceiveFunc(func(ctx actor.Context) {
 			switch msg := ctx.Message().(type) {
 			case *actor.Started:
@@ -57,8 +58,8 @@ func startLogRig(t *testing.T, name string, options log.Options) *logRig {
 				rig.frontier <- msg
 			}
 		})
-	}, actor.WithSupervisor(&failurePolicy{level: "partition", window: time.Minute, decide: alwaysEscalate,
-		logger: discardLogger()}))
+	}, actor.WithSupervisor(&runtime.FailurePolicy{Level: "partition", Window: time.Minute, Decide: runtime.AlwaysEscalate,
+		Logger: runtime.DiscardLogger()}))
 	rig.parent, err = rig.system.Root.SpawnNamed(props, name)
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -39,7 +40,7 @@ import (
 const nodeRestartsMax = 3
 
 type node struct {
-	entry *Entry
+	entry *runtime.Entry
 	core  *brokerCore
 }
 
@@ -55,39 +56,39 @@ func (n *node) spawnChildren(ctx actor.Context) {
 	core := n.core
 	// Sessions first: the queues manager signals readiness, after which
 	// the listener hands connections to the sessions supervisor.
-	sessions := core.registry.props("sessions", core.logger, func(entry *Entry) actor.Actor {
+	sessions := core.registry.Props("sessions", core.logger, func(entry *runtime.Entry) actor.Actor {
 		return &sessionsSupervisor{entry: entry, core: core}
-	}, actor.WithSupervisor(&failurePolicy{
-		level: "sessions", maxRestarts: 0, window: time.Minute, decide: alwaysStop,
-		exhausted: actor.StopDirective, logger: core.logger, registry: core.registry,
+	}, actor.WithSupervisor(&runtime.FailurePolicy{
+		Level: "sessions", MaxRestarts: 0, Window: time.Minute, Decide: runtime.AlwaysStop,
+		Exhausted: actor.StopDirective, Logger: core.logger, Registry: core.registry,
 	}))
 	if _, err := ctx.SpawnNamed(sessions, "sessions"); err != nil {
-		panic(fmt.Errorf("actors: spawn sessions supervisor: %w: %w", err, ErrFatal))
+		panic(fmt.Errorf("actors: spawn sessions supervisor: %w: %w", err, runtime.ErrFatal))
 	}
 	if core.peerListener != nil {
 		// Peers before queues: a partition's follower links and replicas
 		// talk through them from their first message.
-		peers := core.registry.props("peers", core.logger, func(entry *Entry) actor.Actor {
+		peers := core.registry.Props("peers", core.logger, func(entry *runtime.Entry) actor.Actor {
 			return newPeersSupervisor(entry, core)
 		})
 		if _, err := ctx.SpawnNamed(peers, "peers"); err != nil {
-			panic(fmt.Errorf("actors: spawn peers supervisor: %w: %w", err, ErrFatal))
+			panic(fmt.Errorf("actors: spawn peers supervisor: %w: %w", err, runtime.ErrFatal))
 		}
 	}
 	managerPID := core.queuesManager
-	queues := core.registry.props("queues", core.logger, func(entry *Entry) actor.Actor {
+	queues := core.registry.Props("queues", core.logger, func(entry *runtime.Entry) actor.Actor {
 		return newQueuesManager(entry, core)
 	}, actor.WithSupervisor(partitionPolicy(core, func() *actor.PID { return managerPID })))
 	if _, err := ctx.SpawnNamed(queues, "queues"); err != nil {
-		panic(fmt.Errorf("actors: spawn queues manager: %w: %w", err, ErrFatal))
+		panic(fmt.Errorf("actors: spawn queues manager: %w: %w", err, runtime.ErrFatal))
 	}
 }
 
 // nodePolicy supervises the top-level supervisors.
-func nodePolicy(core *brokerCore) *failurePolicy {
-	return &failurePolicy{
-		level: "node", maxRestarts: nodeRestartsMax, window: time.Minute,
-		decide: alwaysRestart, exhausted: actor.EscalateDirective, logger: core.logger, registry: core.registry,
+func nodePolicy(core *brokerCore) *runtime.FailurePolicy {
+	return &runtime.FailurePolicy{
+		Level: "node", MaxRestarts: nodeRestartsMax, Window: time.Minute,
+		Decide: runtime.AlwaysRestart, Exhausted: actor.EscalateDirective, Logger: core.logger, Registry: core.registry,
 	}
 }
 
@@ -118,7 +119,7 @@ type (
 var sessionDispatcher = actor.NewSynchronizedDispatcher(300)
 
 type sessionsSupervisor struct {
-	entry    *Entry
+	entry    *runtime.Entry
 	core     *brokerCore
 	count    uint64
 	draining bool
@@ -168,7 +169,7 @@ func (s *sessionsSupervisor) spawnSession(ctx actor.Context, accepted acceptedCo
 		acceptedAt: accepted.acceptedAt, helloTimeout: config.HelloTimeout, internal: accepted.internal}
 	conn := newConnection(number, accepted.conn, ctx.ActorSystem(), settings, s.core.outboxBounds(), config.Trace,
 		accepted.slot, s.core.metrics)
-	props := s.core.registry.props("session", s.core.logger, func(entry *Entry) actor.Actor {
+	props := s.core.registry.Props("session", s.core.logger, func(entry *runtime.Entry) actor.Actor {
 		return newSession(entry, s.core, conn, number)
 	}, actor.WithDispatcher(sessionDispatcher))
 	if _, err := ctx.SpawnNamed(props, strconv.FormatUint(number, 10)); err != nil {
@@ -197,6 +198,6 @@ func (s *sessionsSupervisor) refuseConnection(accepted acceptedConnection) {
 // maybeDrained fires core.sessionsDrained once draining left no session.
 func (s *sessionsSupervisor) maybeDrained(ctx actor.Context) {
 	if s.draining && len(ctx.Children()) == 0 {
-		s.core.sessionsDrained.fire(nil)
+		s.core.sessionsDrained.Fire(nil)
 	}
 }

@@ -7,7 +7,7 @@ package actors
 // Advance that follows turns into confirms, deliveries and dead-letter
 // handoffs sent to the actors that wait for them.
 //
-// Lifecycle, in states (besides the phases every actor has, lifecycle.go):
+// Lifecycle, in states (besides the phases every actor has, runtime/lifecycle.go):
 //
 //	opening   the queue is being opened (recovery runs on its own goroutine;
 //	          Receive never blocks on it). Requests wait in a bounded list.
@@ -68,6 +68,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/storage/queue"
 	"github.com/fibrilmq/fibril/wire"
@@ -120,7 +121,7 @@ type partitionHome struct {
 
 // partition is one instance of the partition actor.
 type partition struct {
-	entry   *Entry
+	entry   *runtime.Entry
 	core    *brokerCore
 	home    *partitionHome
 	metrics *queueMetrics
@@ -214,7 +215,7 @@ type (
 	sessionEnded  struct{ session *actor.PID }
 )
 
-func newPartition(entry *Entry, core *brokerCore, home *partitionHome) *partition {
+func newPartition(entry *runtime.Entry, core *brokerCore, home *partitionHome) *partition {
 	return &partition{
 		entry: entry, core: core, home: home,
 		metrics:  core.metrics.forQueue(home.name, boundaryOf(home.options.Mode).String()),
@@ -500,7 +501,7 @@ func (p *partition) becomeFenced(ctx actor.Context, cause error) {
 	if errors.Is(cause, log.ErrCutNotRecorded) {
 		// The disk refused even the record of where the log's durable
 		// records end: the node stops rather than run on it.
-		panic(fmt.Errorf("actors: queue %q: %w: %w", p.home.name, cause, ErrFatal))
+		panic(fmt.Errorf("actors: queue %q: %w: %w", p.home.name, cause, runtime.ErrFatal))
 	}
 }
 
@@ -544,7 +545,7 @@ func (p *partition) stopping(ctx actor.Context) {
 	if p.deleteTimer != nil {
 		p.deleteTimer.Stop()
 	}
-	if cause == stopDelete {
+	if cause == runtime.StopDelete {
 		p.refuseOwed(ctx, failure) // the queue is gone: nothing of it is stored
 	} else {
 		p.refuseOwedUnknown(ctx, failure)
@@ -555,14 +556,14 @@ func (p *partition) stopping(ctx actor.Context) {
 }
 
 // stoppedFailure is what a stopping partition answers, by why it stops.
-func (p *partition) stoppedFailure(cause stopReason) requestFailure {
+func (p *partition) stoppedFailure(cause runtime.StopReason) requestFailure {
 	switch cause {
-	case stopDelete:
+	case runtime.StopDelete:
 		return requestFailure{code: wire.CodeUnknownQueue, message: fmt.Sprintf("queue %q was deleted", p.home.name)}
-	case stopRestart:
+	case runtime.StopRestart:
 		return requestFailure{code: wire.CodeUnavailable, message: fmt.Sprintf(
 			"queue %q is reopening after an internal failure of the node; retry", p.home.name)}
-	case stopFailed:
+	case runtime.StopFailed:
 		return requestFailure{code: wire.CodeInternal, message: fmt.Sprintf(
 			"queue %q stopped after repeated internal failures; %s", p.home.name, reopenAdvice(p.home.name))}
 	}
@@ -673,7 +674,7 @@ func (p *partition) maybeFence(ctx actor.Context, err error) bool {
 }
 
 // publishSummary runs after every batch: it stores counters, and the
-// registry formats them only when read (registry.go). A fence is rare and
+// registry formats them only when read (runtime/registry.go). A fence is rare and
 // carries its error text, so it is formatted at once.
 func (p *partition) publishSummary() {
 	if p.state == partitionFenced {
@@ -692,13 +693,13 @@ func (p *partition) publishSummary() {
 }
 
 // clusterPartitionSummary adds the replication role to partitionSummary.
-var clusterPartitionSummary SummaryFormat = func(v [SummaryValuesMax]int64) string {
+var clusterPartitionSummary runtime.SummaryFormat = func(v [runtime.SummaryValuesMax]int64) string {
 	return fmt.Sprintf("%s %s tickets=%d busy=%d subscriptions=%d role=%s epoch=%d fence=%d committed=%d",
 		partitionState(v[0]), queue.Mode(v[1]), v[2], v[3], v[4], partitionRole(v[5]), v[6], v[7], v[8])
 }
 
 // partitionSummary formats publishSummary's values.
-var partitionSummary SummaryFormat = func(v [SummaryValuesMax]int64) string {
+var partitionSummary runtime.SummaryFormat = func(v [runtime.SummaryValuesMax]int64) string {
 	return fmt.Sprintf("%s %s tickets=%d busy=%d subscriptions=%d", partitionState(v[0]), queue.Mode(v[1]),
 		v[2], v[3], v[4])
 }

@@ -55,6 +55,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/fibrilmq/fibril/cluster"
 	"github.com/fibrilmq/fibril/replication"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/storage/queue"
 	"github.com/fibrilmq/fibril/storage/vfs"
@@ -645,7 +646,7 @@ func (p *partition) stepDownWith(ctx actor.Context, reason string, cutOff bool) 
 	p.home.subscribers.endAll(ctx, failure)
 	p.stopLinks(ctx)
 	if r.recoveryPID != nil {
-		p.core.registry.stopActor(ctx, r.recoveryPID, stopDone)
+		p.core.registry.StopActor(ctx, r.recoveryPID, runtime.StopDone)
 		r.recoveryPID = nil
 	}
 	r.role, r.stepDownNote, r.installEnd, r.promoted, r.installed = roleReplica, reason, 0, false, false

@@ -9,7 +9,7 @@ package actors
 // unknown_queue; it finishes the publishes and purges it took before (they
 // are confirmed as usual: they took effect, then the queue was deleted with
 // them, as a broker that confirms a message routed to a queue deleted
-// later does); then it stops itself with stopDelete. deleteDrainTimeout
+// later does); then it stops itself with runtime.StopDelete. deleteDrainTimeout
 // bounds the wait: a log that does not complete stops the partition
 // anyway, and what it still owes is refused.
 //
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -68,7 +69,7 @@ func (p *partition) stopDeleted(ctx actor.Context) {
 		removed = counts.Ready + counts.Leased + counts.Delayed + counts.DeadLettering
 	}
 	ctx.Send(p.home.manager, deleteCounted{name: p.home.name, removed: removed})
-	p.core.registry.stopActor(ctx, ctx.Self(), stopDelete)
+	p.core.registry.StopActor(ctx, ctx.Self(), runtime.StopDelete)
 }
 
 // refuseWhileDeleting refuses the requests a deleted partition no longer

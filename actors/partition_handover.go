@@ -34,6 +34,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/fibrilmq/fibril/cluster"
 	"github.com/fibrilmq/fibril/replication"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -105,7 +106,7 @@ func (p *partition) stepDownFenced(ctx actor.Context, reason string) {
 	p.handover.progress = maps.Clone(r.followers)
 	p.stopLinks(ctx)
 	if r.recoveryPID != nil {
-		p.core.registry.stopActor(ctx, r.recoveryPID, stopDone)
+		p.core.registry.StopActor(ctx, r.recoveryPID, runtime.StopDone)
 		r.recoveryPID = nil
 	}
 	r.role, r.stepDownNote, r.installEnd, r.promoted, r.installed = roleReplica, reason, 0, false, false

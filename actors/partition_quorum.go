@@ -36,6 +36,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/fibrilmq/fibril/cluster"
 	"github.com/fibrilmq/fibril/replication"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/storage/queue"
 	"github.com/fibrilmq/fibril/wire"
 )
@@ -55,7 +56,7 @@ func (p *partition) spawnLinks(ctx actor.Context) {
 			continue
 		}
 		replica, epoch, shared := replica, r.epoch, p.linkShared
-		props := p.core.registry.props("follower-link", p.core.logger, func(entry *Entry) actor.Actor {
+		props := p.core.registry.Props("follower-link", p.core.logger, func(entry *runtime.Entry) actor.Actor {
 			return newFollowerLink(entry, p.core, ctx.Self(), p.home.name, home.shardID, replica, epoch, l, shared)
 		})
 		pid, err := ctx.SpawnNamed(props, "links/"+replica)
@@ -72,7 +73,7 @@ func (p *partition) spawnLinks(ctx actor.Context) {
 func (p *partition) stopLinks(ctx actor.Context) {
 	r := p.repl
 	for replica, pid := range r.links {
-		p.core.registry.stopActor(ctx, pid, stopDone)
+		p.core.registry.StopActor(ctx, pid, runtime.StopDone)
 		delete(r.links, replica)
 	}
 	clear(r.followers)
@@ -348,7 +349,7 @@ func (p *partition) startRecovery(ctx actor.Context) {
 	if r.view.State.Phase == cluster.PhaseActive {
 		last.node = r.view.State.Owner
 	}
-	props := p.core.registry.props("recovery", p.core.logger, func(entry *Entry) actor.Actor {
+	props := p.core.registry.Props("recovery", p.core.logger, func(entry *runtime.Entry) actor.Actor {
 		return newRecovery(entry, p.core, self, home, expect, last)
 	})
 	pid, err := ctx.SpawnNamed(props, fmt.Sprintf("recovery-%d", expect+1))

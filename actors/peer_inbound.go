@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -59,13 +60,13 @@ type (
 )
 
 type peerInbound struct {
-	entry     *Entry
+	entry     *runtime.Entry
 	core      *brokerCore
 	transport *peerTransport
 	requests  uint64
 }
 
-func newPeerInbound(entry *Entry, core *brokerCore, transport *peerTransport) *peerInbound {
+func newPeerInbound(entry *runtime.Entry, core *brokerCore, transport *peerTransport) *peerInbound {
 	return &peerInbound{entry: entry, core: core, transport: transport}
 }
 
@@ -80,7 +81,7 @@ func (p *peerInbound) Receive(ctx actor.Context) {
 		if msg.err != nil {
 			p.core.logger.Info("inbound peer link ended", "peer", p.transport.remote.NodeID, "err", msg.err)
 		}
-		p.core.registry.stopActor(ctx, ctx.Self(), stopDone)
+		p.core.registry.StopActor(ctx, ctx.Self(), runtime.StopDone)
 	case *actor.Stopping:
 		p.transport.close(nil)
 	}

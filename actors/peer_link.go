@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -165,7 +166,7 @@ func (r *peerRoutes) lookup(partition uint64) *actor.PID {
 }
 
 type peerLink struct {
-	entry   *Entry
+	entry   *runtime.Entry
 	core    *brokerCore
 	node    string
 	address string
@@ -184,7 +185,7 @@ type peerLink struct {
 	sent, dropped uint64
 }
 
-func newPeerLink(entry *Entry, core *brokerCore, node, address string) *peerLink {
+func newPeerLink(entry *runtime.Entry, core *brokerCore, node, address string) *peerLink {
 	return &peerLink{entry: entry, core: core, node: node, address: address, state: peerDown,
 		backoff: peerRedialMin, routes: &peerRoutes{byPartition: map[uint64]*actor.PID{}},
 		subscribers: map[string]*actor.PID{}, requests: map[uint64]*actor.PID{}}

@@ -31,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -75,12 +76,12 @@ type peerTransport struct {
 	closeOnce sync.Once
 	done      chan struct{} // closed when the socket is closed and both goroutines ended
 	ended     sync.WaitGroup
-	routines  *taskGroup // the owner's count of peer goroutines, if any
+	routines  *runtime.TaskGroup // the owner's count of peer goroutines, if any
 }
 
 // newPeerTransport wraps a socket whose handshake is done. routines, when
 // not nil, counts the transport's goroutines until they end.
-func newPeerTransport(conn net.Conn, reader *wire.Reader, remote wire.PeerHello, routines *taskGroup) *peerTransport {
+func newPeerTransport(conn net.Conn, reader *wire.Reader, remote wire.PeerHello, routines *runtime.TaskGroup) *peerTransport {
 	if tcp, ok := conn.(*net.TCPConn); ok {
 		_ = tcp.SetNoDelay(true)
 	}

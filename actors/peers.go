@@ -41,6 +41,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/fibrilmq/fibril/cluster"
 	"github.com/fibrilmq/fibril/netlimit"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/tlsconfig"
 )
 
@@ -53,14 +54,14 @@ var peerLimits = netlimit.Limits{PendingPerSource: 16, Pending: 128, Connections
 type peerAccepted struct{ transport *peerTransport }
 
 type peersSupervisor struct {
-	entry    *Entry
+	entry    *runtime.Entry
 	core     *brokerCore
 	listener net.Listener
 	identity peerIdentity
 	accepted uint64
 }
 
-func newPeersSupervisor(entry *Entry, core *brokerCore) *peersSupervisor {
+func newPeersSupervisor(entry *runtime.Entry, core *brokerCore) *peersSupervisor {
 	return &peersSupervisor{entry: entry, core: core, listener: core.peerListener, identity: core.peerIdentity}
 }
 
@@ -85,11 +86,11 @@ func (p *peersSupervisor) spawnLinks(ctx actor.Context) {
 			continue
 		}
 		peer := peer
-		props := p.core.registry.props("peer-link", p.core.logger, func(entry *Entry) actor.Actor {
+		props := p.core.registry.Props("peer-link", p.core.logger, func(entry *runtime.Entry) actor.Actor {
 			return newPeerLink(entry, p.core, peer.ID, peer.PeerAddress)
 		})
 		if _, err := ctx.SpawnNamed(props, peer.ID); err != nil {
-			panic(fmt.Errorf("actors: spawn peer link to %s: %w: %w", peer.ID, err, ErrFatal))
+			panic(fmt.Errorf("actors: spawn peer link to %s: %w: %w", peer.ID, err, runtime.ErrFatal))
 		}
 	}
 }
@@ -133,7 +134,7 @@ func (p *peersSupervisor) startAccepting(ctx actor.Context) {
 // byte, TLS with tls files, the peer handshake, and the gate's count of
 // links. On failure the connection is closed.
 func acceptPeer(admitted *netlimit.Conn, peerTLS *tlsconfig.Node, config cluster.Config, self string,
-	identity peerIdentity, routines *taskGroup) (*peerTransport, error) {
+	identity peerIdentity, routines *runtime.TaskGroup) (*peerTransport, error) {
 	if err := admitted.AwaitFirstByte(); err != nil {
 		_ = admitted.Close()
 		return nil, fmt.Errorf("%w: %w", errPeerRefused, err)
@@ -161,7 +162,7 @@ func acceptPeer(admitted *netlimit.Conn, peerTLS *tlsconfig.Node, config cluster
 
 func (p *peersSupervisor) spawnInbound(ctx actor.Context, transport *peerTransport) {
 	p.accepted++
-	props := p.core.registry.props("peer-inbound", p.core.logger, func(entry *Entry) actor.Actor {
+	props := p.core.registry.Props("peer-inbound", p.core.logger, func(entry *runtime.Entry) actor.Actor {
 		return newPeerInbound(entry, p.core, transport)
 	})
 	if _, err := ctx.SpawnNamed(props, "in-"+strconv.FormatUint(p.accepted, 10)); err != nil {

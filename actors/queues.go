@@ -6,7 +6,7 @@ package actors
 // through the directory, which only the manager writes.
 //
 // Manager states, besides the lifecycle phases of every actor
-// (lifecycle.go): recovering (the startup scan and the opens it started
+// (runtime/lifecycle.go): recovering (the startup scan and the opens it started
 // are running; core.ready fires when they are done) and serving. While
 // stopping it spawns nothing: declares, deletes, reopens, lists and
 // dead-letter handoffs are refused as unavailable (ReceiveStopping).
@@ -55,6 +55,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/storage/queue"
 	"github.com/fibrilmq/fibril/wire"
 )
@@ -143,7 +144,7 @@ type (
 )
 
 type queuesManager struct {
-	entry  *Entry
+	entry  *runtime.Entry
 	core   *brokerCore
 	queues map[string]*queueRecord
 
@@ -158,18 +159,18 @@ type queuesManager struct {
 	cluster *clusterQueues // cluster mode only (cluster_queues.go)
 }
 
-func newQueuesManager(entry *Entry, core *brokerCore) *queuesManager {
+func newQueuesManager(entry *runtime.Entry, core *brokerCore) *queuesManager {
 	return &queuesManager{entry: entry, core: core, queues: make(map[string]*queueRecord)}
 }
 
 // partitionPolicy supervises partitions: a panic restarts one (reopening
 // its log); more than partitionRestartsMax within a minute stop it, and the
 // manager records it as failed.
-func partitionPolicy(core *brokerCore, manager func() *actor.PID) *failurePolicy {
-	return &failurePolicy{
-		level: "queues", maxRestarts: partitionRestartsMax, window: time.Minute,
-		decide: alwaysRestart, exhausted: actor.StopDirective, logger: core.logger, registry: core.registry,
-		observe: func(child *actor.PID, err error, directive actor.Directive) {
+func partitionPolicy(core *brokerCore, manager func() *actor.PID) *runtime.FailurePolicy {
+	return &runtime.FailurePolicy{
+		Level: "queues", MaxRestarts: partitionRestartsMax, Window: time.Minute,
+		Decide: runtime.AlwaysRestart, Exhausted: actor.StopDirective, Logger: core.logger, Registry: core.registry,
+		Observe: func(child *actor.PID, err error, directive actor.Directive) {
 			if directive == actor.StopDirective {
 				core.system.Root.Send(manager(), partitionFailed{pid: child, err: err})
 			}
@@ -313,8 +314,8 @@ func (m *queuesManager) scan(ctx actor.Context) {
 
 func (m *queuesManager) recover(ctx actor.Context, msg recoveredQueues) {
 	if msg.err != nil {
-		err := fmt.Errorf("actors: cannot list the queues in the data directory: %v: %w", msg.err, ErrFatal)
-		m.core.ready.fire(err)
+		err := fmt.Errorf("actors: cannot list the queues in the data directory: %v: %w", msg.err, runtime.ErrFatal)
+		m.core.ready.Fire(err)
 		panic(err)
 	}
 	// Routes of an earlier instance whose queue is gone from disk go.
@@ -347,7 +348,7 @@ func (m *queuesManager) maybeRecovered() {
 	if !m.recovered && m.recovering == 0 {
 		m.recovered = true
 		m.maybeWatchCatalog()
-		m.core.ready.fire(nil)
+		m.core.ready.Fire(nil)
 	}
 }
 
@@ -388,11 +389,11 @@ func (m *queuesManager) spawnQueueReplicated(ctx actor.Context, name string, opt
 // reopen) and makes the record opening, or failed when the spawn fails.
 func (m *queuesManager) spawnPartition(ctx actor.Context, record *queueRecord) {
 	home := record.home
-	props := m.core.registry.props("partition", m.core.logger, func(entry *Entry) actor.Actor {
+	props := m.core.registry.Props("partition", m.core.logger, func(entry *runtime.Entry) actor.Actor {
 		return newPartition(entry, m.core, home)
-	}, actor.WithSupervisor(&failurePolicy{
-		level: "partition", maxRestarts: 0, window: time.Minute, decide: alwaysEscalate,
-		exhausted: actor.EscalateDirective, logger: m.core.logger, registry: m.core.registry,
+	}, actor.WithSupervisor(&runtime.FailurePolicy{
+		Level: "partition", MaxRestarts: 0, Window: time.Minute, Decide: runtime.AlwaysEscalate,
+		Exhausted: actor.EscalateDirective, Logger: m.core.logger, Registry: m.core.registry,
 	}))
 	record.state, record.failure = queueOpening, requestFailure{}
 	record.terminated, record.policyStopped, record.reopening = false, false, false

@@ -51,6 +51,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/fibrilmq/fibril/cluster"
 	"github.com/fibrilmq/fibril/replication"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -143,7 +144,7 @@ func (r localReply) sendFrame(frame wire.Frame) error {
 }
 
 type recovery struct {
-	entry     *Entry
+	entry     *runtime.Entry
 	core      *brokerCore
 	partition *actor.PID
 	home      *replicaHome
@@ -187,7 +188,7 @@ type lastOwner struct {
 	durable bool
 }
 
-func newRecovery(entry *Entry, core *brokerCore, partition *actor.PID, home *replicaHome, expect uint64,
+func newRecovery(entry *runtime.Entry, core *brokerCore, partition *actor.PID, home *replicaHome, expect uint64,
 	last lastOwner) *recovery {
 	return &recovery{entry: entry, core: core, partition: partition, home: home, expect: expect, last: last,
 		timeline: home.timeline, sealed: map[string]replication.SealReport{}, pending: map[uint64]string{},
@@ -447,12 +448,12 @@ func (r *recovery) activated(ctx actor.Context, msg activateResult) {
 	r.state = recoveryDone
 	r.timeline.stage(r.core.now(), "activated", "", fmt.Sprintf("epoch %d from %d", r.epoch, r.end))
 	ctx.Send(r.partition, recoveryPlanned{epoch: r.epoch, plan: r.chosen, reports: r.reports, state: msg.state})
-	r.core.registry.stopActor(ctx, ctx.Self(), stopDone)
+	r.core.registry.StopActor(ctx, ctx.Self(), runtime.StopDone)
 }
 
 func (r *recovery) fail(ctx actor.Context, reason string) {
 	r.state, r.note = recoveryDone, reason
 	r.timeline.finish(r.core.now(), r.epoch, "failed: "+reason)
 	ctx.Send(r.partition, recoveryFailed{reason: reason})
-	r.core.registry.stopActor(ctx, ctx.Self(), stopDone)
+	r.core.registry.StopActor(ctx, ctx.Self(), runtime.StopDone)
 }

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/storage/log"
 	"github.com/fibrilmq/fibril/storage/queue"
 )
@@ -96,7 +97,7 @@ func (p *partition) beginReopen(ctx actor.Context) {
 	for _, child := range []*actor.PID{p.logPID, p.syncPID} {
 		if child != nil {
 			p.reopenWaits++
-			p.core.registry.stopActor(ctx, child, stopRestart)
+			p.core.registry.StopActor(ctx, child, runtime.StopRestart)
 		}
 	}
 	p.logPID, p.syncPID = nil, nil

@@ -51,6 +51,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/fibrilmq/fibril/access"
+	"github.com/fibrilmq/fibril/runtime"
 	"github.com/fibrilmq/fibril/wire"
 )
 
@@ -75,7 +76,7 @@ type sessionSubscription struct {
 }
 
 type session struct {
-	entry  *Entry
+	entry  *runtime.Entry
 	core   *brokerCore
 	conn   *connection
 	number uint64
@@ -102,7 +103,7 @@ type session struct {
 	draining bool
 }
 
-func newSession(entry *Entry, core *brokerCore, conn *connection, number uint64) *session {
+func newSession(entry *runtime.Entry, core *brokerCore, conn *connection, number uint64) *session {
 	return &session{
 		entry: entry, core: core, conn: conn, number: number,
 		id:            core.sessionName(number),
@@ -154,14 +155,14 @@ func (s *session) stopping(ctx actor.Context) {
 		ctx.Unwatch(partition) // partitions outlive sessions: keep their watcher sets small
 	}
 	s.stopTimers()
-	if s.entry.StopCause() != stopDone {
+	if s.entry.StopCause() != runtime.StopDone {
 		// A session that ended by itself already queued its last frame;
 		// cutting its linger could close the socket before the writer
 		// sends it (under load, with many sessions closing at once).
 		s.conn.linger.Store(int64(shutdownLinger))
 	}
 	message := "the node is shutting down: reconnect, possibly to another node"
-	if s.entry.StopCause() == stopFailed {
+	if s.entry.StopCause() == runtime.StopFailed {
 		message = "the session failed after an internal error in the node: reconnect"
 	}
 	s.becomeClosing(&wire.ErrorFrame{Code: wire.CodeShuttingDown, Message: message})
@@ -313,7 +314,7 @@ func (s *session) connectionEnded(ctx actor.Context, msg connectionEnded) {
 		}
 	}
 	s.stopTimers()
-	s.core.registry.stopActor(ctx, ctx.Self(), stopDone)
+	s.core.registry.StopActor(ctx, ctx.Self(), runtime.StopDone)
 }
 
 // endFrameFor picks the error frame that answers a reader's end, or nil

@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/runtime"
 )
 
 // syncTarget is what the scheduler needs from a log.
@@ -96,7 +97,7 @@ type (
 )
 
 type syncScheduler struct {
-	entry    *Entry
+	entry    *runtime.Entry
 	target   syncTarget
 	log      *actor.PID // the log actor the ticks go to
 	clock    func() time.Time
@@ -115,7 +116,7 @@ type syncScheduler struct {
 	syncs       uint64
 }
 
-func newSyncScheduler(entry *Entry, target syncTarget, log *actor.PID, interval time.Duration,
+func newSyncScheduler(entry *runtime.Entry, target syncTarget, log *actor.PID, interval time.Duration,
 	clock func() time.Time) *syncScheduler {
 	return &syncScheduler{entry: entry, target: target, log: log, interval: interval, clock: clock}
 }
@@ -230,7 +231,7 @@ func (s *syncScheduler) maybeStartSync(ctx actor.Context) {
 }
 
 // publishSummary stores counters; the registry formats them only when
-// read (registry.go).
+// read (runtime/registry.go).
 func (s *syncScheduler) publishSummary() {
 	var syncing, armed int64
 	if s.syncing {
@@ -243,7 +244,7 @@ func (s *syncScheduler) publishSummary() {
 }
 
 // syncSchedulerSummary formats publishSummary's values.
-var syncSchedulerSummary SummaryFormat = func(v [SummaryValuesMax]int64) string {
+var syncSchedulerSummary runtime.SummaryFormat = func(v [runtime.SummaryValuesMax]int64) string {
 	interval, ticks, syncs, syncing, armed := time.Duration(v[0]), v[1], v[2], v[3] != 0, v[4] != 0
 	summary := "background sync off"
 	if interval > 0 {

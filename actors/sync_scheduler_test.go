@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/fibrilmq/fibril/runtime"
 )
 
 // fakeSyncTarget records what the scheduler asks of a log. An explicit
@@ -77,11 +78,11 @@ func (f *fakeSyncTarget) snapshot() (int, []time.Duration) {
 // request is answered by message with its sync's result, and every sync is
 // timed.
 func TestSyncSchedulerRunsExplicitSyncs(t *testing.T) {
-	system := newActorSystem(discardLogger())
-	registry := NewRegistry(nil)
+	system := runtime.NewActorSystem(runtime.DiscardLogger())
+	registry := runtime.NewRegistry(nil)
 	target := &fakeSyncTarget{release: make(chan error)}
 	histogram := &countingHistogram{}
-	props := registry.props("sync", discardLogger(), func(entry *Entry) actor.Actor {
+	props := registry.Props("sync", runtime.DiscardLogger(), func(entry *runtime.Entry) actor.Actor {
 		scheduler := newSyncScheduler(entry, target, nil, 0, time.Now)
 		scheduler.syncSeconds = histogram
 		return scheduler
@@ -147,13 +148,13 @@ func (c *tickCounter) Receive(ctx actor.Context) {
 // still gets one tick; an interval change ticks at once, armed or not; and
 // nothing asked means no tick and no timer.
 func TestSyncSchedulerTicksOnlyWhenAsked(t *testing.T) {
-	system := newActorSystem(discardLogger())
-	registry := NewRegistry(nil)
+	system := runtime.NewActorSystem(runtime.DiscardLogger())
+	registry := runtime.NewRegistry(nil)
 	counter := &tickCounter{got: make(chan struct{}, 16)}
 	logPID := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return counter }))
 	target := &fakeSyncTarget{}
 	const interval = 40 * time.Millisecond
-	props := registry.props("sync", discardLogger(), func(entry *Entry) actor.Actor {
+	props := registry.Props("sync", runtime.DiscardLogger(), func(entry *runtime.Entry) actor.Actor {
 		return newSyncScheduler(entry, target, logPID, interval, time.Now)
 	})
 	pid, err := system.Root.SpawnNamed(props, "sync")

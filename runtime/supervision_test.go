@@ -1,4 +1,4 @@
-package actors
+package runtime
 
 import (
 	"bytes"
@@ -13,10 +13,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// testWait bounds every wait in these tests; it is a safety net against a
-// hang, never a latency assertion.
-const testWait = 30 * time.Second
-
 // probe is a test actor: it reports lifecycle events, spawns the children it
 // is given, and panics with whatever error it is sent.
 type probe struct {
@@ -27,7 +23,7 @@ type probe struct {
 
 type probeChild struct {
 	name   string
-	policy *failurePolicy
+	policy *FailurePolicy
 }
 
 type spawnProbe struct{ child probeChild }
@@ -56,7 +52,7 @@ func (p *probe) spawn(ctx actor.Context, child probeChild) {
 	if child.policy != nil {
 		options = append(options, actor.WithSupervisor(child.policy))
 	}
-	props := testRegistry(ctx).props("probe", discardLogger(), func(entry *Entry) actor.Actor {
+	props := testRegistry(ctx).Props("probe", DiscardLogger(), func(entry *Entry) actor.Actor {
 		return &probe{entry: entry, events: p.events}
 	}, options...)
 	if _, err := ctx.SpawnNamed(props, child.name); err != nil {
@@ -83,18 +79,18 @@ type testTree struct {
 
 // startTestTree spawns a root probe "node" under the fatal guardian with the
 // given policy for its children, and the given children.
-func startTestTree(t *testing.T, logger *slog.Logger, policy *failurePolicy, children ...probeChild) *testTree {
+func startTestTree(t *testing.T, logger *slog.Logger, policy *FailurePolicy, children ...probeChild) *testTree {
 	t.Helper()
 	tree := &testTree{
-		system:   newActorSystem(logger),
+		system:   NewActorSystem(logger),
 		registry: NewRegistry(nil),
 		events:   make(chan string, 64),
 		fatals:   make(chan error, 4),
 	}
 	registries.Store(tree.system, tree.registry)
 	t.Cleanup(func() { registries.Delete(tree.system) })
-	guardian := &fatalGuardian{fatal: func(err error) { tree.fatals <- err }}
-	props := tree.registry.props("node", logger, func(entry *Entry) actor.Actor {
+	guardian := &FatalGuardian{Fatal: func(err error) { tree.fatals <- err }}
+	props := tree.registry.Props("node", logger, func(entry *Entry) actor.Actor {
 		return &probe{entry: entry, events: tree.events, children: children}
 	}, actor.WithGuardian(guardian), actor.WithSupervisor(policy))
 	root, err := tree.system.Root.SpawnNamed(props, "node")
@@ -138,11 +134,11 @@ func (tree *testTree) expectEvents(t *testing.T, want ...string) {
 	}
 }
 
-func restartPolicy(maxRestarts int, exhausted actor.Directive, observed chan<- string) *failurePolicy {
-	return &failurePolicy{
-		level: "test", maxRestarts: maxRestarts, window: time.Minute,
-		decide: alwaysRestart, exhausted: exhausted, logger: discardLogger(),
-		observe: func(child *actor.PID, err error, directive actor.Directive) {
+func restartPolicy(maxRestarts int, exhausted actor.Directive, observed chan<- string) *FailurePolicy {
+	return &FailurePolicy{
+		Level: "test", MaxRestarts: maxRestarts, Window: time.Minute,
+		Decide: AlwaysRestart, Exhausted: exhausted, Logger: DiscardLogger(),
+		Observe: func(child *actor.PID, err error, directive actor.Directive) {
 			observed <- fmt.Sprintf("%s %s %v", child.Id, directive, err)
 		},
 	}
@@ -150,7 +146,7 @@ func restartPolicy(maxRestarts int, exhausted actor.Directive, observed chan<- s
 
 func TestPanicRestartsChildAndCountsIt(t *testing.T) {
 	observed := make(chan string, 8)
-	tree := startTestTree(t, discardLogger(), restartPolicy(3, actor.StopDirective, observed),
+	tree := startTestTree(t, DiscardLogger(), restartPolicy(3, actor.StopDirective, observed),
 		probeChild{name: "worker"})
 	tree.expectEvent(t, "started node/worker")
 
@@ -172,7 +168,7 @@ func TestPanicRestartsChildAndCountsIt(t *testing.T) {
 
 func TestSpentRestartBudgetStopsChildAndForgetsIt(t *testing.T) {
 	observed := make(chan string, 8)
-	tree := startTestTree(t, discardLogger(), restartPolicy(1, actor.StopDirective, observed),
+	tree := startTestTree(t, DiscardLogger(), restartPolicy(1, actor.StopDirective, observed),
 		probeChild{name: "worker"})
 	tree.expectEvent(t, "started node/worker")
 	worker := actor.NewPID(tree.system.Address(), "node/worker")
@@ -196,7 +192,7 @@ func TestSpentRestartBudgetStopsChildAndForgetsIt(t *testing.T) {
 
 func TestFatalReasonEscalatesToGuardian(t *testing.T) {
 	observed := make(chan string, 8)
-	tree := startTestTree(t, discardLogger(), restartPolicy(3, actor.StopDirective, observed),
+	tree := startTestTree(t, DiscardLogger(), restartPolicy(3, actor.StopDirective, observed),
 		probeChild{name: "worker"})
 	tree.expectEvent(t, "started node/worker")
 
@@ -217,7 +213,7 @@ func TestFatalReasonEscalatesToGuardian(t *testing.T) {
 
 func TestSpentBudgetAtNodeLevelIsFatal(t *testing.T) {
 	observed := make(chan string, 8)
-	tree := startTestTree(t, discardLogger(), restartPolicy(0, actor.EscalateDirective, observed),
+	tree := startTestTree(t, DiscardLogger(), restartPolicy(0, actor.EscalateDirective, observed),
 		probeChild{name: "queues"})
 	tree.expectEvent(t, "started node/queues")
 
@@ -233,7 +229,7 @@ func TestSpentBudgetAtNodeLevelIsFatal(t *testing.T) {
 }
 
 func TestRootPanicIsFatal(t *testing.T) {
-	tree := startTestTree(t, discardLogger(), restartPolicy(3, actor.StopDirective, make(chan string, 8)))
+	tree := startTestTree(t, DiscardLogger(), restartPolicy(3, actor.StopDirective, make(chan string, 8)))
 	tree.expectEvent(t, "started node")
 	tree.system.Root.Send(tree.root, errors.New("root broke"))
 	select {

@@ -1,14 +1,14 @@
-package actors
+package runtime
 
 // Supervision policy, stated once for the whole tree.
 //
-//   - The root actor (node) runs under fatalGuardian. Any failure that reaches
+//   - The root actor (node) runs under FatalGuardian. Any failure that reaches
 //     the guardian is one the node cannot contain: the guardian hands it to
 //     the broker's fatal function on a new goroutine (HandleFailure runs on
 //     the failing actor's goroutine and must not block) and never escalates,
 //     because escalating from a guardian panics inside the library's recover
 //     path.
-//   - Every supervisor has a failurePolicy: a decider, a restart budget
+//   - Every supervisor has a FailurePolicy: a decider, a restart budget
 //     (maxRestarts within a window) and what to do when the budget is spent.
 //     A reason that wraps ErrFatal always escalates. Node's children escalate
 //     when their budget is spent, which ends at the guardian; partitions are
@@ -40,7 +40,7 @@ import (
 // ErrFatal marks a failure the node cannot contain. Panicking with an error
 // that wraps it (fmt.Errorf("...: %w", ErrFatal)) escalates through every
 // supervisor to the guardian, which stops the process with a non-zero exit.
-var ErrFatal = errors.New("actors: failure the node cannot contain")
+var ErrFatal = errors.New("runtime: failure the node cannot contain")
 
 // failureError turns a recovered panic value into an error.
 func failureError(reason any) error {
@@ -50,55 +50,55 @@ func failureError(reason any) error {
 	return fmt.Errorf("panic: %v", reason)
 }
 
-// fatalGuardian supervises the root actor. Whatever reaches it ends the
+// FatalGuardian supervises the root actor. Whatever reaches it ends the
 // process through fatal, which says it in the node's log (one line).
-type fatalGuardian struct {
-	fatal func(error)
+type FatalGuardian struct {
+	Fatal func(error)
 }
 
-var _ actor.SupervisorStrategy = (*fatalGuardian)(nil)
+var _ actor.SupervisorStrategy = (*FatalGuardian)(nil)
 
 // HandleFailure runs on the failing actor's goroutine: it must not block and
 // must never escalate. The failed actor stays suspended; the fatal function
 // decides how the process ends.
-func (g *fatalGuardian) HandleFailure(system *actor.ActorSystem, _ actor.Supervisor, child *actor.PID,
+func (g *FatalGuardian) HandleFailure(system *actor.ActorSystem, _ actor.Supervisor, child *actor.PID,
 	_ *actor.RestartStatistics, reason any, _ any) {
-	err := fmt.Errorf("actors: %s failed and the node cannot contain it: %w", child.Id, failureError(reason))
+	err := fmt.Errorf("runtime: %s failed and the node cannot contain it: %w", child.Id, failureError(reason))
 	system.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: actor.StopDirective})
-	go g.fatal(err)
+	go g.Fatal(err)
 }
 
-// failurePolicy is the supervisor strategy of one level of the tree.
-type failurePolicy struct {
-	level       string        // for logs: "node", "queues", "sessions", "partition"
-	maxRestarts int           // restarts allowed within the window before exhausted applies
-	window      time.Duration // the restart budget window
+// FailurePolicy is the supervisor strategy of one level of the tree.
+type FailurePolicy struct {
+	Level       string        // for logs: "node", "queues", "sessions", "partition"
+	MaxRestarts int           // restarts allowed within the window before exhausted applies
+	Window      time.Duration // the restart budget window
 	// decide picks the directive for a non-fatal failure: Restart, Stop or
 	// Escalate (Resume is never used: a panicking actor's state is suspect).
-	decide func(err error) actor.Directive
+	Decide func(err error) actor.Directive
 	// exhausted replaces Restart once the budget is spent: Stop or Escalate.
-	exhausted actor.Directive
+	Exhausted actor.Directive
 	// observe, when set, learns every decision. It runs on the supervisor's
 	// goroutine and must not block (send a message, bump a counter).
-	observe func(child *actor.PID, err error, directive actor.Directive)
-	logger  *slog.Logger
+	Observe func(child *actor.PID, err error, directive actor.Directive)
+	Logger  *slog.Logger
 	// registry holds the children's lifecycle entries (nil in tests that
 	// build a policy alone: every child then counts as running).
-	registry *Registry
+	Registry *Registry
 }
 
-var _ actor.SupervisorStrategy = (*failurePolicy)(nil)
+var _ actor.SupervisorStrategy = (*FailurePolicy)(nil)
 
 // HandleFailure applies the policy to one failed child. The decision and a
 // restart's send happen under the child's stop lock (lifecycle.go), so a
 // stop requested meanwhile is either seen here or reaches the child after
 // the restart.
-func (p *failurePolicy) HandleFailure(system *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID,
+func (p *FailurePolicy) HandleFailure(system *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID,
 	stats *actor.RestartStatistics, reason any, _ any) {
 	err := failureError(reason)
 	var entry *Entry
-	if p.registry != nil {
-		entry = p.registry.entryAt(child.Id)
+	if p.Registry != nil {
+		entry = p.Registry.EntryAt(child.Id)
 	}
 	if entry != nil {
 		entry.stopMu.Lock()
@@ -109,18 +109,18 @@ func (p *failurePolicy) HandleFailure(system *actor.ActorSystem, supervisor acto
 		supervisor.RestartChildren(child)
 	}
 	if directive == actor.StopDirective && entry != nil {
-		entry.stopAsked.CompareAndSwap(uint32(stopNotAsked), uint32(stopFailed))
+		entry.stopAsked.CompareAndSwap(uint32(StopNotAsked), uint32(StopFailed))
 	}
 	if entry != nil {
 		entry.stopMu.Unlock()
 	}
-	p.logger.Warn("supervisor decided", "level", p.level, "actor", child.Id,
+	p.Logger.Warn("supervisor decided", "level", p.Level, "actor", child.Id,
 		"directive", directive.String(), "err", err, "stop_in_progress", forced)
 	if directive != actor.EscalateDirective {
 		system.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: directive})
 	}
-	if p.observe != nil && !forced {
-		p.observe(child, err, directive)
+	if p.Observe != nil && !forced {
+		p.Observe(child, err, directive)
 	}
 	switch directive {
 	case actor.RestartDirective: // sent above
@@ -129,44 +129,44 @@ func (p *failurePolicy) HandleFailure(system *actor.ActorSystem, supervisor acto
 	case actor.EscalateDirective:
 		supervisor.EscalateFailure(err, nil)
 	default:
-		panic(fmt.Sprintf("actors: policy %s produced directive %v", p.level, directive))
+		panic(fmt.Sprintf("runtime: policy %s produced directive %v", p.Level, directive))
 	}
 }
 
 // directiveFor is the pure decision: fatal reasons escalate; a child whose
 // stop is in progress (forced) stops; restarts are counted against the
 // budget, and a spent budget becomes exhausted.
-func (p *failurePolicy) directiveFor(err error, stats *actor.RestartStatistics, forced bool) actor.Directive {
+func (p *FailurePolicy) directiveFor(err error, stats *actor.RestartStatistics, forced bool) actor.Directive {
 	if errors.Is(err, ErrFatal) {
 		return actor.EscalateDirective
 	}
 	if forced {
 		return actor.StopDirective
 	}
-	directive := p.decide(err)
+	directive := p.Decide(err)
 	if directive != actor.RestartDirective {
 		return directive
 	}
 	stats.Fail()
-	if stats.NumberOfFailures(p.window) > p.maxRestarts {
+	if stats.NumberOfFailures(p.Window) > p.MaxRestarts {
 		stats.Reset()
-		return p.exhausted
+		return p.Exhausted
 	}
 	return actor.RestartDirective
 }
 
-// alwaysRestart is the decider of levels whose children can be rebuilt from
+// AlwaysRestart is the decider of levels whose children can be rebuilt from
 // durable state (partitions reopen their log).
-func alwaysRestart(error) actor.Directive { return actor.RestartDirective }
+func AlwaysRestart(error) actor.Directive { return actor.RestartDirective }
 
-// alwaysStop is the decider of levels whose children cannot be rebuilt
+// AlwaysStop is the decider of levels whose children cannot be rebuilt
 // (sessions: their state is a connection the client must re-establish).
-func alwaysStop(error) actor.Directive { return actor.StopDirective }
+func AlwaysStop(error) actor.Directive { return actor.StopDirective }
 
-// alwaysEscalate is the decider of an actor whose children are part of it
+// AlwaysEscalate is the decider of an actor whose children are part of it
 // (a partition's log writer and sync scheduler): their failure is the
 // partition's failure.
-func alwaysEscalate(error) actor.Directive { return actor.EscalateDirective }
+func AlwaysEscalate(error) actor.Directive { return actor.EscalateDirective }
 
 // panicLogging logs a panic's value and stack, then re-panics so the mailbox
 // recovers it and supervision takes over.

@@ -1,4 +1,4 @@
-package actors
+package runtime
 
 // The actor system is configured here once: its own log output is quieted to
 // warnings and errors routed through the broker's logger (the library logs
@@ -7,7 +7,7 @@ package actors
 // actor uses the library's unbounded mailbox (flow control is explicit, by
 // credits, never by blocking senders on a full mailbox).
 //
-// Dispatchers are chosen per actor, where registry.props builds every
+// Dispatchers are chosen per actor, where Registry.Props builds every
 // actor's Props: each actor runs on its own keep-alive dispatcher
 // (dispatcher.go), whose goroutine survives from one wake-up to the next
 // so a busy actor does not regrow a fresh goroutine's stack each time;
@@ -23,9 +23,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// newActorSystem returns an actor system whose library logging goes to
+// NewActorSystem returns an actor system whose library logging goes to
 // logger at warning level and above only.
-func newActorSystem(logger *slog.Logger) *actor.ActorSystem {
+func NewActorSystem(logger *slog.Logger) *actor.ActorSystem {
 	quiet := slog.New(minLevelHandler{min: slog.LevelWarn, next: logger.Handler()}).
 		With("component", "actor-system")
 	return actor.NewActorSystem(
@@ -33,9 +33,9 @@ func newActorSystem(logger *slog.Logger) *actor.ActorSystem {
 	)
 }
 
-// discardLogger returns a logger that drops everything; the default when a
+// DiscardLogger returns a logger that drops everything; the default when a
 // caller gives none.
-func discardLogger() *slog.Logger {
+func DiscardLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError + 1}))
 }
 

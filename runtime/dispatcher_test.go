@@ -1,26 +1,24 @@
-package actors
+package runtime
 
 import (
 	"bytes"
-	"runtime"
-	"strings"
+	goruntime "runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/fibrilmq/fibril/wire"
 )
 
 // goroutineID returns the running goroutine's number, from its stack
 // header ("goroutine 42 [running]:").
 func goroutineID() string {
 	buf := make([]byte, 64)
-	buf = buf[:runtime.Stack(buf, false)]
+	buf = buf[:goruntime.Stack(buf, false)]
 	return string(bytes.Fields(buf)[1])
 }
 
-func (d *keepAliveDispatcher) hasWorker() bool {
+func (d *KeepAliveDispatcher) hasWorker() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.worker
@@ -31,8 +29,8 @@ func (d *keepAliveDispatcher) hasWorker() bool {
 // on one goroutine while it stays busier than the idle timeout.
 func TestKeepAliveDispatcherReusesOneGoroutine(t *testing.T) {
 	system := actor.NewActorSystem()
-	dispatcher := newKeepAliveDispatcher(dispatcherThroughput, time.Minute)
-	t.Cleanup(dispatcher.retire)
+	dispatcher := NewKeepAliveDispatcher(DispatcherThroughput, time.Minute)
+	t.Cleanup(dispatcher.Retire)
 	type seen struct {
 		n         int
 		goroutine string
@@ -63,7 +61,7 @@ func TestKeepAliveDispatcherReusesOneGoroutine(t *testing.T) {
 
 // An idle worker exits; the next wake-up starts a new one.
 func TestKeepAliveDispatcherWorkerExitsWhenIdle(t *testing.T) {
-	dispatcher := newKeepAliveDispatcher(dispatcherThroughput, 5*time.Millisecond)
+	dispatcher := NewKeepAliveDispatcher(DispatcherThroughput, 5*time.Millisecond)
 	ran := make(chan string, 1)
 	dispatcher.Schedule(func() { ran <- goroutineID() })
 	first := <-ran
@@ -77,8 +75,8 @@ func TestKeepAliveDispatcherWorkerExitsWhenIdle(t *testing.T) {
 // Schedule never blocks: with the worker busy and a wake-up already in its
 // slot, another wake-up runs at once on a goroutine of its own.
 func TestKeepAliveDispatcherScheduleNeverBlocks(t *testing.T) {
-	dispatcher := newKeepAliveDispatcher(dispatcherThroughput, time.Minute)
-	t.Cleanup(dispatcher.retire)
+	dispatcher := NewKeepAliveDispatcher(DispatcherThroughput, time.Minute)
+	t.Cleanup(dispatcher.Retire)
 	release, started := make(chan struct{}), make(chan struct{})
 	dispatcher.Schedule(func() { close(started); <-release })
 	<-started // the worker holds the first run
@@ -96,11 +94,11 @@ func TestKeepAliveDispatcherScheduleNeverBlocks(t *testing.T) {
 
 // After retire the worker exits once idle, and later wake-ups still run.
 func TestKeepAliveDispatcherRetire(t *testing.T) {
-	dispatcher := newKeepAliveDispatcher(dispatcherThroughput, time.Minute)
+	dispatcher := NewKeepAliveDispatcher(DispatcherThroughput, time.Minute)
 	ran := make(chan struct{}, 1)
 	dispatcher.Schedule(func() { ran <- struct{}{} })
 	<-ran
-	dispatcher.retire()
+	dispatcher.Retire()
 	waitFor(t, "the retired worker to exit", func() bool { return !dispatcher.hasWorker() })
 	dispatcher.Schedule(func() { ran <- struct{}{} })
 	<-ran
@@ -128,7 +126,7 @@ func TestKeepAliveDispatchersDoNotDeadlock(t *testing.T) {
 				}
 				ctx.Send(pids[(i+1)%actors], token{hops: msg.hops + 1})
 			}
-		}, actor.WithDispatcher(newKeepAliveDispatcher(dispatcherThroughput, time.Millisecond)))
+		}, actor.WithDispatcher(NewKeepAliveDispatcher(DispatcherThroughput, time.Millisecond)))
 		pids[i] = system.Root.Spawn(props)
 	}
 	for range tokens {
@@ -139,62 +137,5 @@ func TestKeepAliveDispatchersDoNotDeadlock(t *testing.T) {
 		if err := system.Root.StopFuture(pid).Wait(); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// dispatcherWorkers counts the keep-alive workers alive in the process.
-func dispatcherWorkers() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "(*keepAliveDispatcher).work")
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-}
-
-// The broker's actors run on keep-alive workers, and none is left once
-// the broker is closed (stopped actors retire theirs; idle ones time out).
-func TestBrokerCloseLeavesNoDispatcherWorkers(t *testing.T) {
-	b := startBroker(t, nil)
-	c := connect(t, b)
-	c.mustDeclare("workers", wire.ModeBuffered, wire.QueueOptions{})
-	subscription := c.subscribe("workers", 16)
-	c.mustConfirm("workers", wire.BoundaryWritten, "a", "b", "c")
-	c.deliveries(subscription, 3)
-	if dispatcherWorkers() == 0 {
-		t.Fatal("no keep-alive worker runs while the broker serves")
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "every keep-alive worker to exit", func() bool { return dispatcherWorkers() == 0 })
-}
-
-// A lazy summary is formatted on read, costs no allocation to publish, and
-// a text summary replaces it.
-func TestLazySummary(t *testing.T) {
-	entry := &Entry{kind: "partition"}
-	entry.SetSummaryValues(&partitionSummary, int64(partitionOpen), 2, 3, 0, 1)
-	if got := entry.Summary(); got != "open buffered tickets=3 busy=0 subscriptions=1" {
-		t.Fatalf("summary %q", got)
-	}
-	allocations := testing.AllocsPerRun(100, func() {
-		entry.SetSummaryValues(&partitionSummary, int64(partitionOpen), 1, 7, 0, 1)
-	})
-	if allocations != 0 {
-		t.Fatalf("publishing a lazy summary allocated %.1f times", allocations)
-	}
-	if got := entry.Summary(); got != "open durable tickets=7 busy=0 subscriptions=1" {
-		t.Fatalf("summary %q", got)
-	}
-	entry.SetSummary("fenced")
-	if got := entry.Summary(); got != "fenced" {
-		t.Fatalf("summary after SetSummary %q", got)
-	}
-	entry.SetSummaryValues(&syncSchedulerSummary, int64(100*time.Millisecond), 4, 2, 0)
-	if got := entry.Summary(); !strings.HasPrefix(got, "interval 100ms, 4 ticks; 2 explicit syncs") {
-		t.Fatalf("sync summary %q", got)
 	}
 }

@@ -1,8 +1,8 @@
-package actors
+package runtime
 
 // The lifecycle mechanism every actor of the tree runs under. doc.go states
 // the rules ("Lifecycle"); this file is what enforces them, so an actor
-// inherits them by being spawned through Registry.props and cannot forget
+// inherits them by being spawned through Registry.Props and cannot forget
 // one.
 //
 // Phases, kept on the actor's registry Entry:
@@ -35,9 +35,9 @@ package actors
 //     stack and goes no further: the library would otherwise abandon the
 //     stop or restart halfway (a stopping actor whose Stopping panicked
 //     never stops its children and never terminates).
-//   - Registry.stopActor is how an actor asks another to stop: it records
+//   - Registry.StopActor is how an actor asks another to stop: it records
 //     the reason on the target's entry, then sends the stop, under the
-//     entry's lock. failurePolicy (supervision.go) takes the same lock to
+//     entry's lock. FailurePolicy (supervision.go) takes the same lock to
 //     decide, and answers Stop instead of Restart when the child was asked
 //     to stop, is stopping, or has an ancestor that is stopping or
 //     restarting. Because both sides hold the lock while they send, the
@@ -45,7 +45,7 @@ package actors
 //     decided: a restart can never overtake a stop and revive the actor.
 //   - signal is a readiness signal that fires once, whoever fires it and
 //     however often (a restarted actor fires it again harmlessly).
-//   - waitBefore bounds every wait of a shutdown by one deadline.
+//   - WaitBefore bounds every wait of a shutdown by one deadline.
 
 import (
 	"fmt"
@@ -58,65 +58,65 @@ import (
 )
 
 // phase is where an actor is in its life; see the file comment.
-type phase int32
+type Phase int32
 
 const (
-	phaseStarting phase = iota
-	phaseRunning
-	phaseRestarting
-	phaseStopping
-	phaseStopped
+	PhaseStarting Phase = iota
+	PhaseRunning
+	PhaseRestarting
+	PhaseStopping
+	PhaseStopped
 )
 
-func (p phase) String() string {
+func (p Phase) String() string {
 	switch p {
-	case phaseStarting:
+	case PhaseStarting:
 		return "starting"
-	case phaseRunning:
+	case PhaseRunning:
 		return "running"
-	case phaseRestarting:
+	case PhaseRestarting:
 		return "restarting"
-	case phaseStopping:
+	case PhaseStopping:
 		return "stopping"
-	case phaseStopped:
+	case PhaseStopped:
 		return "stopped"
 	}
 	return fmt.Sprintf("phase(%d)", int32(p))
 }
 
-// stopReason says why an actor stops. The stopping actor reads it
+// StopReason says why an actor stops. The stopping actor reads it
 // (Entry.StopCause) to tell the actors waiting on it what happened.
-type stopReason uint32
+type StopReason uint32
 
 const (
-	stopNotAsked stopReason = iota
-	// stopShutdown: the node is shutting down.
-	stopShutdown
-	// stopDelete: what the actor serves (a queue) is deleted.
-	stopDelete
-	// stopRestart: the actor is rebuilt: a supervisor above it restarts, or
+	StopNotAsked StopReason = iota
+	// StopShutdown: the node is shutting down.
+	StopShutdown
+	// StopDelete: what the actor serves (a queue) is deleted.
+	StopDelete
+	// StopRestart: the actor is rebuilt: a supervisor above it restarts, or
 	// its owner reopens it.
-	stopRestart
-	// stopFailed: its supervisor stopped it after a failure.
-	stopFailed
-	// stopDone: the actor finished its own work (a session whose
+	StopRestart
+	// StopFailed: its supervisor stopped it after a failure.
+	StopFailed
+	// StopDone: the actor finished its own work (a session whose
 	// connection ended).
-	stopDone
+	StopDone
 )
 
-func (r stopReason) String() string {
+func (r StopReason) String() string {
 	switch r {
-	case stopNotAsked:
+	case StopNotAsked:
 		return "not asked"
-	case stopShutdown:
+	case StopShutdown:
 		return "shutdown"
-	case stopDelete:
+	case StopDelete:
 		return "delete"
-	case stopRestart:
+	case StopRestart:
 		return "restart"
-	case stopFailed:
+	case StopFailed:
 		return "failed"
-	case stopDone:
+	case StopDone:
 		return "done"
 	}
 	return fmt.Sprintf("stopReason(%d)", uint32(r))
@@ -143,7 +143,7 @@ func (g *lifecycleGate) Receive(ctx actor.Context) {
 		g.guarded(ctx, g.inner.Receive)
 		return
 	}
-	if g.entry.Phase() >= phaseStopping {
+	if g.entry.Phase() >= PhaseStopping {
 		if receiver, ok := g.inner.(stoppingReceiver); ok {
 			g.guarded(ctx, receiver.ReceiveStopping)
 		}
@@ -166,43 +166,43 @@ func (g *lifecycleGate) guarded(ctx actor.Context, handle func(actor.Context)) {
 }
 
 // stopper is what can send a stop: an actor's context or the root context.
-type stopper interface{ Stop(pid *actor.PID) }
+type Stopper interface{ Stop(pid *actor.PID) }
 
-// stopActor asks the actor at pid to stop for reason. The reason is
+// StopActor asks the actor at pid to stop for reason. The reason is
 // recorded first (a reason already recorded is kept) and the stop sent
-// under the entry's lock, which failurePolicy also takes, so no restart
+// under the entry's lock, which FailurePolicy also takes, so no restart
 // decided later can reach the actor after this stop.
-func (r *Registry) stopActor(from stopper, pid *actor.PID, reason stopReason) {
-	entry := r.entryAt(pid.Id)
+func (r *Registry) StopActor(from Stopper, pid *actor.PID, reason StopReason) {
+	entry := r.EntryAt(pid.Id)
 	if entry == nil {
 		from.Stop(pid) // not started yet, or gone: the library answers either
 		return
 	}
 	entry.stopMu.Lock()
 	defer entry.stopMu.Unlock()
-	entry.stopAsked.CompareAndSwap(uint32(stopNotAsked), uint32(reason))
+	entry.stopAsked.CompareAndSwap(uint32(StopNotAsked), uint32(reason))
 	from.Stop(pid)
 }
 
 // Phase returns where the actor is in its life.
-func (e *Entry) Phase() phase { return phase(e.phase.Load()) }
+func (e *Entry) Phase() Phase { return Phase(e.phase.Load()) }
 
-func (e *Entry) becomePhase(p phase) { e.phase.Store(int32(p)) }
+func (e *Entry) BecomePhase(p Phase) { e.phase.Store(int32(p)) }
 
 // StopCause says why the actor stops: the reason it was asked to stop
 // with, or else the nearest ancestor's (a restarting ancestor means
-// stopRestart). With no reason recorded anywhere it is stopShutdown: the
+// StopRestart). With no reason recorded anywhere it is StopShutdown: the
 // only stop that comes from outside the tree is the node's.
-func (e *Entry) StopCause() stopReason {
+func (e *Entry) StopCause() StopReason {
 	for entry := e; entry != nil; entry = entry.parent {
-		if asked := stopReason(entry.stopAsked.Load()); asked != stopNotAsked {
+		if asked := StopReason(entry.stopAsked.Load()); asked != StopNotAsked {
 			return asked
 		}
-		if entry != e && entry.Phase() == phaseRestarting {
-			return stopRestart
+		if entry != e && entry.Phase() == PhaseRestarting {
+			return StopRestart
 		}
 	}
-	return stopShutdown
+	return StopShutdown
 }
 
 // restartBlocked reports whether a supervisor must not restart the actor:
@@ -210,13 +210,13 @@ func (e *Entry) StopCause() stopReason {
 // restarting (the library is about to stop it with that ancestor). The
 // caller holds e.stopMu.
 func (e *Entry) restartBlocked() bool {
-	if stopReason(e.stopAsked.Load()) != stopNotAsked || e.Phase() >= phaseStopping {
+	if StopReason(e.stopAsked.Load()) != StopNotAsked || e.Phase() >= PhaseStopping {
 		return true
 	}
 	for ancestor := e.parent; ancestor != nil; ancestor = ancestor.parent {
 		switch {
-		case stopReason(ancestor.stopAsked.Load()) != stopNotAsked,
-			ancestor.Phase() == phaseRestarting, ancestor.Phase() >= phaseStopping:
+		case StopReason(ancestor.stopAsked.Load()) != StopNotAsked,
+			ancestor.Phase() == PhaseRestarting, ancestor.Phase() >= PhaseStopping:
 			return true
 		}
 	}
@@ -228,17 +228,17 @@ func (e *Entry) Stopped() <-chan struct{} { return e.stopped }
 
 // signal is a readiness signal: the first fire records its error and
 // closes the channel; later fires do nothing. Safe for concurrent use.
-type signal struct {
+type Signal struct {
 	once sync.Once
 	done chan struct{}
 	err  error
 }
 
-func newSignal() *signal { return &signal{done: make(chan struct{})} }
+func NewSignal() *Signal { return &Signal{done: make(chan struct{})} }
 
 // fire fires the signal with err (nil: ready) and reports whether this
 // call was the one that fired it.
-func (s *signal) fire(err error) bool {
+func (s *Signal) Fire(err error) bool {
 	fired := false
 	s.once.Do(func() {
 		s.err = err
@@ -249,13 +249,13 @@ func (s *signal) fire(err error) bool {
 }
 
 // C is closed once the signal fired.
-func (s *signal) C() <-chan struct{} { return s.done }
+func (s *Signal) C() <-chan struct{} { return s.done }
 
 // Err is the error the signal fired with; call it after C is closed.
-func (s *signal) Err() error { return s.err }
+func (s *Signal) Err() error { return s.err }
 
-// waitBefore waits for done until deadline and reports whether done closed.
-func waitBefore(done <-chan struct{}, deadline time.Time) bool {
+// WaitBefore waits for done until deadline and reports whether done closed.
+func WaitBefore(done <-chan struct{}, deadline time.Time) bool {
 	select {
 	case <-done:
 		return true
@@ -271,14 +271,14 @@ func waitBefore(done <-chan struct{}, deadline time.Time) bool {
 	}
 }
 
-// waitGroupUntil waits for group until deadline and reports whether it
+// WaitGroupUntil waits for group until deadline and reports whether it
 // finished. A group that does not finish in time leaves one goroutine
 // waiting on it, which ends when the group does.
-func waitGroupUntil(group *sync.WaitGroup, deadline time.Time) bool {
+func WaitGroupUntil(group *sync.WaitGroup, deadline time.Time) bool {
 	done := make(chan struct{})
 	go func() {
 		group.Wait()
 		close(done)
 	}()
-	return waitBefore(done, deadline)
+	return WaitBefore(done, deadline)
 }

@@ -1,4 +1,4 @@
-package actors
+package runtime
 
 // The keep-alive dispatcher runs one actor's mailbox on a goroutine that
 // outlives a single wake-up. The library's default dispatcher starts a new
@@ -6,9 +6,9 @@ package actors
 // small stack and grows it by copying each time the actor's Receive goes
 // deep (a partition's Advance does), which measured as about a third of the
 // broker's CPU at 10,000 messages per second. Here each actor gets its own
-// dispatcher (registry.props makes one per spawn) whose worker goroutine
+// dispatcher (Registry.Props makes one per spawn) whose worker goroutine
 // takes the next wake-up from a one-slot hand-off and, once idle for
-// dispatcherIdle, exits; the next wake-up starts a new worker. A busy actor
+// DispatcherIdle, exits; the next wake-up starts a new worker. A busy actor
 // therefore keeps one goroutine and its grown stack, and an idle one costs
 // no goroutine, as before.
 //
@@ -16,7 +16,7 @@ package actors
 // Schedule only when it moves from idle to running, and only the function
 // Schedule was given moves it back, so between two Schedules the worker
 // has taken the first. If the slot is ever found full anyway (a dispatcher
-// shared by two mailboxes, which registry.props never does), Schedule runs
+// shared by two mailboxes, which Registry.Props never does), Schedule runs
 // the extra wake-up on a fresh goroutine, as the default dispatcher would.
 //
 // Why it cannot deadlock: Schedule never blocks. It holds the dispatcher's
@@ -37,17 +37,17 @@ import (
 	"time"
 )
 
-// dispatcherIdle is how long a worker waits for its actor's next wake-up
+// DispatcherIdle is how long a worker waits for its actor's next wake-up
 // before it exits. At 100 messages per second a queue wakes every 10 ms,
 // so it keeps its goroutine.
-const dispatcherIdle = time.Second
+const DispatcherIdle = time.Second
 
-// dispatcherThroughput is how many messages a mailbox runs before it
+// DispatcherThroughput is how many messages a mailbox runs before it
 // yields the processor (runtime.Gosched), the library's default.
-const dispatcherThroughput = 300
+const DispatcherThroughput = 300
 
-// keepAliveDispatcher implements the library's Dispatcher for one mailbox.
-type keepAliveDispatcher struct {
+// KeepAliveDispatcher implements the library's Dispatcher for one mailbox.
+type KeepAliveDispatcher struct {
 	throughput int
 	idle       time.Duration
 	wake       chan struct{} // capacity 1: a parked worker has a wake-up to take
@@ -58,16 +58,16 @@ type keepAliveDispatcher struct {
 	retired bool   // the actor stopped: no worker waits any more
 }
 
-func newKeepAliveDispatcher(throughput int, idle time.Duration) *keepAliveDispatcher {
-	return &keepAliveDispatcher{throughput: throughput, idle: idle, wake: make(chan struct{}, 1)}
+func NewKeepAliveDispatcher(throughput int, idle time.Duration) *KeepAliveDispatcher {
+	return &KeepAliveDispatcher{throughput: throughput, idle: idle, wake: make(chan struct{}, 1)}
 }
 
 // Throughput is the number of messages a mailbox runs before it yields.
-func (d *keepAliveDispatcher) Throughput() int { return d.throughput }
+func (d *KeepAliveDispatcher) Throughput() int { return d.throughput }
 
 // Schedule hands a mailbox's run to the worker, starting one when none is
 // alive. It never blocks (see the file comment).
-func (d *keepAliveDispatcher) Schedule(run func()) {
+func (d *KeepAliveDispatcher) Schedule(run func()) {
 	d.mu.Lock()
 	if d.next != nil || d.retired {
 		d.mu.Unlock()
@@ -90,7 +90,7 @@ func (d *keepAliveDispatcher) Schedule(run func()) {
 
 // retire makes the worker exit after the run in progress; later wake-ups
 // each get a fresh goroutine.
-func (d *keepAliveDispatcher) retire() {
+func (d *KeepAliveDispatcher) Retire() {
 	d.mu.Lock()
 	d.retired = true
 	d.mu.Unlock()
@@ -101,7 +101,7 @@ func (d *keepAliveDispatcher) retire() {
 }
 
 // work is the worker goroutine.
-func (d *keepAliveDispatcher) work() {
+func (d *KeepAliveDispatcher) work() {
 	var idle *time.Timer
 	for {
 		run, exit := d.take()
@@ -132,7 +132,7 @@ func (d *keepAliveDispatcher) work() {
 
 // take returns the waiting wake-up, or exit when the actor has stopped and
 // nothing waits.
-func (d *keepAliveDispatcher) take() (run func(), exit bool) {
+func (d *KeepAliveDispatcher) take() (run func(), exit bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	run, d.next = d.next, nil
@@ -144,7 +144,7 @@ func (d *keepAliveDispatcher) take() (run func(), exit bool) {
 }
 
 // maybeExitIdle ends the worker unless a wake-up arrived meanwhile.
-func (d *keepAliveDispatcher) maybeExitIdle() bool {
+func (d *KeepAliveDispatcher) maybeExitIdle() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.next != nil {

@@ -1,4 +1,4 @@
-package actors
+package runtime
 
 import (
 	"strings"
@@ -8,7 +8,7 @@ import (
 )
 
 func TestRegistryShowsTreeAndForgetsStoppedActors(t *testing.T) {
-	tree := startTestTree(t, discardLogger(), restartPolicy(3, actor.StopDirective, make(chan string, 8)),
+	tree := startTestTree(t, DiscardLogger(), restartPolicy(3, actor.StopDirective, make(chan string, 8)),
 		probeChild{name: "sessions"}, probeChild{name: "queues/orders/0"}, probeChild{name: "queues/orders/1"})
 	// Children handle Started on their own goroutines; wait for all four.
 	tree.expectEvents(t, "started node", "started node/sessions",
@@ -58,7 +58,7 @@ func TestRegistryShowsTreeAndForgetsStoppedActors(t *testing.T) {
 }
 
 func TestBuildTreeGroupsMissingSegments(t *testing.T) {
-	roots := buildTree([]ActorInfo{{Path: "a/b/c", Kind: "leaf"}, {Path: "a/b/d"}, {Path: "z"}})
+	roots := BuildTree([]ActorInfo{{Path: "a/b/c", Kind: "leaf"}, {Path: "a/b/d"}, {Path: "z"}})
 	if len(roots) != 2 || roots[0].Name != "a" || roots[0].Actor != nil || roots[1].Actor == nil {
 		t.Fatalf("roots %+v", roots)
 	}

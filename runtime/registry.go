@@ -1,4 +1,4 @@
-package actors
+package runtime
 
 // The registry is the broker's own table of live actors, the source of the
 // debug endpoint's actor tree. An actor enters it when it handles Started and
@@ -19,7 +19,7 @@ package actors
 // current when read; a reader may see them from two neighbouring moments.
 //
 // Each entry also owns its actor's keep-alive dispatcher (dispatcher.go),
-// which props installs and the lifecycle middleware retires on Stopped.
+// which Props installs and the lifecycle middleware retires on Stopped.
 
 import (
 	"log/slog"
@@ -55,7 +55,6 @@ type ActorNode struct {
 type Registry struct {
 	clock         func() time.Time
 	restartsTotal atomic.Uint64
-	onRestart     func(path string) // optional hook for metrics; must not block
 
 	mu      sync.Mutex
 	entries map[string]*Entry // by path
@@ -81,7 +80,7 @@ type Entry struct {
 	format     atomic.Pointer[SummaryFormat] // set: the summary is lazy
 	values     [SummaryValuesMax]atomic.Int64
 	restarts   atomic.Uint64
-	dispatcher *keepAliveDispatcher // runs the actor's mailbox (dispatcher.go)
+	dispatcher *KeepAliveDispatcher // runs the actor's mailbox (dispatcher.go)
 
 	// Lifecycle (lifecycle.go). parent is set with path; phase moves with
 	// the lifecycle messages; stopAsked is the reason the actor was asked
@@ -118,7 +117,7 @@ func (e *Entry) SetSummary(summary string) {
 // missing ones are zero. Cheap enough for every batch: a few atomic stores.
 func (e *Entry) SetSummaryValues(format *SummaryFormat, values ...int64) {
 	if len(values) > SummaryValuesMax {
-		panic("actors: too many summary values")
+		panic("runtime: too many summary values")
 	}
 	for i := range e.values {
 		var value int64
@@ -188,11 +187,11 @@ func (r *Registry) Lookup(path string) (ActorInfo, bool) {
 // Tree rebuilds the hierarchy from the live actors' paths and returns its
 // roots, sorted by name.
 func (r *Registry) Tree() []*ActorNode {
-	return buildTree(r.Snapshot())
+	return BuildTree(r.Snapshot())
 }
 
-// buildTree is the pure part of Tree: infos must be sorted by path.
-func buildTree(infos []ActorInfo) []*ActorNode {
+// BuildTree is the pure part of Tree: infos must be sorted by path.
+func BuildTree(infos []ActorInfo) []*ActorNode {
 	top := &ActorNode{}
 	byPath := map[string]*ActorNode{"": top}
 	for i := range infos {
@@ -222,16 +221,16 @@ func sortTree(node *ActorNode) {
 	}
 }
 
-// props builds the Props for one spawn of an actor of the given kind: the
+// Props builds the Props for one spawn of an actor of the given kind: the
 // actor is made by producer (called again on every restart) with its
 // registry entry, its mailbox is recorded for depth reads, it runs on its
 // own keep-alive dispatcher (dispatcher.go; an option given here, such as
 // the sessions' synchronized dispatcher, replaces it), and the middlewares
 // log panics and keep the registry in step with the actor's life. Props
 // must not be reused for a second spawn: the dispatcher serves one mailbox.
-func (r *Registry) props(kind string, logger *slog.Logger, producer func(*Entry) actor.Actor,
+func (r *Registry) Props(kind string, logger *slog.Logger, producer func(*Entry) actor.Actor,
 	options ...actor.PropsOption) *actor.Props {
-	entry := &Entry{kind: kind, dispatcher: newKeepAliveDispatcher(dispatcherThroughput, dispatcherIdle),
+	entry := &Entry{kind: kind, dispatcher: NewKeepAliveDispatcher(DispatcherThroughput, DispatcherIdle),
 		stopped: make(chan struct{})}
 	base := []actor.PropsOption{
 		actor.WithMailbox(func() actor.Mailbox {
@@ -255,24 +254,21 @@ func (r *Registry) lifecycle(entry *Entry) actor.ReceiverMiddleware {
 			switch envelope.Message.(type) {
 			case *actor.Started:
 				r.add(entry, ctx.Self().Id, ctx.Parent())
-				if entry.Phase() < phaseStopping {
-					entry.becomePhase(phaseRunning)
+				if entry.Phase() < PhaseStopping {
+					entry.BecomePhase(PhaseRunning)
 				}
 			case *actor.Restarting:
-				entry.becomePhase(phaseRestarting)
+				entry.BecomePhase(PhaseRestarting)
 				entry.restarts.Add(1)
 				r.restartsTotal.Add(1)
-				if r.onRestart != nil {
-					r.onRestart(entry.path)
-				}
 			case *actor.Stopping:
-				entry.becomePhase(phaseStopping)
+				entry.BecomePhase(PhaseStopping)
 			case *actor.Stopped:
 				r.remove(entry)
 				next(ctx, envelope)
-				entry.becomePhase(phaseStopped)
+				entry.BecomePhase(PhaseStopped)
 				close(entry.stopped)
-				entry.dispatcher.retire()
+				entry.dispatcher.Retire()
 				return
 			}
 			next(ctx, envelope)
@@ -293,8 +289,8 @@ func (r *Registry) add(entry *Entry, path string, parent *actor.PID) {
 	r.entries[path] = entry
 }
 
-// entryAt returns the live entry at path, or nil.
-func (r *Registry) entryAt(path string) *Entry {
+// EntryAt returns the live entry at path, or nil.
+func (r *Registry) EntryAt(path string) *Entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.entries[path]

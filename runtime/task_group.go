@@ -1,11 +1,11 @@
-package actors
+package runtime
 
 import (
 	"sync"
 	"time"
 )
 
-// taskGroup counts running background tasks (queue storage opens, closes
+// TaskGroup counts running background tasks (queue storage opens, closes
 // and checkpoints) so that Broker.Close can wait for them. Unlike
 // sync.WaitGroup it lets a task join while a wait is in progress: when a
 // shutdown's wait for the actor tree times out, partitions still stopping
@@ -14,14 +14,14 @@ import (
 // Wait on a zero counter, which the race detector reports.)
 //
 // Invariant: running >= 0; idle is closed exactly when running == 0.
-type taskGroup struct {
+type TaskGroup struct {
 	mu      sync.Mutex
 	running int
 	idle    chan struct{}
 }
 
 // Add counts n more running tasks (n < 0: tasks ended).
-func (g *taskGroup) Add(n int) {
+func (g *TaskGroup) Add(n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.lazyInit()
@@ -29,7 +29,7 @@ func (g *taskGroup) Add(n int) {
 	g.running += n
 	switch {
 	case g.running < 0:
-		panic("actors: taskGroup count below zero")
+		panic("runtime: TaskGroup count below zero")
 	case before == 0 && g.running > 0:
 		g.idle = make(chan struct{})
 	case before > 0 && g.running == 0:
@@ -38,10 +38,10 @@ func (g *taskGroup) Add(n int) {
 }
 
 // Done counts one task ended.
-func (g *taskGroup) Done() { g.Add(-1) }
+func (g *TaskGroup) Done() { g.Add(-1) }
 
-// lazyInit makes the zero taskGroup idle.
-func (g *taskGroup) lazyInit() {
+// lazyInit makes the zero TaskGroup idle.
+func (g *TaskGroup) lazyInit() {
 	if g.idle == nil {
 		g.idle = make(chan struct{})
 		close(g.idle)
@@ -50,13 +50,13 @@ func (g *taskGroup) lazyInit() {
 
 // waitUntil waits until no task runs or deadline, and reports whether the
 // group became idle. A task that joins during the wait is waited for too.
-func (g *taskGroup) waitUntil(deadline time.Time) bool {
+func (g *TaskGroup) WaitUntil(deadline time.Time) bool {
 	for {
 		g.mu.Lock()
 		g.lazyInit()
 		idle := g.idle
 		g.mu.Unlock()
-		if !waitBefore(idle, deadline) {
+		if !WaitBefore(idle, deadline) {
 			return false
 		}
 		g.mu.Lock()

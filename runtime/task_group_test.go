@@ -1,4 +1,4 @@
-package actors
+package runtime
 
 import (
 	"testing"
@@ -9,13 +9,13 @@ import (
 // the group was idle or busy ends only once every task, including those
 // that joined during the wait, has ended; it times out while one runs.
 func TestTaskGroupWaitCoversTasksThatJoinDuringIt(t *testing.T) {
-	var group taskGroup
-	if !group.waitUntil(time.Now()) {
+	var group TaskGroup
+	if !group.WaitUntil(time.Now()) {
 		t.Fatal("an idle group did not report idle")
 	}
 	group.Add(1)
 	waited := make(chan bool)
-	go func() { waited <- group.waitUntil(time.Now().Add(time.Minute)) }()
+	go func() { waited <- group.WaitUntil(time.Now().Add(time.Minute)) }()
 	group.Add(1) // joins during the wait
 	group.Done()
 	select {
@@ -28,7 +28,7 @@ func TestTaskGroupWaitCoversTasksThatJoinDuringIt(t *testing.T) {
 		t.Fatal("the wait did not end once every task ended")
 	}
 	group.Add(1)
-	if group.waitUntil(time.Now().Add(10 * time.Millisecond)) {
+	if group.WaitUntil(time.Now().Add(10 * time.Millisecond)) {
 		t.Fatal("a wait reported idle while a task ran")
 	}
 	group.Done()
