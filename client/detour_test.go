@@ -3,6 +3,7 @@ package client_test
 import (
 	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,4 +188,46 @@ func TestASubscriptionRebindsThroughAnotherNodeWhenItsNodeIsUnavailable(t *testi
 			}
 		})
 	}
+}
+
+// An owner still taking a queue over refuses its publishes with
+// unavailable while every other node already redirects to it (the case a
+// power-cut owner's successor met: its own view of the queue lagged).
+// The publish goes back and forth between the refusing owner and the
+// nodes that name it; those redirects are not a disagreement between
+// nodes and do not spend MaxRedirects, and the owner is asked again after
+// a backoff, not at once. Here the owner refuses the first five times
+// (with three nodes a round allows six refusals) and then serves: the
+// publish is confirmed there, once. Before the rule it failed with
+// ErrTooManyRedirects at the fifth redirect.
+func TestAPublishWaitsForAnOwnerThatOtherNodesAlreadyName(t *testing.T) {
+	const refusalsBeforeServing = 5
+	owner := startServer(t, clienttest.Config{NodeID: "taking-over"})
+	declare(t, dial(t, client.Options{}, owner), "orders", client.QueueConfig{})
+	owner.Refuse("orders", wire.CodeUnavailable, "queue \"orders\" is not open on this node yet; retry")
+	var publishes atomic.Int32
+	owner.SetHook(func(_ *clienttest.Conn, frame wire.Frame) clienttest.Action {
+		if publish, ok := frame.(*wire.Publish); ok && string(publish.Queue) == "orders" &&
+			publishes.Add(1) == refusalsBeforeServing+1 {
+			owner.Refuse("orders", 0, "") // it has taken the queue over
+		}
+		return clienttest.Handle
+	})
+	var others []*clienttest.Server
+	for _, name := range []string{"second", "third"} {
+		other := startServer(t, clienttest.Config{NodeID: name})
+		other.RedirectAtEpoch("orders", "taking-over", owner.Addr(), 2)
+		others = append(others, other)
+	}
+	c := dial(t, client.Options{PublishTimeout: hangGuard / 2,
+		Backoff: client.Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond}}, owner, others[0], others[1])
+	defer c.Close()
+	if _, err := c.Publish(guardedContext(t), "orders", client.Message{Payload: []byte("0")}); err != nil {
+		t.Fatalf("publish: %v; want it confirmed by the owner once it serves (%d publish frames reached it)",
+			err, publishes.Load())
+	}
+	if rejected := owner.Stats().Rejected; rejected != refusalsBeforeServing {
+		t.Fatalf("the owner refused %d times, want %d", rejected, refusalsBeforeServing)
+	}
+	checkStored(t, "owner", owner, 0, 1)
 }

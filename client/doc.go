@@ -174,8 +174,15 @@
 // sent through the next node the same way, once per node; a subscription
 // being subscribed again follows the same rule. The detour lapses with
 // the avoidance (the queue's traffic goes back to its route, or home) and
-// ends when a redirect for the queue is followed. shutting_down closes
-// the connection, so it is handled as a lost connection is.
+// ends when a redirect for the queue is followed. A redirect may name the
+// very node that refused the publishes with unavailable in their round:
+// the new owner, which the other nodes already name while it is still
+// taking the queue over. The publishes then go back to it after a backoff
+// (Options.Backoff, growing with their refusals) rather than at once, and
+// these redirects do not count against MaxRedirects (the nodes do not
+// disagree: one is not ready yet); the round bounds them as any other.
+// shutting_down closes the connection, so it is handled as a lost
+// connection is.
 //
 // # Concurrency
 //

@@ -48,6 +48,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // errStopped: a wait ended because the publish it was for completed (its
@@ -68,7 +69,12 @@ type lane struct {
 	awaiting   *conn            // refused publishes wait for this connection's redirect; nil: none
 	// target is where the held publishes go while refused ones are among
 	// them: the node their redirect named; nil: the queue's route.
-	target   *link
+	target *link
+	// resumeAt paces held publishes sent back to a node that refused them
+	// with unavailable in their round, because another node's redirect
+	// names it (an owner still taking the queue over): the drainer sends
+	// them no earlier. Zero: no pause.
+	resumeAt time.Time
 	draining bool          // a drainer runs
 	changed  chan struct{} // while draining: closed and replaced when the drainer should look again
 }
@@ -325,11 +331,16 @@ func (c *Client) refuseUnavailable(connection *conn, queue string, futures []*Pu
 			unheld, outcomes = append(unheld, future), append(outcomes, outcome)
 			continue
 		}
-		future.refusedBy = connection
+		// A detour: the not_owner the next node may answer with, naming
+		// the node that refused (an owner taking the queue over), is not
+		// a disagreement between nodes and does not count against
+		// MaxRedirects; the round (roundDone) bounds these refusals.
+		future.refusedBy, future.rerouted = connection, true
 	}
 	if l.target == connection.link {
 		l.target = nil // sent there after a redirect: they go the queue's way now
 	}
+	l.resumeAt = time.Time{}
 	l.signalLocked()
 	c.lanes.forgetIfIdleLocked(l)
 	c.lanes.mu.Unlock()
@@ -352,6 +363,10 @@ func (c *Client) refuseUnavailable(connection *conn, queue string, futures []*Pu
 // (target nil) they fail with ErrClosed.
 func (c *Client) redirected(connection *conn, queue string, target *link, refusal error) {
 	var failed []*PublishFuture
+	targetAddress := ""
+	if target != nil {
+		targetAddress = target.address()
+	}
 	c.lanes.mu.Lock()
 	l := c.lanes.byQueue[queue]
 	refusedHere := func(f *PublishFuture) bool { return f.refusedBy == connection }
@@ -379,12 +394,35 @@ func (c *Client) redirected(connection *conn, queue string, target *link, refusa
 		l.held = kept
 	} else {
 		l.target = target
+		l.resumeAt = c.resumeAtLocked(l, targetAddress, refusedHere)
 	}
 	l.signalLocked()
 	c.lanes.mu.Unlock()
 	for _, future := range failed {
 		c.finishHeld(future, Confirm{Err: refusal})
 	}
+}
+
+// resumeAtLocked is when publishes a redirect sends to the node at address
+// may go: at once, unless that node refused one of them with unavailable
+// in its round (it is named the owner, but is still taking the queue
+// over, or has not heard that it lost it); then after a backoff that grows
+// with the publish's refusals (Options.Backoff), so that a node which
+// refuses and a node which redirects to it do not bounce the publishes
+// between them as fast as the network allows. The round (roundDone) still
+// ends them once they have been refused often enough.
+func (c *Client) resumeAtLocked(l *lane, address string, refusedHere func(*PublishFuture) bool) time.Time {
+	refusals := 0
+	for _, future := range l.held {
+		if refusedHere(future) && address != "" && slices.Contains(future.refusedAt, address) {
+			refusals = max(refusals, future.refusals)
+		}
+	}
+	if refusals == 0 {
+		return time.Time{}
+	}
+	options := c.options.Backoff
+	return time.Now().Add(backoffDelay(refusals-1, options.Initial, options.Max, c.randomFloat))
 }
 
 // connectionEnded lets the publishes a connection refused go on without
@@ -456,12 +494,16 @@ func (c *Client) drain(l *lane) {
 	var lostLink *link            // the named node, when it was seen down
 	var lostSince <-chan struct{} // its change channel then: closed once it failed again
 	for {
-		changed, named, awaiting, running := c.drainLook(l)
+		changed, named, awaiting, resumeAt, running := c.drainLook(l)
 		if !running {
 			return
 		}
 		if awaiting {
 			c.awaitChange(changed, nil)
+			continue
+		}
+		if wait := time.Until(resumeAt); wait > 0 {
+			c.awaitChangeFor(changed, wait)
 			continue
 		}
 		target := named
@@ -534,26 +576,26 @@ func (c *Client) drain(l *lane) {
 // nil: the queue's route), and false when the drainer is done (the lane
 // holds nothing, or the Client closed: what it held fails with
 // ErrClosed).
-func (c *Client) drainLook(l *lane) (changed <-chan struct{}, named *link, awaiting, running bool) {
+func (c *Client) drainLook(l *lane) (changed <-chan struct{}, named *link, awaiting bool, resumeAt time.Time, running bool) {
 	c.lanes.mu.Lock()
 	if len(l.held) == 0 || c.isClosed() {
 		held := c.takeHeldLocked(l)
-		l.draining, l.awaiting, l.target, l.changed = false, nil, nil, nil
+		l.draining, l.awaiting, l.target, l.changed, l.resumeAt = false, nil, nil, nil, time.Time{}
 		c.lanes.forgetIfIdleLocked(l)
 		c.lanes.mu.Unlock()
 		for _, future := range held {
 			c.finishHeld(future, Confirm{Err: ErrClosed})
 		}
-		return nil, nil, false, false
+		return nil, nil, false, time.Time{}, false
 	}
 	if l.target != nil && !slices.ContainsFunc(l.held, isRefused) {
 		// The refused publishes ended (their deadlines): the rest were
 		// never refused and go wherever their queue is routed now.
-		l.target = nil
+		l.target, l.resumeAt = nil, time.Time{}
 	}
-	changed, named, awaiting = l.changed, l.target, l.awaiting != nil
+	changed, named, awaiting, resumeAt = l.changed, l.target, l.awaiting != nil, l.resumeAt
 	c.lanes.mu.Unlock()
-	return changed, named, awaiting, true
+	return changed, named, awaiting, resumeAt, true
 }
 
 func isRefused(f *PublishFuture) bool { return f.refusedBy != nil }
@@ -682,6 +724,18 @@ func (c *Client) awaitChange(lane, link <-chan struct{}) {
 	}
 }
 
+// awaitChangeFor waits for the lane to change, the Client to close, or
+// wait to pass.
+func (c *Client) awaitChangeFor(lane <-chan struct{}, wait time.Duration) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-lane:
+	case <-timer.C:
+	case <-c.ctx.Done():
+	}
+}
+
 // takeBatch takes every held publish to send on connection, counting them
 // there, unless something must happen first (a redirect to wait for,
 // publishes unresolved on another connection, or on this one while the
@@ -712,7 +766,7 @@ func (c *Client) takeBatch(l *lane, looked <-chan struct{}, connection *conn) (b
 	}
 	clear(l.held)
 	l.held = l.held[:0]
-	l.conn, l.target = connection, nil
+	l.conn, l.target, l.resumeAt = connection, nil, time.Time{}
 	if fenced && len(batch) > 0 {
 		delete(connection.fenced, l.queue)
 		resume = true
