@@ -11,7 +11,10 @@
 // pending on it fails at once with an error matching ErrConnectionLost
 // (IsRetryable reports true), and a supervisor reconnects with backoff,
 // rotating through the addresses and naming the previous session in
-// hello. Options.OnConnectionLost reports a connection that ended,
+// hello: the same node first, unless the keepalive closed the connection
+// (the node went silent: paused, cut off), which sends the first attempt
+// to the next address instead of a node that would most likely leave
+// hello unanswered until Options.DialTimeout. Options.OnConnectionLost reports a connection that ended,
 // Options.OnReconnectFailed each failed attempt to get one back, and
 // Options.OnConnect each success; Session().Resumed tells when the node
 // restarted since. A publish the Client holds back to keep its queue's

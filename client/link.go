@@ -354,6 +354,22 @@ func (l *link) keepalive(c *conn) {
 	}
 }
 
+// passOverSilentLocked starts the next reconnect round after address, a
+// node that went silent (its keepalive went unanswered for a whole
+// interval: paused, cut off, or stalled). A link reconnects to the node it
+// had first (becomeConnected), which keeps a session on a node that merely
+// dropped the connection; a silent node, though, usually still accepts
+// TCP connections (its kernel does) and never answers hello, so a round
+// that began there waited out Options.DialTimeout before it tried the
+// next address. A link of one address has no other to try.
+func (l *link) passOverSilentLocked(address string) {
+	for i, candidate := range l.addresses {
+		if candidate == address {
+			l.nextAddress = i + 1
+		}
+	}
+}
+
 // becomeDisconnected withdraws the connection and cleans up after it.
 func (l *link) becomeDisconnected(c *conn, reason error) {
 	l.mu.Lock()
@@ -361,6 +377,9 @@ func (l *link) becomeDisconnected(c *conn, reason error) {
 		l.current = nil
 	}
 	l.lastFailure = reason
+	if errors.Is(reason, errKeepaliveTimeout) {
+		l.passOverSilentLocked(c.session.Address)
+	}
 	l.notifyLocked()
 	subscriptions := l.subscriptionsLocked()
 	l.mu.Unlock()

@@ -188,6 +188,37 @@ func TestKeepaliveClosesASilentConnection(t *testing.T) {
 	await(t, server, "a reconnect after an unanswered ping", func(s clienttest.Stats) bool { return s.Hellos >= 2 })
 }
 
+// A connection the keepalive closed (its node went silent: paused, cut
+// off) is not tried again first: the reconnect goes to the next address.
+// A silent node's kernel still accepts connections, so a round that began
+// there waited out DialTimeout before it went on (2 s of a paused owner's
+// failover in the cluster fault classes). Here the silent node answers a
+// hello again (its hook ignores only pings): a reconnect to it would
+// succeed, so the address the Client reconnects to shows which it tried
+// first.
+func TestAKeepaliveTimeoutReconnectsToTheNextAddressFirst(t *testing.T) {
+	silent := startServer(t, clienttest.Config{NodeID: "silent"})
+	other := startServer(t, clienttest.Config{NodeID: "other"})
+	var quiet atomic.Bool
+	silent.SetHook(func(_ *clienttest.Conn, frame wire.Frame) clienttest.Action {
+		if _, ok := frame.(*wire.Ping); ok && quiet.Load() {
+			return clienttest.Ignore
+		}
+		return clienttest.Handle
+	})
+	connected := make(chan string, 4)
+	c := dial(t, client.Options{KeepaliveInterval: 20 * time.Millisecond, DialTimeout: hangGuard,
+		OnConnect: func(s client.Session) { connected <- s.NodeID }}, silent, other)
+	defer c.Close()
+	if first := waitResult(t, connected, "the first connection"); first != "silent" {
+		t.Fatalf("connected first to %s, want the first address", first)
+	}
+	quiet.Store(true)
+	if next := waitResult(t, connected, "the reconnect after the keepalive timeout"); next != "other" {
+		t.Fatalf("reconnected to %s, the node that went silent; want the next address", next)
+	}
+}
+
 // A node that never answers the keepalive's ping but keeps sending other
 // frames (its pong waits behind them, say) is there: the connection stays
 // up through several intervals. Once the node falls silent too, the ping
