@@ -18,7 +18,7 @@ import {
   DEFAULT_MAX_BODY_BYTES, Encoder, FrameDecodeError, HEADER_BYTES, PROTOCOL_VERSION, TAGS, decodeBody, encodeFrame,
   isKnownTag, tagName, type Delivery, type Frame, type Header, type PublishMessage,
 } from "./codec.js";
-import { Codes, ConnectionLostError, ServerError } from "./errors.js";
+import { Codes, ConnectionLostError, KeepaliveTimeoutError, ServerError } from "./errors.js";
 
 export interface HelloOk {
   version: number;
@@ -466,7 +466,7 @@ export class Connection {
     if (this.options.keepaliveIntervalMs <= 0) return;
     this.keepaliveTimer = setInterval(() => {
       if (this.pingOutstanding) {
-        this.end(new ConnectionLostError(`connection to ${this.address}: keepalive ping unanswered for ${this.options.keepaliveIntervalMs} ms`));
+        this.end(new KeepaliveTimeoutError(`connection to ${this.address}: keepalive ping unanswered for ${this.options.keepaliveIntervalMs} ms`));
         return;
       }
       this.pingOutstanding = true;

@@ -82,6 +82,19 @@ export class ConnectionLostError extends Error {
   }
 }
 
+/**
+ * The keepalive closed the connection: a ping went unanswered for a whole
+ * interval (the node is paused, cut off or stalled). The link's reconnect
+ * tries the next address first: a silent node's kernel usually still
+ * accepts connections that its process never answers.
+ */
+export class KeepaliveTimeoutError extends ConnectionLostError {
+  constructor(message: string) {
+    super(message);
+    this.name = "KeepaliveTimeoutError";
+  }
+}
+
 /** The client was closed. */
 export class ClientClosedError extends Error {
   readonly retryable = false;

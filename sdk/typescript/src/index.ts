@@ -7,7 +7,7 @@ export type { DeliveryHandler } from "./subscription.js";
 export type { Session } from "./link.js";
 export type { Mode, ModeChangeInfo, Overflow, QueueConfig, QueueInfo, QueueOptions, ReplicaInfo } from "./info.js";
 export {
-  AlreadySettledError, ClientClosedError, Codes, ConnectionLostError, MessageTooLargeError, ServerError,
+  AlreadySettledError, ClientClosedError, Codes, ConnectionLostError, KeepaliveTimeoutError, MessageTooLargeError, ServerError,
   StaleDeliveryError, TooManyRedirectsError, codeName, isRetryable,
 } from "./errors.js";
 export type { CodeName } from "./errors.js";

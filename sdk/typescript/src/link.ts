@@ -10,7 +10,7 @@
 // States: connecting -> open -> (connection ended) -> waiting -> connecting ... -> closed
 
 import { Connection, type HelloOk } from "./connection.js";
-import { ConnectionLostError, ClientClosedError, type ServerError } from "./errors.js";
+import { ConnectionLostError, ClientClosedError, KeepaliveTimeoutError, type ServerError } from "./errors.js";
 
 export interface LinkOptions {
   authToken?: Uint8Array | undefined;
@@ -126,6 +126,11 @@ export class Link {
       const reason = await connection.closed;
       if (this.closedByClient) return;
       this.options.onDisconnect?.(connection.address, reason);
+      if (reason instanceof KeepaliveTimeoutError) {
+        // The node went silent: the round starts at the next address, not
+        // at a node that would leave hello unanswered until connectTimeoutMs.
+        this.nextAddress = (this.addresses.indexOf(connection.address) + 1) % this.addresses.length;
+      }
       let failures = 0;
       for (;;) {
         const address = this.addresses[this.nextAddress]!;

@@ -285,6 +285,36 @@ describe("against fake nodes", () => {
     await node.close();
   });
 
+  it("reconnects to the next address first after the keepalive closed a silent node's connection", async () => {
+    // The silent node still answers hello (only its pings go unanswered), so
+    // a reconnect to it would succeed: where the client lands shows which
+    // address it tried first. A real silent node accepts TCP connections and
+    // leaves hello unanswered until connectTimeoutMs.
+    let quiet = false;
+    const silent = new FakeNode((frame, conn) => {
+      if (frame.tag === "FPI1" && !quiet) conn.send({ tag: "FPO1", requestId: frame.requestId });
+    });
+    const other = new FakeNode((frame, conn) => {
+      if (frame.tag === "FPI1") conn.send({ tag: "FPO1", requestId: frame.requestId });
+    });
+    const silentAddress = await silent.listen();
+    const otherAddress = await other.listen();
+    const landed: string[] = [];
+    const c = await connect({ addresses: [silentAddress, otherAddress], keepaliveIntervalMs: 20,
+      backoff: { initialMs: 10, maxMs: 20 }, onConnect: (s) => landed.push(s.address) });
+    try {
+      assert.deepEqual(landed, [silentAddress]);
+      quiet = true;
+      await eventually("the client reconnects", async () => landed.length >= 2);
+      assert.equal(landed[1], otherAddress, "reconnected to the node that went silent");
+      assert.equal(silent.hellos.length, 1);
+    } finally {
+      await c.close();
+      await silent.close();
+      await other.close();
+    }
+  });
+
   it("subscribes again after a reconnect, and makes the old connection's deliveries stale", async () => {
     let subscriptionId = 100n;
     const node = new FakeNode((frame, conn) => {
