@@ -348,6 +348,7 @@ func (p *partition) startRecovery(ctx actor.Context) {
 	last := lastOwner{durable: p.appliedMode() == queue.Durable && p.admittedMode() == queue.Durable}
 	if r.view.State.Phase == cluster.PhaseActive {
 		last.node = r.view.State.Owner
+		last.silent = !p.ownerAlive(r.view.State)
 	}
 	props := p.core.registry.Props("recovery", p.core.logger, func(entry *runtime.Entry) actor.Actor {
 		return newRecovery(entry, p.core, self, home, expect, last)

@@ -178,14 +178,20 @@ type recovery struct {
 }
 
 // sealGrace bounds how long a recovery that has its E-W+1 seals waits for
-// the other reachable replicas' seals.
+// the other reachable replicas' seals (a longer history keeps more of the
+// unconfirmed suffix). It never waits for a last owner that fell silent.
 const sealGrace = 500 * time.Millisecond
 
-// lastOwner is the node that served the epoch a recovery replaces, and
-// whether the queue is durable (replication.SealsNeededNow).
+// lastOwner is the node that served the epoch a recovery replaces, whether
+// the queue is durable (replication.SealsNeededNow), and whether this node
+// found it silent (no word for ownerSilenceMax: the recovery began for
+// that reason). A silent owner is not waited for within sealGrace: a
+// paused one never answers, and its peer link stays up until the link's
+// own timeout, so the wait only delayed service by the whole grace.
 type lastOwner struct {
 	node    string
 	durable bool
+	silent  bool
 }
 
 func newRecovery(entry *runtime.Entry, core *brokerCore, partition *actor.PID, home *replicaHome, expect uint64,
@@ -348,7 +354,8 @@ func (r *recovery) maybePlan(ctx actor.Context) {
 	if now.Before(r.graceUntil) {
 		for _, replica := range r.home.replicas {
 			_, sealed := r.sealed[replica]
-			if !sealed && !r.refused[replica] && replica != r.home.self && !r.core.peerUnreachable(replica) {
+			if !sealed && !r.refused[replica] && replica != r.home.self && !r.core.peerUnreachable(replica) &&
+				!(r.last.silent && replica == r.last.node) {
 				return // a reachable replica may still answer with a longer history
 			}
 		}
