@@ -295,15 +295,19 @@ func (l *link) becomeConnected(c *conn) {
 	}
 }
 
-// serve waits for the connection to end, pinging it every keepalive
-// interval, and returns why it ended.
+// serve waits for the connection to end, watching it for silence
+// (keepaliveWatch), and returns why it ended.
 func (l *link) serve(c *conn) error {
+	interval := l.client.options.KeepaliveInterval
 	var tick <-chan time.Time
-	if interval := l.client.options.KeepaliveInterval; interval > 0 {
-		ticker := time.NewTicker(interval)
+	if interval > 0 {
+		ticker := time.NewTicker(keepaliveTick(interval))
 		defer ticker.Stop()
 		tick = ticker.C
 	}
+	ctx, cancel := context.WithCancel(l.client.ctx)
+	defer cancel()
+	watch := keepaliveWatch{interval: interval, heard: c.heard.Load(), heardAt: time.Now()}
 	for {
 		select {
 		case <-c.done:
@@ -311,48 +315,72 @@ func (l *link) serve(c *conn) error {
 		case <-l.client.ctx.Done():
 			c.closeGracefully(ErrClosed)
 			return ErrClosed
-		case <-tick:
-			l.keepalive(c)
+		case now := <-tick:
+			if watch.silentTooLong(now, c.heard.Load()) {
+				c.fail(connectionLost(errKeepaliveTimeout))
+				continue // c.done closes
+			}
+			if watch.shouldPing(now) {
+				answered := make(chan struct{})
+				watch.pinged(answered)
+				go func() {
+					defer close(answered)
+					_, _ = c.request(ctx, call{build: func(id uint64) wire.Frame { return &wire.Ping{RequestID: id} }})
+				}()
+			}
 		}
 	}
 }
 
-// keepalive pings and waits for the pong. It ends the connection only
-// when the pong is still missing and nothing at all came from the node for
-// a whole interval: a node that sends other frames (deliveries, confirms,
-// a long reply the pong waits behind) is there, however late the pong.
-// The node takes any frame for a sign of life the same way (docs/
-// protocol.md 4.7). A node that went away or stopped (a pause, a cut
-// network) sends nothing, and is found within two intervals of its last
-// byte, as before.
-func (l *link) keepalive(c *conn) {
-	interval := l.client.options.KeepaliveInterval
-	ctx, cancel := context.WithCancel(l.client.ctx)
-	defer cancel()
-	answered := make(chan struct{})
-	heard := c.heard.Load()
-	go func() {
-		defer close(answered)
-		_, _ = c.request(ctx, call{build: func(id uint64) wire.Frame { return &wire.Ping{RequestID: id} }})
-	}()
-	timer := time.NewTimer(interval)
-	defer timer.Stop()
-	for {
-		select {
-		case <-answered: // the pong, or the connection or the Client ended
-			return
-		case <-timer.C:
-			if now := c.heard.Load(); now != heard {
-				heard = now
-				timer.Reset(interval)
-				continue
-			}
-			c.fail(connectionLost(errKeepaliveTimeout))
-			<-answered // fail answered the ping
-			return
-		}
-	}
+// keepaliveTick is how often a connection is looked at: a quarter of the
+// keepalive interval, so that a silent node is found within a quarter
+// interval of the whole interval of silence that closes its connection.
+func keepaliveTick(interval time.Duration) time.Duration {
+	return max(interval/4, time.Millisecond)
 }
+
+// keepaliveWatch decides, on each tick, whether a connection gets a ping
+// and whether it has gone silent. It pings once nothing came from the node
+// for a quarter of the interval (and no ping of its own is unanswered),
+// and it ends the connection only when a ping is unanswered and nothing at
+// all came from the node for a whole interval: a node that sends other
+// frames (deliveries, confirms, a long reply the pong waits behind) is
+// there, however late the pong. The node takes any frame for a sign of
+// life the same way (docs/protocol.md 4.7). A node that went away or
+// stopped (a pause, a cut network) sends nothing, and is found between one
+// and one and a quarter intervals after its last byte (a ping every
+// interval, each given an interval to answer, took one to two).
+//
+// Invariant: heardAt is the tick (or the start) at which heard, the count
+// of bytes read from the node, last changed.
+type keepaliveWatch struct {
+	interval time.Duration
+	heard    uint64
+	heardAt  time.Time
+	answered chan struct{} // the outstanding ping's: closed once it is answered (or fails); nil: none
+}
+
+// silentTooLong notes the bytes heard so far and reports whether the
+// connection must end: a ping is unanswered and nothing came for a whole
+// interval.
+func (w *keepaliveWatch) silentTooLong(now time.Time, heard uint64) bool {
+	if heard != w.heard {
+		w.heard, w.heardAt = heard, now
+	}
+	if w.answered != nil && isClosed(w.answered) {
+		w.answered = nil
+	}
+	return w.answered != nil && now.Sub(w.heardAt) >= w.interval
+}
+
+// shouldPing reports whether a ping goes out now: none is unanswered and
+// nothing came for a quarter interval.
+func (w *keepaliveWatch) shouldPing(now time.Time) bool {
+	return w.answered == nil && now.Sub(w.heardAt) >= keepaliveTick(w.interval)
+}
+
+// pinged records the ping just sent.
+func (w *keepaliveWatch) pinged(answered chan struct{}) { w.answered = answered }
 
 // passOverSilentLocked starts the next reconnect round after address, a
 // node that went silent (its keepalive went unanswered for a whole

@@ -64,11 +64,12 @@ type Options struct {
 	Backoff Backoff
 	// DialTimeout bounds one connection attempt, hello included.
 	DialTimeout time.Duration
-	// KeepaliveInterval is how often each connection pings the node; a
-	// ping unanswered while nothing else came from the node for a whole
-	// interval closes the connection (and so triggers a reconnect): a busy
-	// node whose pong waits behind other frames is not taken for a dead
-	// one. Negative turns keepalive off.
+	// KeepaliveInterval is how long a connection may hear nothing from the
+	// node: one that heard nothing for a quarter of it pings the node, and
+	// a ping unanswered while nothing else came for a whole interval closes
+	// the connection (and so triggers a reconnect), within a quarter
+	// interval after that: a busy node whose pong waits behind other
+	// frames is not taken for a dead one. Negative turns keepalive off.
 	KeepaliveInterval time.Duration
 	// MaxRedirects bounds how many redirects one request follows.
 	MaxRedirects int
