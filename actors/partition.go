@@ -252,8 +252,8 @@ func (p *partition) Receive(ctx actor.Context) {
 		p.reopen(ctx)
 	case diskCheck:
 		p.checkDisk(ctx) // in every state: a copy fenced by a stall watches for its disk's return
-		if p.isReplicated() && p.repl != nil && p.repl.role == roleOwner && p.q != nil {
-			p.maybeStepDownCutOff(ctx) // also when no link reports any more
+		if p.repl != nil {
+			p.maybeStepDownCutOff(ctx) // an owner also when no link reports any more
 		}
 	case *actor.Stopped:
 	case injectedPanic:

@@ -412,9 +412,12 @@ func (c *Client) redirected(connection *conn, queue string, target *link, refusa
 // between them as fast as the network allows. The round (roundDone) still
 // ends them once they have been refused often enough.
 func (c *Client) resumeAtLocked(l *lane, address string, refusedHere func(*PublishFuture) bool) time.Time {
+	if address == "" {
+		return time.Time{}
+	}
 	refusals := 0
 	for _, future := range l.held {
-		if refusedHere(future) && address != "" && slices.Contains(future.refusedAt, address) {
+		if refusedHere(future) && slices.Contains(future.refusedAt, address) {
 			refusals = max(refusals, future.refusals)
 		}
 	}

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -243,16 +242,12 @@ func TestRootPanicIsFatal(t *testing.T) {
 }
 
 func TestPanicIsLoggedWithStack(t *testing.T) {
-	var mu sync.Mutex
-	var buffer bytes.Buffer
-	logger := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &buffer}, nil))
-	tree := startTestTree(t, logger, restartPolicy(3, actor.StopDirective, make(chan string, 8)))
+	logs := &logBuffer{}
+	tree := startTestTree(t, slog.New(slog.NewTextHandler(logs, nil)), restartPolicy(3, actor.StopDirective, make(chan string, 8)))
 	tree.expectEvent(t, "started node")
 	tree.system.Root.Send(tree.root, errors.New("logged"))
 	<-tree.fatals
-	mu.Lock()
-	defer mu.Unlock()
-	out := buffer.String()
+	out := logs.String()
 	for _, want := range []string{"actor panicked", "reason=logged", "goroutine", "supervision_test.go"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("log lacks %q:\n%s", want, out)
@@ -261,15 +256,4 @@ func TestPanicIsLoggedWithStack(t *testing.T) {
 	if strings.Contains(out, "[ACTOR] Recovering") {
 		t.Fatalf("library INFO line not quieted:\n%s", out)
 	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
