@@ -14,7 +14,8 @@ package actors
 //	sealing     a seal (FQS1) to every replica, this one included (through
 //	            the partition); it waits for E-W+1 sealed answers from
 //	            copies that earned their vote (an incomplete copy's seal is
-//	            kept but does not count: replication.SealReport), asking
+//	            kept but does not count, unless the claim's shard state
+//	            names no voter on its node: replication.SealCounts), asking
 //	            again those that failed, and then up to sealGrace more for
 //	            every other replica whose peer link is up: after a power loss
 //	            of every copy, a confirm's W copies may each have kept only
@@ -167,10 +168,13 @@ type recovery struct {
 	graceUntil time.Time
 	// last served the epoch this recovery replaces.
 	last lastOwner
-	// everConfirmed is the shard's Confirmed when the claim won: before the
-	// partition ever confirmed, no copy can have lost a confirmed record,
-	// and an incomplete copy's seal counts.
-	everConfirmed bool
+	// claimState is the coordination shard's state the winning claim
+	// returned: its voters are final for every earlier epoch (the shard
+	// records none once the epoch moved), so a copy created empty on a node
+	// it does not name lost nothing a confirm stood on, and its seal counts
+	// (replication.SealCounts), whatever the copy could learn when it
+	// opened.
+	claimState cluster.CoordState
 	// chosen and reports, once planned, go to the partition when the shard
 	// activated the epoch.
 	chosen  replication.RecoveryPlan
@@ -250,7 +254,7 @@ func (r *recovery) claimed(ctx actor.Context, msg claimResult) {
 		r.fail(ctx, fmt.Sprintf("another claim of epoch %d won (owner %s)", msg.state.Epoch, msg.state.Owner))
 		return
 	}
-	r.epoch, r.everConfirmed = msg.state.Epoch, msg.state.Confirmed
+	r.epoch, r.claimState = msg.state.Epoch, msg.state
 	r.timeline.stage(r.core.now(), "claimed", "", fmt.Sprintf("epoch %d", r.epoch))
 	ctx.Send(r.partition, recoveryClaimed{epoch: r.epoch}) // before its own seal, on the same mailbox order
 	r.state = recoverySealing
@@ -317,7 +321,7 @@ func (r *recovery) takeSeal(ctx actor.Context, replica string, frame *wire.Seale
 	for i, entry := range frame.History {
 		history[i] = replication.HistoryEntry{Epoch: entry.Epoch, FirstOffset: entry.FirstOffset}
 	}
-	incomplete = !replication.SealCounts(incomplete, r.everConfirmed)
+	incomplete = !replication.SealCounts(incomplete, r.claimState.MayHaveCounted(replica))
 	r.sealed[replica] = replication.SealReport{Node: replica, Instance: frame.Instance, Incomplete: incomplete,
 		FirstOffset: frame.FirstOffset, DurableNext: frame.DurableNext, History: history}
 	detail := fmt.Sprintf("end %d", frame.DurableNext)

@@ -147,10 +147,14 @@ type RecoveryPlan struct {
 
 // SealCounts reports whether a sealed copy's seal counts toward the E-W+1
 // a recovery waits for: a complete copy's always; an incomplete one's only
-// while the partition never confirmed a record (the coordination shard's
-// Confirmed is false, set by an owner before its first quorum frontier
-// applies), when it cannot have lost anything a confirm stood on.
-func SealCounts(incomplete, partitionConfirmed bool) bool { return !incomplete || !partitionConfirmed }
+// when no copy on its node may have counted toward a confirm
+// (mayHaveCounted false: the partition never confirmed a record, or the
+// node is not among the voters the coordination shard recorded), when it
+// cannot have lost anything a confirm stood on. mayHaveCounted comes from
+// the shard's state the recovery's claim returned: a claim moves the epoch,
+// after which the shard records no voter of an earlier one, so that state
+// names every node that ever counted.
+func SealCounts(incomplete, mayHaveCounted bool) bool { return !incomplete || !mayHaveCounted }
 
 // SealsNeededNow is how many eligible seals a recovery holding reports
 // needs before it plans: E-W+1 (needed), or one when lastOwner's seal is

@@ -393,3 +393,21 @@ func TestSealsNeededNow(t *testing.T) {
 		}
 	}
 }
+
+// An incomplete seal counts only from a node no confirm may have counted
+// on; a complete seal always counts.
+func TestAnIncompleteSealCountsOnlyWhenItsNodeNeverCounted(t *testing.T) {
+	cases := []struct {
+		incomplete, mayHaveCounted, counts bool
+	}{
+		{incomplete: false, mayHaveCounted: false, counts: true},
+		{incomplete: false, mayHaveCounted: true, counts: true},
+		{incomplete: true, mayHaveCounted: false, counts: true},
+		{incomplete: true, mayHaveCounted: true, counts: false},
+	}
+	for _, c := range cases {
+		if got := SealCounts(c.incomplete, c.mayHaveCounted); got != c.counts {
+			t.Errorf("SealCounts(incomplete %v, may have counted %v) = %v, want %v", c.incomplete, c.mayHaveCounted, got, c.counts)
+		}
+	}
+}
