@@ -444,10 +444,20 @@ func (p *partition) addClusterInfo(info *wire.QueueInfo) {
 		}
 		progress := r.followers[replica]
 		info.Replicas = append(info.Replicas, wire.ReplicaInfo{Node: replica, WrittenNext: progress.WrittenNext,
-			DurableNext: progress.DurableNext, State: r.linkReports[replica].state})
+			DurableNext: progress.DurableNext, State: r.linkReports[replica].stateAt(time.Now())})
 	}
 	p.countCopiesAtTheFrontier(info)
 	info.CommitWaitMs = uint64(r.commitWait.wait(time.Now(), r.committed).Milliseconds())
+}
+
+// stateAt is the report's state for operators at now: a report older
+// than linkReportStaleAfter says so, since the link that sent it no
+// longer reports (the owner's cut-off rule stops counting it then).
+func (report linkProgress) stateAt(now time.Time) string {
+	if report.at.IsZero() || now.Sub(report.at) < linkReportStaleAfter {
+		return report.state
+	}
+	return fmt.Sprintf("no report for %.1fs (last: %s)", now.Sub(report.at).Seconds(), report.state)
 }
 
 // followView applies a coordination view: the role follows who leads and
