@@ -22,4 +22,10 @@ func TestAStaleLinkReportSaysItIsStale(t *testing.T) {
 	if got := (linkProgress{state: "starting"}).stateAt(now); got != "starting" {
 		t.Fatalf("a link that never reported reads %q", got)
 	}
+	// Only a fresh report admits, counts at the frontier, or keeps a
+	// cut-off owner serving.
+	if !fresh.freshAt(now) || stale.freshAt(now) || (linkProgress{admits: true}).freshAt(now) {
+		t.Fatalf("freshAt: fresh %v, stale %v, never reported %v", fresh.freshAt(now), stale.freshAt(now),
+			(linkProgress{admits: true}).freshAt(now))
+	}
 }

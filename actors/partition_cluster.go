@@ -454,10 +454,19 @@ func (p *partition) addClusterInfo(info *wire.QueueInfo) {
 // than linkReportStaleAfter says so, since the link that sent it no
 // longer reports (the owner's cut-off rule stops counting it then).
 func (report linkProgress) stateAt(now time.Time) string {
-	if report.at.IsZero() || now.Sub(report.at) < linkReportStaleAfter {
+	if report.at.IsZero() || report.freshAt(now) {
 		return report.state
 	}
 	return fmt.Sprintf("no report for %.1fs (last: %s)", now.Sub(report.at).Seconds(), report.state)
+}
+
+// freshAt reports whether the report is younger than
+// linkReportStaleAfter at now. A stale report comes from a link that no
+// longer reports: it says nothing about the follower now, so it neither
+// admits publishes, nor counts a copy at the frontier, nor keeps a cut-off
+// owner serving.
+func (report linkProgress) freshAt(now time.Time) bool {
+	return !report.at.IsZero() && now.Sub(report.at) < linkReportStaleAfter
 }
 
 // followView applies a coordination view: the role follows who leads and

@@ -82,9 +82,10 @@ func (w *commitWait) reset() { w.notes = w.notes[:0] }
 // countCopiesAtTheFrontier sets info's WrittenOn and DurableOn: the owner,
 // and each follower at or past the frontier whose link admits.
 func (p *partition) countCopiesAtTheFrontier(info *wire.QueueInfo) {
+	now := time.Now()
 	for _, replica := range info.Replicas {
 		if report := p.repl.linkReports[replica.Node]; replica.Node != p.home.replication.self &&
-			(!report.admits || report.stalled) {
+			(!report.admits || report.stalled || !report.freshAt(now)) {
 			continue
 		}
 		if max(replica.WrittenNext, replica.DurableNext) >= info.CommittedNext {

@@ -108,17 +108,15 @@ func (p *partition) maybeStepDownCutOff(ctx actor.Context) {
 		r.cutOffSince = time.Time{}
 		return
 	}
-	keepingUp := 0
+	keepingUp, now := 0, time.Now()
 	for _, report := range r.linkReports {
-		// A report older than linkReportStaleAfter comes from a link that
-		// no longer runs: it says nothing about the follower now.
-		if report.admits && !report.stalled && time.Since(report.at) < linkReportStaleAfter {
+		if report.admits && !report.stalled && report.freshAt(now) {
 			keepingUp++
 		}
 	}
 	wasCutOff := !r.cutOffSince.IsZero()
 	stepDown, since := replication.OwnerCutOff(keepingUp, len(p.home.replication.replicas), r.view.SelfLeads,
-		r.cutOffSince, time.Now())
+		r.cutOffSince, now)
 	r.cutOffSince = since
 	switch {
 	case stepDown:
@@ -292,7 +290,8 @@ func (p *partition) retentionFloor() uint64 {
 
 // admitsPublishes reports whether the owner may append new publishes: it
 // serves and at least W copies count toward admission (a follower stalled
-// for long does not). failure says why not.
+// for long does not, nor one whose link stopped reporting). failure says
+// why not.
 func (p *partition) admitsPublishes() (bool, requestFailure) {
 	if !p.isReplicated() {
 		return true, requestFailure{}
@@ -302,9 +301,9 @@ func (p *partition) admitsPublishes() (bool, requestFailure) {
 		return false, requestFailure{code: wire.CodeNotOwner, message: fmt.Sprintf(
 			"queue %q is not served by this node (it is a %s here)", p.home.name, r.role)}
 	}
-	copies := 1
+	copies, now := 1, time.Now()
 	for _, report := range r.linkReports {
-		if report.admits {
+		if report.admits && report.freshAt(now) {
 			copies++
 		}
 	}
@@ -323,12 +322,12 @@ func (p *partition) replicaStates() string {
 		names = append(names, node)
 	}
 	slices.Sort(names)
-	text := ""
+	text, now := "", time.Now()
 	for i, node := range names {
 		if i > 0 {
 			text += ", "
 		}
-		text += node + " " + p.repl.linkReports[node].state
+		text += node + " " + p.repl.linkReports[node].stateAt(now)
 	}
 	return text
 }
