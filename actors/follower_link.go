@@ -234,7 +234,13 @@ func (f *followerLink) maybePush(ctx actor.Context) {
 		})
 		switch {
 		case errors.Is(err, log.ErrOutOfRange):
-			f.link.LinkDown(fmt.Sprintf("the follower needs offset %d, below this log's first %d", from, owner.FirstOffset))
+			// The owner compacted past the follower's next offset. The link
+			// probes again (retry): the follower's refusal leads it to the
+			// snapshot, and its acceptance back to pushing. Marked down
+			// instead, it waited for a peer link up that never came while
+			// the peer link stayed up, and the copy never counted again.
+			f.link.LinkUp()
+			f.link.Reason = fmt.Sprintf("the follower needs offset %d, below this log's first %d", from, owner.FirstOffset)
 			f.report(ctx)
 			f.armRetry(ctx, linkProbeRetry)
 			return
