@@ -153,8 +153,11 @@ func startCompound(t *testing.T, hosts *netHosts, class string, random *rand.Ran
 	cr.timeline = startTimeline(r.c, cr.queue, cr.start)
 	t.Cleanup(func() {
 		cr.timeline.close()
-		if t.Failed() {
+		switch {
+		case t.Failed():
 			reportFailedTrial(t, r.c, cr.timeline)
+		case os.Getenv("FIBRIL_KEEP_TRIALS") == "1":
+			writeTimeline(t, r.c, cr.timeline)
 		}
 	})
 	t.Logf("%s: queue %s (%s) on %s, %v per publisher", class, cr.queue, queue.policy, r.roles.owners[cr.queue],

@@ -6,7 +6,9 @@ package acceptance
 // its own log's written and durable frontiers, and, from the owner, the
 // quorum frontier committed_next and each replica's progress and state)
 // and for the queue's counters in GET /metrics (deliveries, confirms,
-// lease lapses). A node that does not answer within the tick (paused,
+// lease lapses), and GET /debug/actors for the summaries of the queue's
+// own actors (each follower link's state, pushes and last refusal, the
+// partition's role and epoch). A node that does not answer within the tick (paused,
 // killed, starting) is noted as such. The harness adds its own events
 // (each fault and heal) so the dump reads in order.
 //
@@ -68,6 +70,9 @@ type nodeSample struct {
 	err     string // the queue status could not be read
 	status  queueStatusView
 	metrics map[string]float64 // counter name: value, summed over its other labels
+	// actors are the summaries of the queue's actors ("links/node2: ..."),
+	// by path below the queue.
+	actors []string
 }
 
 // timelineTick is one tick, or one harness event when note is set.
@@ -166,7 +171,43 @@ func (tl *timeline) sampleNode(n *procNode) nodeSample {
 	if body, err := tl.get(ctx, "http://"+n.httpAddress()+"/metrics"); err == nil {
 		sample.metrics = queueCounters(body, tl.queue)
 	}
+	if body, err := tl.get(ctx, "http://"+n.httpAddress()+"/debug/actors?format=json"); err == nil {
+		sample.actors = queueActorSummaries(body, tl.queue)
+	}
 	return sample
+}
+
+// actorTreeNode is the part of GET /debug/actors the timeline reads.
+type actorTreeNode struct {
+	Path     string           `json:"path"`
+	Kind     string           `json:"kind"`
+	Summary  string           `json:"summary"`
+	Children []*actorTreeNode `json:"children"`
+}
+
+// queueActorSummaries lists "path: summary" for every actor below
+// .../queues/QUEUE/ in a GET /debug/actors body, the path relative to the
+// queue, in the tree's order.
+func queueActorSummaries(body []byte, queue string) []string {
+	var tree struct {
+		Tree []*actorTreeNode `json:"tree"`
+	}
+	if json.Unmarshal(body, &tree) != nil {
+		return nil
+	}
+	prefix := "queues/" + queue + "/"
+	var out []string
+	var walk func(nodes []*actorTreeNode)
+	walk = func(nodes []*actorTreeNode) {
+		for _, node := range nodes {
+			if at := strings.Index(node.Path, prefix); at >= 0 && node.Kind != "group" {
+				out = append(out, node.Path[at+len(prefix):]+": "+node.Summary)
+			}
+			walk(node.Children)
+		}
+	}
+	walk(tree.Tree)
+	return out
 }
 
 func (tl *timeline) get(ctx context.Context, url string) ([]byte, error) {
@@ -257,6 +298,9 @@ func (tl *timeline) write(w io.Writer) {
 				prefix = tl.offset(tick.at)
 			}
 			fmt.Fprintf(w, "%s  %s\n", prefix, sample.line())
+			for _, summary := range sample.actors {
+				fmt.Fprintf(w, "%s      %s\n", strings.Repeat(" ", len(prefix)), summary)
+			}
 		}
 	}
 }
@@ -431,18 +475,26 @@ func clipLine(line string) string {
 	return line
 }
 
-// reportFailedTrial writes the timeline next to the trial's node logs,
-// prints its digest and each node's warnings, and copies the logs and the
-// timeline to the test's artifact directory when -artifacts is set.
-func reportFailedTrial(t *testing.T, c *procCluster, tl *timeline) {
+// writeTimeline writes the timeline to timeline.txt next to the trial's
+// node logs and returns its path (a kept trial that passed has one too:
+// FIBRIL_KEEP_TRIALS=1 keeps passing trials for reading).
+func writeTimeline(t *testing.T, c *procCluster, tl *timeline) string {
 	path := filepath.Join(c.dir, "timeline.txt")
 	file, err := os.Create(path)
 	if err != nil {
 		t.Logf("timeline: %v", err)
-	} else {
-		tl.write(file)
-		_ = file.Close()
+		return path
 	}
+	tl.write(file)
+	_ = file.Close()
+	return path
+}
+
+// reportFailedTrial writes the timeline next to the trial's node logs,
+// prints its digest and each node's warnings, and copies the logs and the
+// timeline to the test's artifact directory when -artifacts is set.
+func reportFailedTrial(t *testing.T, c *procCluster, tl *timeline) {
+	path := writeTimeline(t, c, tl)
 	t.Logf("the trial's timeline: %s; node logs: %s", path, filepath.Join(c.dir, "node*.log"))
 	for _, finding := range tl.digest() {
 		t.Logf("timeline: %s", finding)
