@@ -40,8 +40,9 @@ package replication
 // What the link says of itself is true (Observe, with the time injected by
 // the caller): "in sync" only while the follower holds everything the
 // owner wrote; a follower behind is "pushing" or "catching up" with its lag
-// in records; one whose position has not moved for StallAfter while the
-// owner's log is ahead of it is "stalled", with the reason.
+// in records; one whose position has not risen for StallAfter of counting
+// while the owner's log is ahead of it is "stalled", with the reason,
+// however often the link went through probing or refusals meanwhile.
 //
 // Retention: an owner keeps the records a follower still needs
 // (RetentionHold): those above a counting follower's durable position, and
@@ -59,6 +60,7 @@ package replication
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -164,15 +166,27 @@ type Link struct {
 	// inFlightBytes is the sum of the record bytes of inFlight.
 	inFlightBytes int
 
-	// observed is the position Observe saw last; progressAt when it last
-	// saw the position move or level with the owner's log.
-	observed   [2]uint64
-	progressAt time.Time
+	// The stall clock (Observe). best is the highest position at the
+	// queue's boundary that follower instance bestInstance reported while
+	// it counted; progressAt is when it last rose above best or was level
+	// with the owner's log. Neither moves while the follower does not
+	// count, and a return to counting at the same position is no
+	// progress: a link that goes round probing, pushing and refusals
+	// without the follower's log growing stays stalled. countingSince is
+	// when the link last began to count.
+	best          uint64
+	bestInstance  uint64
+	progressAt    time.Time
+	counting      bool
+	countingSince time.Time
 	// lastDurable is the follower's durable position as last reported, kept
 	// while it does not count (retention); stoppedAt is when it stopped
 	// counting (zero while it counts).
 	lastDurable uint64
 	stoppedAt   time.Time
+	// actedOn is the account of the last refusal the link restarted on
+	// (OnRefused), cleared when it starts over at probing.
+	actedOn refusalAccount
 }
 
 // LinkHealth is what a link says of itself at one moment.
@@ -228,10 +242,7 @@ func (l *Link) Observe(owner OwnerLog, now time.Time, written bool) LinkHealth {
 	if owner.Written > position {
 		lag = owner.Written - position
 	}
-	current := [2]uint64{l.Written, l.Durable}
-	if current != l.observed || lag == 0 || !counts || l.progressAt.IsZero() {
-		l.observed, l.progressAt = current, now
-	}
+	l.observeProgress(position, lag, counts, now)
 	health := LinkHealth{State: l.State, LagRecords: lag}
 	if counts && lag > 0 {
 		health.StalledFor = now.Sub(l.progressAt)
@@ -240,6 +251,25 @@ func (l *Link) Observe(owner OwnerLog, now time.Time, written bool) LinkHealth {
 	health.Admits = counts && health.StalledFor < l.Limits.AdmitStallMax
 	health.Text = l.healthText(health)
 	return health
+}
+
+// observeProgress runs the stall clock (see best): it starts over when
+// the follower's position rises above the best its instance reached, when
+// it is level with the owner, and when a new follower instance counts.
+func (l *Link) observeProgress(position, lag uint64, counts bool, now time.Time) {
+	if counts && !l.counting {
+		l.countingSince = now
+	}
+	l.counting = counts
+	switch {
+	case !counts:
+	case l.progressAt.IsZero() || l.Instance != l.bestInstance:
+		l.best, l.bestInstance, l.progressAt = position, l.Instance, now
+	case position > l.best:
+		l.best, l.progressAt = position, now
+	case lag == 0:
+		l.progressAt = now
+	}
 }
 
 func (l *Link) healthText(health LinkHealth) string {
@@ -274,9 +304,13 @@ func records(n uint64) string {
 // an acknowledgement (a report the follower could not send, pushes the
 // owner thinks are in flight and the follower never saw), a fresh probe
 // makes both sides say again where they stand. A follower that is only
-// slow answers the probe at once and goes on.
-func (l *Link) ShouldReprobe(health LinkHealth) bool {
-	return health.Stalled && l.Limits.ReprobeAfter > 0 && health.StalledFor >= l.Limits.ReprobeAfter
+// slow answers the probe at once and goes on. A link probes again at most
+// once per ReprobeAfter of counting: the stall clock does not start over
+// at a reprobe, so without that bound it would probe on every
+// observation.
+func (l *Link) ShouldReprobe(health LinkHealth, now time.Time) bool {
+	return health.Stalled && l.Limits.ReprobeAfter > 0 && health.StalledFor >= l.Limits.ReprobeAfter &&
+		l.counting && now.Sub(l.countingSince) >= l.Limits.ReprobeAfter
 }
 
 // RetentionHold says whether the follower holds the owner's retention at
@@ -300,7 +334,7 @@ func (l *Link) Progress() ReplicaProgress {
 
 // becomeProbing starts over: nothing counts until the follower answers.
 func (l *Link) becomeProbing(reason string) {
-	l.State, l.Reason = LinkProbing, reason
+	l.State, l.Reason, l.actedOn = LinkProbing, reason, refusalAccount{}
 	l.Instance, l.Written, l.Durable = 0, 0, 0
 	l.clearInFlight()
 }
@@ -315,7 +349,7 @@ func (l *Link) LinkUp() { l.becomeProbing("probing") }
 
 // LinkDown: the peer link went down; nothing counts until it is up again.
 func (l *Link) LinkDown(cause string) {
-	l.State, l.Reason = LinkUnreachable, cause
+	l.State, l.Reason, l.actedOn = LinkUnreachable, cause, refusalAccount{}
 	l.Instance, l.Written, l.Durable = 0, 0, 0
 	l.clearInFlight()
 }
@@ -413,7 +447,23 @@ const (
 )
 
 // OnRefused takes a refusal and says what to do next.
+//
+// A follower refuses every push of a window that no longer fits its log,
+// each with the same account of its log. The first of them restarts the
+// pushes; a later one that says exactly the same (same instance, reason,
+// end, durable position and history) while the link still pushes or
+// catches up from that restart is a refusal of a push sent before it, and
+// changes nothing: restarting on each of them pushed the whole window
+// again per refusal, each drawing as many refusals, and the counted
+// position was dragged back each time.
 func (l *Link) OnRefused(refusal Refusal, owner OwnerLog) LinkAction {
+	switch refusal.Reason {
+	case RefusedOffset, RefusedBehind:
+		if (l.State == LinkPushing || l.State == LinkCatchingUp) && l.actedOn.same(refusal) {
+			return LinkWait
+		}
+		l.actedOn = refusalAccount{}.of(refusal)
+	}
 	l.clearInFlight()
 	switch refusal.Reason {
 	case RefusedEpoch:
@@ -461,6 +511,26 @@ func (l *Link) OnRefused(refusal Refusal, owner OwnerLog) LinkAction {
 	}
 	l.State, l.Reason = LinkCatchingUp, fmt.Sprintf("%d records behind; fetching", owner.Written-resume)
 	return LinkProbeAtEnd
+}
+
+// refusalAccount is what a refusal says of the follower's log, to tell a
+// repeat of it (OnRefused).
+type refusalAccount struct {
+	set                     bool
+	instance                uint64
+	reason                  RefusalReason
+	stagedNext, durableNext uint64
+	history                 []HistoryEntry
+}
+
+func (refusalAccount) of(refusal Refusal) refusalAccount {
+	return refusalAccount{set: true, instance: refusal.Instance, reason: refusal.Reason,
+		stagedNext: refusal.StagedNext, durableNext: refusal.DurableNext, history: slices.Clone(refusal.History)}
+}
+
+func (a refusalAccount) same(refusal Refusal) bool {
+	return a.set && a.instance == refusal.Instance && a.reason == refusal.Reason && a.stagedNext == refusal.StagedNext &&
+		a.durableNext == refusal.DurableNext && slices.Equal(a.history, refusal.History)
 }
 
 func (r RefusalReason) String() string {

@@ -153,14 +153,14 @@ func TestLinkSaysWhenItIsBehindOrStalled(t *testing.T) {
 	if !health.Stalled || !health.Admits || health.LagRecords != 40 {
 		t.Fatalf("a follower that has not moved for 1.3 s: %+v", health)
 	}
-	if health := link.Observe(owner, start.Add(1900*time.Millisecond), false); link.ShouldReprobe(health) {
+	if health := link.Observe(owner, start.Add(1900*time.Millisecond), false); link.ShouldReprobe(health, start.Add(1900*time.Millisecond)) {
 		t.Fatalf("a link stalled for 1.9 s is probed again before ReprobeAfter: %+v", health)
 	}
 	health = link.Observe(owner, start.Add(6300*time.Millisecond), false)
 	if health.Admits || !health.Stalled {
 		t.Fatalf("a follower stalled for 6.3 s still admits: %+v", health)
 	}
-	if !link.ShouldReprobe(health) {
+	if !link.ShouldReprobe(health, start.Add(6300*time.Millisecond)) {
 		t.Fatalf("a link stalled for 6.3 s is not probed again: %+v", health)
 	}
 	// It moves: the stall clock starts over.
@@ -262,5 +262,122 @@ func TestLinkFollowerBelowTheOwnersRetentionResumesAfterItsRebase(t *testing.T) 
 		if link.State != LinkPushing || link.Next != 260 {
 			t.Fatalf("%s: at 260 of 300 with a threshold of 50: %s, next %d", c.name, link.State, link.Next)
 		}
+	}
+}
+
+// TestLinkGoingRoundWithoutProgressIsStalled: a follower that answers
+// every probe and then refuses the next push, its log never growing, goes
+// round probing and pushing every 100 ms. Each time round it counts for a
+// moment at the same position; that is no progress, so the link is stalled
+// once StallAfter of counting has passed, and a cut-off owner stops
+// counting it as keeping up. (Seen in the owner-cut class: the stall clock
+// started over at every probe, so a link that could not make progress
+// never said so, and a cut-off owner went on serving for the whole cut.)
+func TestLinkGoingRoundWithoutProgressIsStalled(t *testing.T) {
+	limits := DefaultLinkLimits
+	link := NewLink("node2", 3, limits)
+	owner := ownerLog(0, 100, h(3, 0))
+	start := time.Unix(1000, 0)
+	link.LinkUp()
+	link.OnProgress(3, 7, 100, 100, owner)
+	link.Observe(owner, start, false)
+	stalledAt := time.Duration(-1)
+	for step := 1; step <= 20; step++ {
+		now := start.Add(time.Duration(step) * 50 * time.Millisecond)
+		owner.Written += 10
+		if step%2 == 1 {
+			link.OnRefused(Refusal{Epoch: 3, Instance: 7, Reason: RefusedUnknown, Message: "waiting to see epoch 3 activated"}, owner)
+			link.Observe(owner, now, false)
+			link.LinkUp()
+		} else {
+			link.OnProgress(3, 7, 100, 100, owner)
+		}
+		health := link.Observe(owner, now, false)
+		if health.Stalled && stalledAt < 0 {
+			stalledAt = now.Sub(start)
+		}
+		if link.Counts() && now.Sub(start) >= limits.StallAfter+100*time.Millisecond && !health.Stalled {
+			t.Fatalf("step %d, %v after the last progress: a follower that has not grown is not stalled: %+v",
+				step, now.Sub(start), health)
+		}
+	}
+	if stalledAt < 0 || stalledAt > limits.StallAfter+100*time.Millisecond {
+		t.Fatalf("stalled first at %v, want within %v", stalledAt, limits.StallAfter+100*time.Millisecond)
+	}
+	// A real move starts the clock over.
+	link.OnProgress(3, 7, 150, 150, owner)
+	if health := link.Observe(owner, start.Add(1100*time.Millisecond), false); health.Stalled {
+		t.Fatalf("a follower that grew is still stalled: %+v", health)
+	}
+}
+
+// TestLinkReprobesAtMostOncePerReprobeAfter: the stall clock does not
+// start over at a reprobe, so a link back to counting after one waits
+// ReprobeAfter before the next.
+func TestLinkReprobesAtMostOncePerReprobeAfter(t *testing.T) {
+	link := NewLink("node2", 3, DefaultLinkLimits)
+	owner := ownerLog(0, 100, h(3, 0))
+	start := time.Unix(1000, 0)
+	link.LinkUp()
+	link.OnProgress(3, 7, 100, 100, owner)
+	link.Observe(owner, start, false)
+	owner.Written = 200
+	at := start.Add(2500 * time.Millisecond)
+	health := link.Observe(owner, at, false)
+	if !link.ShouldReprobe(health, at) {
+		t.Fatalf("a link stalled for 2.5 s is not probed again: %+v", health)
+	}
+	link.LinkUp()
+	link.Observe(owner, at, false)
+	link.OnProgress(3, 7, 100, 100, owner)
+	at = at.Add(100 * time.Millisecond)
+	health = link.Observe(owner, at, false)
+	if !health.Stalled {
+		t.Fatalf("back at the same position after a reprobe, the link is not stalled: %+v", health)
+	}
+	if link.ShouldReprobe(health, at) {
+		t.Fatal("a link probed again 100 ms after its last reprobe")
+	}
+	at = at.Add(DefaultLinkLimits.ReprobeAfter)
+	if !link.ShouldReprobe(link.Observe(owner, at, false), at) {
+		t.Fatal("a link still stalled ReprobeAfter after its reprobe is not probed again")
+	}
+}
+
+// TestLinkARepeatedRefusalDoesNotRestartThePushes: a follower refuses
+// every push of a window that no longer fits, each with the same account
+// of its log. The first refusal restarts the pushes from the resume point;
+// the repeats, refusals of pushes sent before the restart, leave the new
+// pushes in flight and the counted position alone. A refusal that says
+// something new restarts again. (Seen in the owner-cut class: each repeat
+// pushed the window again, 4,005 refusals in 5 s, and the follower's
+// counted position was dragged back to the resume point each time.)
+func TestLinkARepeatedRefusalDoesNotRestartThePushes(t *testing.T) {
+	owner := ownerLog(0, 200, h(1, 0), h(3, 100))
+	link := NewLink("node2", 3, LinkLimits{WindowBytes: 1 << 20, PushBytes: 1 << 10, CatchUpRecords: 500})
+	link.LinkUp()
+	refusal := Refusal{Epoch: 3, Instance: 9, Reason: RefusedOffset, StagedNext: 150, DurableNext: 150,
+		History: []HistoryEntry{h(1, 0), h(3, 100)}}
+	if action := link.OnRefused(refusal, owner); action != LinkPush || link.Next != 150 || link.State != LinkPushing {
+		t.Fatalf("the first refusal: action %d, %+v", action, link)
+	}
+	link.Pushed(150, 180, 300)
+	link.OnProgress(3, 9, 160, 170, owner)
+	if action := link.OnRefused(refusal, owner); action != LinkWait {
+		t.Fatalf("a repeat of the refusal restarted the pushes: action %d", action)
+	}
+	if link.Next != 180 || link.InFlightBytes() != 300 || link.Progress().WrittenNext != 170 || link.Progress().DurableNext != 160 {
+		t.Fatalf("a repeat of the refusal changed the link: next %d, in flight %d, progress %+v",
+			link.Next, link.InFlightBytes(), link.Progress())
+	}
+	moved := refusal
+	moved.StagedNext, moved.DurableNext = 175, 170
+	if action := link.OnRefused(moved, owner); action != LinkPush || link.Next != 175 || link.InFlightBytes() != 0 {
+		t.Fatalf("a refusal with a new account: action %d, next %d, in flight %d", action, link.Next, link.InFlightBytes())
+	}
+	// After a probe the same account is news again.
+	link.LinkUp()
+	if action := link.OnRefused(moved, owner); action != LinkPush || link.State != LinkPushing {
+		t.Fatalf("the first refusal after a probe: action %d, %+v", action, link)
 	}
 }
