@@ -95,6 +95,10 @@ type followerLink struct {
 	// time), at reportedAt.
 	reported   *linkProgress
 	reportedAt time.Time
+	// stalled is whether the last observation found the follower stalled
+	// (maybeLogStall logs the changes).
+	stalled   bool
+	queueName string
 }
 
 func newFollowerLink(entry *runtime.Entry, core *brokerCore, partition *actor.PID, queueName string, shardID uint64,
@@ -103,7 +107,7 @@ func newFollowerLink(entry *runtime.Entry, core *brokerCore, partition *actor.PI
 	limits := replication.DefaultLinkLimits
 	limits.RetentionHoldMax = core.config.FollowerRetentionHold
 	return &followerLink{entry: entry, core: core, partition: partition, shardID: shardID, node: node, log: l,
-		shared: shared, link: replication.NewLink(node, epoch, limits),
+		shared: shared, link: replication.NewLink(node, epoch, limits), queueName: queueName,
 		pushedRecords: linkMetrics.pushedRecords.WithLabelValues(queueName),
 		pushedBytes:   linkMetrics.pushedBytes.WithLabelValues(queueName)}
 }
@@ -190,6 +194,7 @@ func (f *followerLink) report(ctx actor.Context) {
 	retention, holds := f.link.RetentionHold(now)
 	report := linkProgress{node: f.node, progress: f.link.Progress(), state: health.Text, admits: health.Admits,
 		stalled: health.Stalled, lagRecords: health.LagRecords, retention: retention, holdsRetention: holds}
+	f.maybeLogStall(health)
 	if f.reported != nil && *f.reported == report && now.Sub(f.reportedAt) < linkReportRefresh {
 		return
 	}
@@ -197,6 +202,25 @@ func (f *followerLink) report(ctx actor.Context) {
 	f.reported, f.reportedAt = &kept, now
 	report.at = now
 	ctx.Send(f.partition, report)
+}
+
+// maybeLogStall logs when the follower becomes stalled and when it moves
+// again: both are rare and an operator reading a failover wants them.
+func (f *followerLink) maybeLogStall(health replication.LinkHealth) {
+	if health.Stalled == f.stalled {
+		return
+	}
+	f.stalled = health.Stalled
+	if health.Stalled {
+		owner := f.ownerLog()
+		f.core.logger.Info("a follower stopped making progress", "queue", f.queueName, "follower", f.node,
+			"epoch", f.link.Epoch, "state", health.Text, "in_flight_bytes", f.link.InFlightBytes(), "pushes", f.pushes,
+			"refusals", f.refusals, "last_refusal", f.lastRefusal, "owner_first", owner.FirstOffset,
+			"owner_written", owner.Written, "owner_history", fmt.Sprint(owner.History))
+		return
+	}
+	f.core.logger.Info("a follower makes progress again", "queue", f.queueName, "follower", f.node,
+		"epoch", f.link.Epoch, "state", health.Text)
 }
 
 // probe sends a keepalive push at the owner's end: the follower answers
@@ -257,7 +281,8 @@ func (f *followerLink) maybePush(ctx actor.Context) {
 func (f *followerLink) refused(ctx actor.Context, msg followerRefused) {
 	refusal := msg.refusal
 	f.refusals++
-	f.lastRefusal = fmt.Sprintf("last refusal %d: %s", refusal.Reason, refusal.Message)
+	f.lastRefusal = fmt.Sprintf("last refusal %d: %s (staged %d durable %d history %v)", refusal.Reason, refusal.Message,
+		refusal.StagedNext, refusal.DurableNext, refusal.History)
 	history := make([]replication.HistoryEntry, len(refusal.History))
 	for i, entry := range refusal.History {
 		history[i] = replication.HistoryEntry{Epoch: entry.Epoch, FirstOffset: entry.FirstOffset}
@@ -300,7 +325,8 @@ func (f *followerLink) retry(ctx actor.Context) {
 		f.link.LinkUp()
 		f.probe(ctx)
 	case replication.LinkPushing, replication.LinkCatchingUp:
-		if health := f.link.Observe(f.ownerLog(), time.Now(), f.shared.writtenBoundary.Load()); f.link.ShouldReprobe(health) {
+		now := time.Now()
+		if health := f.link.Observe(f.ownerLog(), now, f.shared.writtenBoundary.Load()); f.link.ShouldReprobe(health, now) {
 			f.core.logger.Warn("a follower link made no progress; probing the follower again", "follower", f.node,
 				"stalled", health.StalledFor, "behind_records", health.LagRecords, "in_flight_bytes", f.link.InFlightBytes())
 			f.link.LinkUp()

@@ -124,8 +124,14 @@ func (p *partition) maybeStepDownCutOff(ctx actor.Context) {
 		p.stepDownWith(ctx, fmt.Sprintf("cut off for %v: %d of %d copies keep up and this node does not lead the coordination shard (%s)",
 			replication.CutOffAfter, keepingUp+1, len(p.home.replication.replicas), p.replicaStates()), true)
 	case !since.IsZero() && !wasCutOff:
+		p.core.logger.Info("the owner looks cut off; it steps down unless that changes", "queue", p.home.name,
+			"epoch", r.epoch, "after", replication.CutOffAfter, "copies_keeping_up", keepingUp+1,
+			"replicas", len(p.home.replication.replicas), "followers", p.replicaStates())
 		self, system := ctx.Self(), ctx.ActorSystem()
 		time.AfterFunc(replication.CutOffAfter, func() { system.Root.Send(self, recheckCoordination{}) })
+	case since.IsZero() && wasCutOff:
+		p.core.logger.Info("the owner is no longer cut off", "queue", p.home.name, "epoch", r.epoch,
+			"copies_keeping_up", keepingUp+1, "leads_coordination", r.view.SelfLeads)
 	}
 }
 

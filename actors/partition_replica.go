@@ -151,7 +151,20 @@ func (p *partition) refusePush(msg replicaPush, reason wire.RefusalReason, messa
 	}
 	refusal := &wire.PushRefused{Partition: msg.push.Partition, Epoch: fence,
 		Instance: p.home.replication.instance, Reason: reason, Message: message}
-	if p.q != nil {
+	if p.q != nil && p.repl != nil {
+		// The end and history the decision saw: with the appends handed to
+		// the log and not staged yet. The log's own staged frontier lags
+		// them, and an owner that resumed from it pushed again from where
+		// this log already was, got refused again, and went round (every
+		// push of its window refused, the follower's counted position
+		// dragged back each time) while this copy was in fact keeping up.
+		end, history := p.replicaLogView()
+		refusal.StagedNext, refusal.DurableNext = end, p.q.Log().Frontiers().Durable
+		refusal.History = make([]wire.EpochStart, len(history))
+		for i, entry := range history {
+			refusal.History[i] = wire.EpochStart{Epoch: entry.Epoch, FirstOffset: entry.FirstOffset}
+		}
+	} else if p.q != nil {
 		l := p.q.Log()
 		f := l.Frontiers()
 		refusal.StagedNext, refusal.DurableNext = f.Staged, f.Durable
@@ -200,8 +213,10 @@ func (p *partition) replicaPush(ctx actor.Context, msg replicaPush) {
 		p.refusePush(msg, wire.RefusedEpoch, fmt.Sprintf("sealed at epoch %d", r.fence))
 		return
 	case replication.PushRefuseOffset:
-		p.refusePush(msg, wire.RefusedOffset, fmt.Sprintf("the push starts at %d after epoch %d; this log ends at %d",
-			push.StartOffset, push.PreviousEpoch, end))
+		p.refusePush(msg, wire.RefusedOffset, fmt.Sprintf(
+			"the push starts at %d after epoch %d; this log holds [%d, %d), its record before the push has epoch %d, its last epoch %d",
+			push.StartOffset, push.PreviousEpoch, l.FirstOffset(), end, replication.EpochAt(history, push.StartOffset-1),
+			replication.EpochAt(history, end-1)))
 		return
 	case replication.PushWaitForActivation:
 		p.refusePush(msg, wire.RefusedUnknown, fmt.Sprintf(
