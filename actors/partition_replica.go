@@ -164,11 +164,6 @@ func (p *partition) refusePush(msg replicaPush, reason wire.RefusalReason, messa
 		for i, entry := range history {
 			refusal.History[i] = wire.EpochStart{Epoch: entry.Epoch, FirstOffset: entry.FirstOffset}
 		}
-	} else if p.q != nil {
-		l := p.q.Log()
-		f := l.Frontiers()
-		refusal.StagedNext, refusal.DurableNext = f.Staged, f.Durable
-		refusal.History = wireHistoryOf(l.EpochHistory())
 	}
 	_ = msg.reply.sendFrame(refusal)
 }

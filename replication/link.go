@@ -184,9 +184,9 @@ type Link struct {
 	// counting (zero while it counts).
 	lastDurable uint64
 	stoppedAt   time.Time
-	// actedOn is the account of the last refusal the link restarted on
-	// (OnRefused), cleared when it starts over at probing.
-	actedOn refusalAccount
+	// actedOn is the last refusal the link restarted on (OnRefused), nil
+	// once it starts over at probing.
+	actedOn *Refusal
 }
 
 // LinkHealth is what a link says of itself at one moment.
@@ -334,7 +334,7 @@ func (l *Link) Progress() ReplicaProgress {
 
 // becomeProbing starts over: nothing counts until the follower answers.
 func (l *Link) becomeProbing(reason string) {
-	l.State, l.Reason, l.actedOn = LinkProbing, reason, refusalAccount{}
+	l.State, l.Reason, l.actedOn = LinkProbing, reason, nil
 	l.Instance, l.Written, l.Durable = 0, 0, 0
 	l.clearInFlight()
 }
@@ -349,7 +349,7 @@ func (l *Link) LinkUp() { l.becomeProbing("probing") }
 
 // LinkDown: the peer link went down; nothing counts until it is up again.
 func (l *Link) LinkDown(cause string) {
-	l.State, l.Reason, l.actedOn = LinkUnreachable, cause, refusalAccount{}
+	l.State, l.Reason, l.actedOn = LinkUnreachable, cause, nil
 	l.Instance, l.Written, l.Durable = 0, 0, 0
 	l.clearInFlight()
 }
@@ -459,10 +459,12 @@ const (
 func (l *Link) OnRefused(refusal Refusal, owner OwnerLog) LinkAction {
 	switch refusal.Reason {
 	case RefusedOffset, RefusedBehind:
-		if (l.State == LinkPushing || l.State == LinkCatchingUp) && l.actedOn.same(refusal) {
+		if (l.State == LinkPushing || l.State == LinkCatchingUp) && l.actedOn != nil && sameAccount(*l.actedOn, refusal) {
 			return LinkWait
 		}
-		l.actedOn = refusalAccount{}.of(refusal)
+		acted := refusal
+		acted.History = slices.Clone(refusal.History)
+		l.actedOn = &acted
 	}
 	l.clearInFlight()
 	switch refusal.Reason {
@@ -513,24 +515,11 @@ func (l *Link) OnRefused(refusal Refusal, owner OwnerLog) LinkAction {
 	return LinkProbeAtEnd
 }
 
-// refusalAccount is what a refusal says of the follower's log, to tell a
-// repeat of it (OnRefused).
-type refusalAccount struct {
-	set                     bool
-	instance                uint64
-	reason                  RefusalReason
-	stagedNext, durableNext uint64
-	history                 []HistoryEntry
-}
-
-func (refusalAccount) of(refusal Refusal) refusalAccount {
-	return refusalAccount{set: true, instance: refusal.Instance, reason: refusal.Reason,
-		stagedNext: refusal.StagedNext, durableNext: refusal.DurableNext, history: slices.Clone(refusal.History)}
-}
-
-func (a refusalAccount) same(refusal Refusal) bool {
-	return a.set && a.instance == refusal.Instance && a.reason == refusal.Reason && a.stagedNext == refusal.StagedNext &&
-		a.durableNext == refusal.DurableNext && slices.Equal(a.history, refusal.History)
+// sameAccount reports whether two refusals say the same of the follower's
+// log (their messages aside), to tell a repeat (OnRefused).
+func sameAccount(a, b Refusal) bool {
+	return a.Instance == b.Instance && a.Reason == b.Reason && a.StagedNext == b.StagedNext &&
+		a.DurableNext == b.DurableNext && slices.Equal(a.History, b.History)
 }
 
 func (r RefusalReason) String() string {
