@@ -95,7 +95,7 @@ type followerLink struct {
 	// time), at reportedAt.
 	reported   *linkProgress
 	reportedAt time.Time
-	// stalled is whether the last observation found the follower stalled
+	// stalled is whether the follower was last logged as stalled
 	// (maybeLogStall logs the changes).
 	stalled   bool
 	queueName string
@@ -205,9 +205,12 @@ func (f *followerLink) report(ctx actor.Context) {
 }
 
 // maybeLogStall logs when the follower becomes stalled and when it moves
-// again: both are rare and an operator reading a failover wants them.
+// again: both are rare and an operator reading a failover wants them. A
+// link that stops counting (probing, a refusal) has not moved again: a
+// stall ends only when the follower counts and is not stalled, so a link
+// going round between pushing and probing logs its stall once.
 func (f *followerLink) maybeLogStall(health replication.LinkHealth) {
-	if health.Stalled == f.stalled {
+	if health.Stalled == f.stalled || (f.stalled && !f.link.Counts()) {
 		return
 	}
 	f.stalled = health.Stalled
