@@ -60,7 +60,11 @@ export interface ClientOptions {
   maxBodyBytes?: number;
   /** Bounds one connection attempt, hello included. Default 5000. */
   connectTimeoutMs?: number;
-  /** Ping interval; a ping unanswered for an interval closes the connection. Default 30000; 0 turns it off. */
+  /**
+   * Keepalive interval. A ping goes out once nothing came from the node for
+   * a quarter of it; the connection closes when that ping is unanswered and
+   * nothing at all came for a whole interval. Default 30000; 0 turns it off.
+   */
   keepaliveIntervalMs?: number;
   /** Reconnect backoff. Defaults 50 and 5000. */
   backoff?: { initialMs?: number; maxMs?: number };

@@ -19,6 +19,7 @@ import {
   isKnownTag, tagName, type Delivery, type Frame, type Header, type PublishMessage,
 } from "./codec.js";
 import { Codes, ConnectionLostError, KeepaliveTimeoutError, ServerError } from "./errors.js";
+import { KeepaliveWatch, keepaliveTickMs } from "./keepalive.js";
 
 export interface HelloOk {
   version: number;
@@ -121,7 +122,9 @@ export class Connection {
   private readonly encoder = new Encoder(64 * 1024);
   private flushScheduled = false;
   private keepaliveTimer: NodeJS.Timeout | undefined;
-  private pingOutstanding = false;
+  private keepalive: KeepaliveWatch | undefined;
+  /** Every byte read from the node, for the keepalive's sign of life. */
+  private heardBytes = 0;
 
   constructor(options: ConnectionOptions) {
     this.options = options;
@@ -259,6 +262,7 @@ export class Connection {
   }
 
   private received(chunk: Buffer): void {
+    this.heardBytes += chunk.length;
     this.inbound.push(chunk);
     this.inboundBytes += chunk.length;
     if (this.inboundBytes < this.inboundNeeded) return;
@@ -383,7 +387,7 @@ export class Connection {
         return;
       case "FPO1":
         if (frame.requestId === 0n || !this.requests.has(frame.requestId)) {
-          this.pingOutstanding = false; // a keepalive ping's answer
+          this.keepalive?.answered(); // a keepalive ping's answer
           return;
         }
         this.answer(frame.requestId, { frame });
@@ -462,18 +466,24 @@ export class Connection {
     this.end(new ConnectionLostError(`closed the connection to ${this.address}: ${message}`));
   }
 
+  /** Looks at the connection every quarter interval (src/keepalive.ts says the rule). */
   private startKeepalive(): void {
-    if (this.options.keepaliveIntervalMs <= 0) return;
+    const intervalMs = this.options.keepaliveIntervalMs;
+    if (intervalMs <= 0) return;
+    const watch = new KeepaliveWatch(intervalMs, this.heardBytes, Date.now());
+    this.keepalive = watch;
     this.keepaliveTimer = setInterval(() => {
-      if (this.pingOutstanding) {
-        this.end(new KeepaliveTimeoutError(`connection to ${this.address}: keepalive ping unanswered for ${this.options.keepaliveIntervalMs} ms`));
-        return;
+      switch (watch.look(Date.now(), this.heardBytes)) {
+        case "close":
+          this.end(new KeepaliveTimeoutError(`connection to ${this.address}: keepalive ping unanswered and nothing heard for ${intervalMs} ms`));
+          return;
+        case "ping":
+          // Keepalive pings use ids from the request counter too, but are not
+          // registered as requests: their pong is recognised by that.
+          this.write({ tag: "FPI1", requestId: this.nextRequestId++ });
+          return;
       }
-      this.pingOutstanding = true;
-      // Keepalive pings use ids from the request counter too, but are not
-      // registered as requests: their pong is recognised by that.
-      this.write({ tag: "FPI1", requestId: this.nextRequestId++ });
-    }, this.options.keepaliveIntervalMs);
+    }, keepaliveTickMs(intervalMs));
     this.keepaliveTimer.unref();
   }
 

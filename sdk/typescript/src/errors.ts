@@ -83,8 +83,9 @@ export class ConnectionLostError extends Error {
 }
 
 /**
- * The keepalive closed the connection: a ping went unanswered for a whole
- * interval (the node is paused, cut off or stalled). The link's reconnect
+ * The keepalive closed the connection: a ping went unanswered and nothing
+ * came from the node for a whole interval (the node is paused, cut off or
+ * stalled). The link's reconnect
  * tries the next address first: a silent node's kernel usually still
  * accepts connections that its process never answers.
  */
